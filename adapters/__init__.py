@@ -1,0 +1,1 @@
+"""Backends behind the cosim contract: the SDK and one package per backend."""

@@ -1,0 +1,127 @@
+"""Base classes a lab subclasses to put its simulator behind the contract.
+
+A runtime backend implements one method, :meth:`RuntimeBackend.predict`;
+memory and network backends implement ``access`` or ``transfer`` and
+``collective``. Sessions, validation, batching and error mapping live in
+:mod:`cosim.adapters.sdk.servicers`; serving in :mod:`cosim.adapters.sdk.server`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Generic, TypeVar
+
+from cosim.v1 import memory_service_pb2 as mem_pb
+from cosim.v1 import network_service_pb2 as net_pb
+from cosim.v1 import types_pb2 as pb
+
+from .errors import FailedPrecondition, InvalidArgument
+
+SpecT = TypeVar("SpecT")
+
+
+@dataclasses.dataclass
+class Session(Generic[SpecT]):
+    """One open session: its id, the spec it was opened with, and the state
+    the backend's ``open_session`` hook returned (precomputed tables, caches)."""
+
+    id: str
+    spec: SpecT
+    state: Any = None
+
+
+class Backend:
+    """What every backend has: a name, a version and a fidelity level."""
+
+    name: ClassVar[str] = "backend"
+    version: ClassVar[str] = "0.0.0"
+    kind: ClassVar[int] = pb.BACKEND_KIND_UNSPECIFIED
+    fidelity: ClassVar[int] = pb.FIDELITY_ANALYTICAL
+    description: ClassVar[str] = ""
+    capabilities: ClassVar[tuple[str, ...]] = ()
+
+    def describe(self) -> pb.BackendInfo:
+        """Identity of the backend; the default reads the class attributes."""
+        return pb.BackendInfo(name=self.name, version=self.version, kind=self.kind,
+                              fidelity=self.fidelity, description=self.description or self.name,
+                              capabilities=list(self.capabilities))
+
+    def close_session(self, session: Session[Any]) -> None:
+        """Hook called when a session closes; the default does nothing."""
+
+
+class RuntimeBackend(Backend):
+    """Times steps of a model on a cluster. Override :meth:`predict`.
+
+    ``known_devices``, when set, lists the device names the backend can time;
+    any other ``hardware.device`` is rejected with INVALID_ARGUMENT.
+    """
+
+    kind = pb.BACKEND_KIND_RUNTIME
+    known_devices: ClassVar[frozenset[str] | None] = None
+
+    def open_session(self, spec: pb.SessionSpec) -> Any:
+        """Hook for precomputation; its return value becomes ``session.state``.
+
+        Raise :class:`InvalidArgument` for a spec the backend cannot serve.
+        """
+        return None
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        """Returns the timing of one step of ``session``."""
+        raise NotImplementedError(f"{type(self).__name__}.predict")
+
+    def predict_many(self, session: Session[pb.SessionSpec],
+                     batches: list[pb.StepBatch]) -> list[pb.StepTiming]:
+        """Times consecutive steps; override to vectorize over batches."""
+        return [self.predict(session, batch) for batch in batches]
+
+    def check_device(self, spec: pb.SessionSpec) -> None:
+        if self.known_devices is not None and spec.hardware.device not in self.known_devices:
+            raise InvalidArgument("spec.hardware.device", spec.hardware.device,
+                                  f"is unknown to backend {self.name!r}; known: {sorted(self.known_devices)}")
+
+
+class MemoryBackend(Backend):
+    """Times KV accesses in a memory hierarchy. Override :meth:`access`,
+    and :meth:`advance` for time-synchronized mode."""
+
+    kind = pb.BACKEND_KIND_MEMORY
+
+    def open_session(self, spec: mem_pb.MemorySessionSpec) -> Any:
+        """Hook for per-session state (level contents, queues)."""
+        return None
+
+    def access(self, session: Session[mem_pb.MemorySessionSpec],
+               accesses: list[mem_pb.MemoryAccess]) -> list[mem_pb.AccessResult]:
+        """Times accesses, one result per access in order."""
+        raise NotImplementedError(f"{type(self).__name__}.access")
+
+    def advance(self, session: Session[mem_pb.MemorySessionSpec], until_ns: int) -> pb.AdvanceResponse:
+        """Reports completions up to ``until_ns`` (time-synchronized mode)."""
+        raise FailedPrecondition(f"backend {self.name!r} has no time-synchronized mode")
+
+
+class NetworkBackend(Backend):
+    """Times transfers and collectives. Override :meth:`transfer` and
+    :meth:`collective`, and :meth:`advance` for time-synchronized mode."""
+
+    kind = pb.BACKEND_KIND_NETWORK
+
+    def open_session(self, spec: net_pb.NetworkSessionSpec) -> Any:
+        """Hook for per-session state (topology tables, link queues)."""
+        return None
+
+    def transfer(self, session: Session[net_pb.NetworkSessionSpec],
+                 transfers: list[net_pb.PointToPoint]) -> list[net_pb.NetworkResult]:
+        """Times point-to-point transfers, one result per transfer in order."""
+        raise NotImplementedError(f"{type(self).__name__}.transfer")
+
+    def collective(self, session: Session[net_pb.NetworkSessionSpec],
+                   collectives: list[net_pb.CollectiveOp]) -> list[net_pb.NetworkResult]:
+        """Times collectives, one result per collective in order."""
+        raise NotImplementedError(f"{type(self).__name__}.collective")
+
+    def advance(self, session: Session[net_pb.NetworkSessionSpec], until_ns: int) -> pb.AdvanceResponse:
+        """Reports completions up to ``until_ns`` (time-synchronized mode)."""
+        raise FailedPrecondition(f"backend {self.name!r} has no time-synchronized mode")

@@ -1,0 +1,1 @@
+"""The cosim hub: event kernel, coordinator, clients, schedulers, backend proxies, CLI."""

@@ -1,0 +1,19 @@
+"""Maps the top-level folders onto the namespaced `cosim` package.
+
+api/ -> cosim, hub/ -> cosim.hub, adapters/ -> cosim.adapters and
+stubs/cosim/v1 -> cosim.v1 (so the generated `from cosim.v1 import ...`
+lines resolve unedited). Everything else is in pyproject.toml.
+"""
+
+from setuptools import find_packages, setup
+
+ROOTS = {"cosim": "api", "cosim.hub": "hub", "cosim.adapters": "adapters", "cosim.v1": "stubs/cosim/v1"}
+
+package_dir = dict(ROOTS)
+packages = list(ROOTS)
+for name, folder in ROOTS.items():
+    for sub in find_packages(folder):
+        packages.append(f"{name}.{sub}")
+        package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
+
+setup(packages=packages, package_dir=package_dir, package_data={"": ["*.pyi", "*.yaml", "*.json", "*.csv", "*.joblib", "*.md", "py.typed"]})
