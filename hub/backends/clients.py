@@ -1,0 +1,162 @@
+"""gRPC clients of the three backend services, with deadlines and retries.
+
+Statuses map back to :class:`BackendError` carrying the backend's own
+message. Only idempotent calls are retried (Describe, OpenSession,
+PredictSteps, predict-mode Access/Transfer/Collective), on UNAVAILABLE and
+DEADLINE_EXCEEDED, with capped exponential backoff.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence, TypeVar
+
+import grpc
+import tenacity
+
+from cosim.v1 import memory_service_pb2 as mem_pb
+from cosim.v1 import memory_service_pb2_grpc as mem_grpc
+from cosim.v1 import network_service_pb2 as net_pb
+from cosim.v1 import network_service_pb2_grpc as net_grpc
+from cosim.v1 import runtime_service_pb2 as rt_pb
+from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
+from cosim.v1 import types_pb2 as pb
+
+from ..errors import BackendError
+
+T = TypeVar("T")
+
+TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _is_transient(err: BaseException) -> bool:
+    return isinstance(err, grpc.RpcError) and err.code() in TRANSIENT  # type: ignore[attr-defined]
+
+
+class BackendClient:
+    """One channel to one backend.
+
+    Args:
+        name: the backend's name in the config (used in every error).
+        address: ``host:port``.
+        deadline_s: per-call deadline.
+        attempts: tries for idempotent calls before giving up.
+    """
+
+    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, attempts: int = 5) -> None:
+        self.name, self.address, self.deadline_s = name, address, deadline_s
+        self.channel = grpc.insecure_channel(address, options=[
+            ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
+        self._retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_exponential(multiplier=0.05, max=2.0),
+            retry=tenacity.retry_if_exception(_is_transient), reraise=True)
+        self.client = ""  # the hub client a failure is reported for
+        self.num_calls = 0
+
+    def call(self, rpc: Callable[..., T], request: Any, *, idempotent: bool = True,
+             sim_time_ns: int | None = None) -> T:
+        """Calls ``rpc(request)`` with the deadline, retrying transient faults if idempotent."""
+        self.num_calls += 1
+        try:
+            if idempotent:
+                return self._retrying(rpc, request, timeout=self.deadline_s)
+            return rpc(request, timeout=self.deadline_s)
+        except grpc.RpcError as err:
+            code = err.code()  # type: ignore[attr-defined]
+            details = err.details()  # type: ignore[attr-defined]
+            hint = " (retried; is it still running?)" if code in TRANSIENT else ""
+            method = getattr(rpc, "_method", b"")
+            raise BackendError(f"{code.name}: {details}{hint}", backend=self.name, address=self.address,
+                               rpc=method.decode() if isinstance(method, bytes) else str(method),
+                               client=self.client, sim_time_ns=sim_time_ns) from err
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+class RuntimeClient(BackendClient):
+    """Client of ``RuntimeBackendService``."""
+
+    def __init__(self, name: str, address: str, **kwargs: Any) -> None:
+        super().__init__(name, address, **kwargs)
+        self.stub = rt_grpc.RuntimeBackendServiceStub(self.channel)
+
+    def describe(self) -> pb.BackendInfo:
+        return self.call(self.stub.Describe, pb.DescribeRequest()).info
+
+    def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
+        return self.call(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
+
+    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch],
+                      *, sim_time_ns: int | None = None) -> list[pb.StepTiming]:
+        reply = self.call(self.stub.PredictSteps, rt_pb.PredictStepsRequest(session_id=session_id, batches=batches),
+                          sim_time_ns=sim_time_ns)
+        if len(reply.timings) != len(batches):
+            raise BackendError(f"returned {len(reply.timings)} timings for {len(batches)} batches",
+                               backend=self.name, address=self.address, rpc="PredictSteps", client=self.client,
+                               sim_time_ns=sim_time_ns)
+        return list(reply.timings)
+
+    def close_session(self, session_id: str) -> None:
+        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+
+
+class MemoryClient(BackendClient):
+    """Client of ``MemoryBackendService``."""
+
+    def __init__(self, name: str, address: str, **kwargs: Any) -> None:
+        super().__init__(name, address, **kwargs)
+        self.stub = mem_grpc.MemoryBackendServiceStub(self.channel)
+
+    def describe(self) -> pb.BackendInfo:
+        return self.call(self.stub.Describe, pb.DescribeRequest()).info
+
+    def open_session(self, spec: mem_pb.MemorySessionSpec) -> pb.OpenSessionResponse:
+        return self.call(self.stub.OpenSession, mem_pb.OpenMemorySessionRequest(spec=spec))
+
+    def access(self, session_id: str, accesses: Sequence[mem_pb.MemoryAccess], *, stateful: bool,
+               sim_time_ns: int | None = None) -> list[mem_pb.AccessResult]:
+        reply = self.call(self.stub.Access, mem_pb.AccessRequest(session_id=session_id, accesses=accesses),
+                          idempotent=not stateful, sim_time_ns=sim_time_ns)
+        return list(reply.results)
+
+    def advance(self, session_id: str, until_ns: int) -> pb.AdvanceResponse:
+        return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
+                         idempotent=False, sim_time_ns=until_ns)
+
+    def close_session(self, session_id: str) -> None:
+        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+
+
+class NetworkClient(BackendClient):
+    """Client of ``NetworkBackendService``."""
+
+    def __init__(self, name: str, address: str, **kwargs: Any) -> None:
+        super().__init__(name, address, **kwargs)
+        self.stub = net_grpc.NetworkBackendServiceStub(self.channel)
+
+    def describe(self) -> pb.BackendInfo:
+        return self.call(self.stub.Describe, pb.DescribeRequest()).info
+
+    def open_session(self, spec: net_pb.NetworkSessionSpec) -> pb.OpenSessionResponse:
+        return self.call(self.stub.OpenSession, net_pb.OpenNetworkSessionRequest(spec=spec))
+
+    def transfer(self, session_id: str, transfers: Sequence[net_pb.PointToPoint], *, stateful: bool,
+                 sim_time_ns: int | None = None) -> list[net_pb.NetworkResult]:
+        reply = self.call(self.stub.Transfer, net_pb.TransferRequest(session_id=session_id, transfers=transfers),
+                          idempotent=not stateful, sim_time_ns=sim_time_ns)
+        return list(reply.results)
+
+    def collective(self, session_id: str, collectives: Sequence[net_pb.CollectiveOp], *, stateful: bool,
+                   sim_time_ns: int | None = None) -> list[net_pb.NetworkResult]:
+        reply = self.call(self.stub.Collective,
+                          net_pb.CollectiveRequest(session_id=session_id, collectives=collectives),
+                          idempotent=not stateful, sim_time_ns=sim_time_ns)
+        return list(reply.results)
+
+    def advance(self, session_id: str, until_ns: int) -> pb.AdvanceResponse:
+        return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
+                         idempotent=False, sim_time_ns=until_ns)
+
+    def close_session(self, session_id: str) -> None:
+        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))

@@ -1,0 +1,52 @@
+"""The ``cosim`` command line: one module per command family.
+
+Each command module exposes ``register(subparsers)``, which adds its parser and
+sets ``handler`` (a function of the parsed args returning an exit code).
+Errors a user must fix (``ScenarioError``) print one line and exit with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from typing import Sequence
+
+from ..errors import CosimError, ScenarioError
+
+# Command modules, in the order `cosim --help` lists them.
+COMMAND_MODULES = (
+
+    "serve",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cosim", description="Co-simulation hub for LLM inference serving.")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cosim`` console script."""
+    args = build_parser().parse_args(argv)
+    level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        code = int(args.handler(args) or 0)
+    except ScenarioError as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = 2
+    except CosimError as err:
+        print(f"error: {err}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    if argv is None:
+        sys.exit(code)
+    return code
