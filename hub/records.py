@@ -1,0 +1,94 @@
+"""What a run records: per request, per stage, per client step.
+
+These plain records are what the coordinator fills in and what
+:mod:`cosim.hub.metrics` turns into summary.json, CSVs, traces and plots.
+Times are simulated integer nanoseconds; -1 means "did not happen".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(slots=True)
+class StageRecord:
+    """One stage of one request (prefill, decode, rag, ...)."""
+
+    kind: str
+    client: str
+    enqueue_ns: int  # the stage was handed to the client (after any transfer)
+    start_ns: int = -1  # the client first scheduled it
+    end_ns: int = -1  # the client finished it
+    transfer_ns: int = 0  # time spent moving its input (KV, context) before enqueue_ns
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One request from arrival to its last token.
+
+    TTFT is ``first_token_ns - arrival_ns``; TPOT is
+    ``(finish_ns - first_token_ns) / (output_tokens - 1)`` (output tokens
+    after the first, as vLLM reports it); E2E is ``finish_ns - arrival_ns``.
+    """
+
+    id: int
+    model: str
+    arrival_ns: int
+    input_tokens: int
+    output_tokens: int  # tokens asked for
+    generated_tokens: int = 0  # tokens produced
+    first_token_ns: int = -1
+    finish_ns: int = -1
+    max_tbt_ns: int = 0  # longest gap between consecutive output tokens
+    preemptions: int = 0
+    cached_tokens: int = 0  # prompt tokens served from a prefix cache
+    stages: list[StageRecord] = field(default_factory=list)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.finish_ns >= 0
+
+
+@dataclass(slots=True)
+class ClientInfo:
+    """Static facts about a client, for reports."""
+
+    name: str
+    role: str
+    model: str
+    backend: str
+    fidelity: str
+    device: str
+    num_devices: int
+    price_per_hour_usd: float = 0.0
+    kv_capacity_blocks: int = 0
+    block_size_tokens: int = 0
+
+
+class ClientTimeline:
+    """One row per step of one client, kept as growable columns.
+
+    Columns: ``start_ns``, ``end_ns``, ``num_seqs``, ``prefill_tokens``,
+    ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``, ``energy_j``.
+    """
+
+    COLUMNS = ("start_ns", "end_ns", "num_seqs", "prefill_tokens", "decode_tokens",
+               "kv_blocks_used", "num_waiting")
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[int, int, int, int, int, int, int]] = []
+        self.energy_j = 0.0
+
+    def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
+               kv_blocks_used: int, num_waiting: int) -> None:
+        self._rows.append((start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The timeline as int64 numpy columns (empty arrays for no steps)."""
+        data = np.array(self._rows, dtype=np.int64).reshape(-1, len(self.COLUMNS))
+        return {name: data[:, i] for i, name in enumerate(self.COLUMNS)}
