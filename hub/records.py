@@ -42,8 +42,11 @@ class RequestRecord:
     first_token_ns: int = -1
     finish_ns: int = -1
     max_tbt_ns: int = 0  # longest gap between consecutive output tokens
+    last_token_ns: int = -1
     preemptions: int = 0
     cached_tokens: int = 0  # prompt tokens served from a prefix cache
+    prefix_id: str | None = None
+    prefix_tokens: int = 0
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

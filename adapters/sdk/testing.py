@@ -21,7 +21,7 @@ from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
-from .backend import RuntimeBackend
+from .backend import RuntimeBackend, Session
 from .server import BackendServer, load_backend
 
 
@@ -139,3 +139,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+class LinearBackend(RuntimeBackend):
+    """A test backend whose step time is linear in the batch, set by session options:
+
+    ``duration_ns = step_ns + per_token_ns x new tokens + per_seq_ns x sequences
+    + per_context_ns x context tokens``, each option defaulting to 0 (step_ns to 1000).
+    Hand-computed scenarios use it as the "constant-time test backend".
+    """
+
+    name = "linear"
+    version = "1.0.0"
+    fidelity = pb.FIDELITY_ANALYTICAL
+    description = "linear test backend (step_ns + per-token terms)"
+
+    def open_session(self, spec: pb.SessionSpec) -> tuple[int, int, int, int]:
+        options = dict(spec.options)
+        return (int(options.get("step_ns", 1000)), int(options.get("per_token_ns", 0)),
+                int(options.get("per_seq_ns", 0)), int(options.get("per_context_ns", 0)))
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        step_ns, per_token_ns, per_seq_ns, per_context_ns = session.state
+        duration = step_ns + per_token_ns * sum(batch.new_tokens) + per_seq_ns * len(batch.new_tokens) \
+            + per_context_ns * sum(batch.context_tokens)
+        return pb.StepTiming(duration_ns=duration, compute_ns=duration)

@@ -1,0 +1,88 @@
+"""The roofline runtime backend: checks a session, precomputes, times steps."""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
+from cosim.v1 import types_pb2 as pb
+
+from .estimator import Device, SessionModel, estimate
+from .operators import batch_stats, make_shape
+from .params import resolve_params
+
+log = logging.getLogger(__name__)
+
+CACHE_SIZE = 4096  # step timings kept per session (BestServe §3.3.4)
+
+
+class _State:
+    """A session's precomputed model and its timing cache."""
+
+    def __init__(self, model: SessionModel) -> None:
+        self.model = model
+        self.cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = OrderedDict()
+
+
+def _device(spec: pb.SessionSpec) -> Device:
+    """Device rates from the hardware spec; zero peaks mean an unknown device."""
+    hw, par = spec.hardware, spec.parallelism
+    for name in ("peak_tflops", "mem_bandwidth_gbps"):
+        if getattr(hw, name) <= 0:
+            raise InvalidArgument(f"spec.hardware.{name}", getattr(hw, name),
+                                  f"is not set for device {hw.device!r}: the device is unknown to the presets; "
+                                  "give its peak_tflops and mem_bandwidth_gbps")
+    tp, pp, ep = par.tensor or 1, par.pipeline or 1, par.expert or 1
+    if (tp > 1 or pp > 1 or ep > 1) and hw.intra_node_gbps <= 0:
+        raise InvalidArgument("spec.hardware.intra_node_gbps", hw.intra_node_gbps,
+                              f"must be > 0 for device {hw.device!r} when tensor={tp}, pipeline={pp}, expert={ep}")
+    intra = hw.intra_node_gbps * 1e9
+    per_node = hw.devices_per_node or hw.count
+    crosses = tp * pp > per_node and hw.inter_node_gbps > 0
+    return Device(peak_flops=hw.peak_tflops * 1e12, mem_bw=hw.mem_bandwidth_gbps * 1e9, tp_link=intra or 1.0,
+                  ep_link=hw.inter_node_gbps * 1e9 if ep > per_node and hw.inter_node_gbps > 0 else intra or 1.0,
+                  pp_link=hw.inter_node_gbps * 1e9 if crosses else intra or 1.0, num_devices=tp * pp)
+
+
+def open_model(spec: pb.SessionSpec) -> SessionModel:
+    """Builds the per-session model (device, parameters, per-rank shape).
+
+    Raises:
+        InvalidArgument: unknown device, bad option or parameter value.
+    """
+    device = _device(spec)
+    options: dict[str, Any] = MessageToDict(spec.options) if spec.HasField("options") else {}
+    params = resolve_params(spec.hardware.device, dict(spec.hardware.extra), options)
+    shape = make_shape(spec.model, spec.parallelism, act_bytes=params.act_bytes, fused=params.kernels == "fused")
+    return SessionModel(shape=shape, params=params, device=device)
+
+
+class RooflineBackend(RuntimeBackend):
+    """BestServe's adapted roofline with dispatch overlap, TP, PP and MoE."""
+
+    name = "roofline"
+    version = "0.1.0"
+    fidelity = pb.FIDELITY_ANALYTICAL
+    description = "adapted roofline (BestServe §3.3): MFU/MBU per phase, CPU dispatch, TP/PP/EP communication"
+    capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
+                    "energy")
+
+    def open_session(self, spec: pb.SessionSpec) -> _State:
+        model = open_model(spec)
+        log.debug("roofline session for %s on %s: %s", spec.model.name, spec.hardware.device, model.params)
+        return _State(model)
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        state: _State = session.state
+        key = (tuple(batch.new_tokens), tuple(batch.context_tokens))
+        timing = state.cache.get(key)
+        if timing is None:
+            timing = estimate(state.model, batch_stats(list(key[0]), list(key[1])))
+            state.cache[key] = timing
+            if len(state.cache) > CACHE_SIZE:
+                state.cache.popitem(last=False)
+        return timing

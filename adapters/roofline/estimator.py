@@ -1,0 +1,167 @@
+"""BestServe's Estimator: adapted roofline per operator and Algorithm 1.
+
+An operator with work W and traffic Q runs at P = min(I, I*) e_m S_m with
+I = W/Q and I* = (e_c/e_m)(S_c/S_m) (BestServe eq. 5), so it takes
+W/P = max(W/(e_c S_c), Q/(e_m S_m)): the first term when it is compute
+bound, the second when it is memory bound. A module's device time is the
+sum over its operators plus its collective (TP all-reduce, formula 8, or the
+MoE all-to-all). Algorithm 1 then overlaps the CPU, which dispatches the
+modules one after another, with the device, which starts a module when it
+has been dispatched and the previous one has finished.
+
+Main names: :class:`Device`, :class:`SessionModel`, :func:`estimate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+from cosim.v1 import types_pb2 as pb
+
+from . import operators as ops
+from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Shape
+from .params import Params
+
+NS = 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """Rates of one device and its links, in FLOP/s and bytes/s."""
+
+    peak_flops: float
+    mem_bw: float
+    tp_link: float   # all-reduce bandwidth S_+ (intra-node)
+    ep_link: float   # all-to-all bandwidth
+    pp_link: float   # stage-to-stage bandwidth
+    num_devices: int  # devices one step occupies (for energy)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionModel:
+    """What ``open_session`` precomputes: shape, parameters and device."""
+
+    shape: Shape
+    params: Params
+    device: Device
+
+
+def _blend(a: float, b: float, w: float) -> float:
+    return w * a + (1.0 - w) * b
+
+
+def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, float]:
+    """Per-layer collective time after attention and after the MLP, in ns."""
+    s, p, d = m.shape, m.params, m.device
+    attn = mlp = 0.0
+    if s.tp > 1:
+        size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
+        scale = 1.0 / s.tp if p.allreduce_formula == "bestserve" else 2.0 * (s.tp - 1) / s.tp
+        attn = mlp = p.allreduce_latency_us * 1e3 + scale * size / (comm_eff * d.tp_link) * NS
+    if s.num_experts and s.ep > 1:
+        # Dispatch and combine: each rank sends its share of the T k token copies,
+        # (ep - 1)/ep of them to other ranks. EP replaces the MLP all-reduce.
+        size = s.ba * s.h * b.tokens * s.top_k / s.ep * (s.ep - 1) / s.ep
+        mlp = 2.0 * (p.alltoall_latency_us * 1e3 + size / (comm_eff * d.ep_link) * NS)
+    return attn, mlp
+
+
+def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]], num_layers: int,
+               post: list[tuple[float, float]]) -> float:
+    """Algorithm 1 over one pipeline stage; returns its time in ns.
+
+    Each entry is (dispatch, device time) of a module. NOTE: the CPU runs
+    ahead across layers (BestServe Fig. 5), so a layer's time depends on the
+    lag carried in. All layers are equal, so once a whole layer is device
+    bound with C >= D the rest add C each, and once the lag repeats the rest
+    add D each; both are exact and keep the loop to a few layers.
+    """
+    td = tc = 0.0
+
+    def step(dispatch: float, busy: float) -> bool:
+        nonlocal td, tc
+        td += dispatch
+        bound = td > tc
+        tc = (td if bound else tc) + busy
+        return bound
+
+    for entry in pre:
+        step(*entry)
+    d_layer = sum(d for d, _ in layer)
+    c_layer = sum(c for _, c in layer)
+    last_lag = None
+    for done in range(1, num_layers + 1):
+        dispatch_bound = [step(d, c) for d, c in layer]
+        left, lag = num_layers - done, tc - td
+        if not any(dispatch_bound) and c_layer >= d_layer:
+            td, tc = td + left * d_layer, tc + left * c_layer
+            break
+        if last_lag is not None and abs(lag - last_lag) <= 1e-9 * max(1.0, abs(lag)):
+            td, tc = td + left * d_layer, tc + left * d_layer
+            break
+        last_lag = lag
+    for entry in post:
+        step(*entry)
+    return tc
+
+
+def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
+    """Times one step; see the module docstring for the model."""
+    s, p, dev = m.shape, m.params, m.device
+    pre, dec = p.prefill, p.decode
+    w = b.prefill_share
+    rate_c = (_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops)
+    rate_m = (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw)
+    num_layers = s.layers_per_stage * s.pp
+
+    busy = [0.0] * 6
+    breakdown: dict[str, float] = defaultdict(float)
+    totals = [0.0, 0.0]  # compute-bound, memory-bound ns
+    embed, head = ops.head_ops(s, b)
+    layer_ops = (ops.norm_ops(ops.NORM_IN, s, b.tokens) + ops.attention_ops(s, b)
+                 + ops.norm_ops(ops.NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
+    for op_list, mult in ((layer_ops, num_layers), (embed, 1), (head, 1)):
+        for module, key, work, traffic, group in op_list:
+            t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
+            t = t_c if t_c >= t_m else t_m
+            busy[module] += t
+            breakdown[key] += t * mult
+            totals[t_c < t_m] += t * mult
+
+    comm_eff = _blend(pre.comm_eff, dec.comm_eff, w)
+    comm_attn, comm_mlp = _comm_ns(m, b, comm_eff)
+    busy[ATTENTION] += comm_attn
+    busy[MLP] += comm_mlp
+    comm = (comm_attn + comm_mlp) * num_layers
+    if comm_attn:
+        breakdown["allreduce"] += comm_attn * num_layers
+    if comm_mlp:
+        breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
+
+    phase = pre if b.prefill.seqs else dec
+    d_norm, d_attn = phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3
+    layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]),
+             (phase.dispatch_mlp_us * 1e3, busy[MLP])]
+    first, last = [(0.0, busy[EMBED])], [(phase.dispatch_head_us * 1e3, busy[HEAD])]
+    if s.pp == 1:
+        total = _run_stage(first, layer, s.layers_per_stage, last)
+    else:
+        # One microbatch through every stage in turn (see docs/roofline.md).
+        send = p.p2p_latency_us * 1e3 + s.ba * b.tokens * s.h / (comm_eff * dev.pp_link) * NS
+        total = (_run_stage(first, layer, s.layers_per_stage, [])
+                 + (s.pp - 2) * _run_stage([], layer, s.layers_per_stage, [])
+                 + _run_stage([], layer, s.layers_per_stage, last) + (s.pp - 1) * send)
+        comm += (s.pp - 1) * send
+        breakdown["pp_send"] = (s.pp - 1) * send
+
+    exposed = max(total - totals[0] - totals[1] - comm, 0.0)
+    overhead = phase.step_overhead_us * 1e3
+    breakdown["dispatch"] = exposed
+    if overhead:
+        breakdown["step_overhead"] = overhead
+    duration = total + overhead
+    return pb.StepTiming(
+        duration_ns=round(duration), compute_ns=round(totals[0]), memory_ns=round(totals[1]),
+        communication_ns=round(comm), dispatch_ns=round(exposed + overhead),
+        energy_j=p.tdp_w * dev.num_devices * duration / NS, breakdown=breakdown)

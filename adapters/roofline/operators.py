@@ -1,0 +1,234 @@
+"""Work W (FLOP) and memory traffic Q (bytes) of every operator, per device.
+
+The ``eager`` tables are BestServe's Appendix A/B (seeds/003, Tables 1, 2,
+6-13) generalized to one step that mixes sequences: ``T`` tokens in all, and
+per sequence ``n`` new tokens after ``c`` cached ones (``L = c + n``).
+GEMMs, norms and element-wise operators run over all ``T`` tokens; attention
+runs per sequence over its own context, summed into one kernel per group
+(prefill chunks, decodes). With ``b`` sequences of ``s`` tokens and no cache
+the formulas reduce to the paper's ``b s`` and ``b s^2`` terms. Deliberate
+departures from the printed tables (their apparent typos), all per device:
+
+- activations that every TP rank reads whole (GEMM inputs) are not divided
+  by t; weights and per-head tensors are (Table 10 divides Q_PROJ's input
+  and leaves O_PROJ's weight undivided);
+- RoPE runs on the rank's own heads (/t; Tables 10-11 do not divide it);
+- the decode ``mul`` of the MLP reads ``b h0`` (Table 2 prints ``b s h0``) and
+  the MLP residual ``add`` reads 3 x ``b s h`` (Table 1 prints ``4 b s h0``);
+  one residual add per attention module is counted too;
+- the decode KV-cache ``update`` writes only the new K/V (the paper's
+  ``torch.cat`` copy of the cache), and ``repeat_kv`` / ``upcast``, whose
+  rates kappa the paper does not publish, are left out (Table 3b's attention
+  time is reproduced without them).
+
+``fused`` describes a vLLM-style engine instead: fused add+RMSNorm,
+FlashAttention (causal, no score matrix, GQA-aware KV reads), one
+gate_up GEMM and a fused SiLU-and-mul.
+
+Main names: :class:`Shape` (per-session constants), :class:`BatchStats`
+(per-step sums), :func:`layer_ops`, :func:`head_ops`. An op is
+``(module, key, W, Q, group)``; ``group`` picks the efficiencies (0 the
+step's blend, 1 prefill, 2 decode).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from cosim.v1 import types_pb2 as pb
+
+# Modules in dispatch order (BestServe Algorithm 1 plus embedding and head).
+EMBED, NORM_IN, ATTENTION, NORM_POST, MLP, HEAD = range(6)
+BLEND, PREFILL, DECODE = range(3)
+
+Op = tuple[int, str, float, float, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """Per-device model dimensions after tensor and expert parallelism."""
+
+    h: int            # hidden size (replicated on every rank)
+    q: float          # query width on this rank: heads_per_rank x head_dim
+    kv: float         # K (or V) width on this rank (GQA heads, replicated if t > kv heads)
+    heads: float      # query heads on this rank
+    head_dim: int
+    f: float          # MLP width on this rank (per expert for MoE)
+    gated: bool
+    vocab: float      # LM-head columns on this rank
+    num_experts: int  # 0 for a dense model
+    top_k: int
+    experts_local: float  # experts held by this rank
+    tp: int
+    pp: int
+    ep: int
+    layers_per_stage: int
+    bp: float         # bytes per weight
+    bkv: float        # bytes per KV element
+    ba: float         # bytes per activation
+    fused: bool
+
+
+def make_shape(model: pb.ModelSpec, par: pb.Parallelism, *, act_bytes: float, fused: bool) -> Shape:
+    """Splits ``model`` over ``par`` (degrees 0 read as 1)."""
+    tp, pp, ep = par.tensor or 1, par.pipeline or 1, par.expert or 1
+    head_dim = model.head_dim or model.hidden_size // model.num_attention_heads
+    kv_heads = max(model.num_kv_heads / tp, 1.0)
+    moe = model.num_experts > 1
+    f = model.intermediate_size / (tp if not (moe and ep > 1) else 1)
+    return Shape(
+        h=model.hidden_size, q=model.num_attention_heads / tp * head_dim, kv=kv_heads * head_dim,
+        heads=model.num_attention_heads / tp, head_dim=head_dim, f=f, gated=model.gated_mlp,
+        vocab=model.vocab_size / tp, num_experts=model.num_experts if moe else 0,
+        top_k=max(model.experts_per_token, 1) if moe else 0,
+        experts_local=model.num_experts / ep if moe else 0.0, tp=tp, pp=pp, ep=ep,
+        layers_per_stage=model.num_layers // pp, bp=model.bytes_per_param or 2.0,
+        bkv=model.bytes_per_kv_element or 2.0, ba=act_bytes, fused=fused)
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    """Sums over the sequences of one attention group."""
+
+    seqs: int = 0
+    new: float = 0.0      # sum n
+    ctx: float = 0.0      # sum L (keys each sequence attends to)
+    pairs: float = 0.0    # sum n L (query-key pairs, full matrix)
+    causal: float = 0.0   # sum n c + n (n + 1) / 2 (pairs under the causal mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchStats:
+    """One step: token counts and attention groups."""
+
+    tokens: float
+    seqs: int
+    prefill_share: float  # share of tokens that belong to prefill chunks
+    prefill: Group
+    decode: Group
+
+
+def batch_stats(new_tokens: list[int], context_tokens: list[int]) -> BatchStats:
+    """Sums a batch; a decode is one new token after a non-empty context."""
+    p_seqs = d_seqs = 0
+    p_new = p_ctx = p_pairs = p_causal = d_ctx = 0.0
+    for n, c in zip(new_tokens, context_tokens):
+        if n == 1 and c > 0:
+            d_seqs += 1
+            d_ctx += c + 1
+        else:
+            p_seqs += 1
+            p_new += n
+            p_ctx += c + n
+            p_pairs += n * (c + n)
+            p_causal += n * c + n * (n + 1) / 2
+    tokens = p_new + d_seqs
+    return BatchStats(
+        tokens=tokens, seqs=p_seqs + d_seqs, prefill_share=p_new / tokens,
+        prefill=Group(p_seqs, p_new, p_ctx, p_pairs, p_causal),
+        decode=Group(d_seqs, float(d_seqs), d_ctx, d_ctx, d_ctx))
+
+
+def _gemm(module: int, key: str, s: Shape, rows: float, k: float, n: float, weights: float) -> Op:
+    """rows x k @ k x n with ``weights`` weight matrices of k x n read."""
+    return (module, key, 2.0 * rows * k * n, s.ba * rows * (k + n) + s.bp * weights * k * n, BLEND)
+
+
+def norm_ops(module: int, s: Shape, t: float) -> list[Op]:
+    """RMSNorm over ``t`` tokens (Table 6; fused: one add+norm kernel)."""
+    h, ba = s.h, s.ba
+    if s.fused:
+        return [(module, "norm", 5.0 * t * h, 4.0 * ba * t * h + s.bp * h, BLEND)]
+    return [(module, "norm", t * h, 2 * ba * t * h, BLEND),              # POW
+            (module, "norm", t * h, ba * (t * h + t), BLEND),           # MEAN
+            (module, "norm", t, 2 * ba * t, BLEND),                     # ADD eps
+            (module, "norm", t, 2 * ba * t, BLEND),                     # RSQRT
+            (module, "norm", t * h, ba * (2 * t * h + t), BLEND),       # MUL by rsqrt
+            (module, "norm", t * h, 2 * ba * t * h + s.bp * h, BLEND)]  # MUL by weight
+
+
+def _attention_core(s: Shape, g: Group, group: int) -> list[Op]:
+    """QK^T, softmax and .V of one group (Tables 8-11; fused: FlashAttention)."""
+    if g.seqs == 0:
+        return []
+    ba, bkv, q, heads = s.ba, s.bkv, s.q, s.heads
+    if s.fused:
+        return [(ATTENTION, "attention", 4.0 * g.causal * q,
+                 2 * ba * g.new * q + 2 * bkv * g.ctx * s.kv, group)]
+    # Eager attention repeats the KV heads (repeat_kv), so K and V are read q wide.
+    scores = heads * g.pairs
+    return [(ATTENTION, "attn_qk", 2.0 * g.pairs * q, ba * g.new * q + bkv * g.ctx * q + ba * scores, group),
+            (ATTENTION, "attn_softmax", scores, 2 * ba * scores, group),                   # div by sqrt(d)
+            (ATTENTION, "attn_softmax", scores, ba * (2 * scores + g.pairs), group),       # mask add
+            (ATTENTION, "attn_softmax", 3.0 * scores, 2 * ba * scores, group),             # softmax
+            (ATTENTION, "attn_av", 2.0 * g.pairs * q, ba * scores + bkv * g.ctx * q + ba * g.new * q, group)]
+
+
+def attention_ops(s: Shape, b: BatchStats) -> list[Op]:
+    """Projections, RoPE, KV-cache write, attention core, residual add."""
+    t, h, q, kv, ba = b.tokens, s.h, s.q, s.kv, s.ba
+    if s.fused:
+        ops = [_gemm(ATTENTION, "qkv_proj", s, t, h, q + 2 * kv, 1),
+               (ATTENTION, "rope", 3.0 * t * (q + kv), 2 * ba * t * (q + kv), BLEND)]
+    else:
+        ops = [_gemm(ATTENTION, "qkv_proj", s, t, h, q, 1),
+               _gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1),
+               _gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1),
+               (ATTENTION, "rope", 3.5 * t * (q + kv), ba * t * (8.5 * (q + kv) + 2 * s.head_dim), BLEND)]
+    ops.append((ATTENTION, "kv_update", 0.0, 2 * s.bkv * t * kv, BLEND))
+    ops += _attention_core(s, b.prefill, PREFILL) + _attention_core(s, b.decode, DECODE)
+    ops.append(_gemm(ATTENTION, "o_proj", s, t, q, h, 1))
+    if not s.fused:
+        ops.append((ATTENTION, "residual_add", t * h, 3 * ba * t * h, BLEND))
+    return ops
+
+
+def _ffn_ops(s: Shape, rows: float, weights: float) -> list[Op]:
+    """Gate/up, activation, down over ``rows`` tokens reading ``weights`` experts' matrices."""
+    h, f, ba = s.h, s.f, s.ba
+    if s.gated and s.fused:
+        ops = [_gemm(MLP, "mlp_gate_up", s, rows, h, 2 * f, weights),
+               (MLP, "mlp_act", 6.0 * rows * f, 3 * ba * rows * f, BLEND)]
+    elif s.gated:
+        ops = [_gemm(MLP, "mlp_gate_up", s, rows, h, f, weights),
+               (MLP, "mlp_act", 5.0 * rows * f, 2 * ba * rows * f, BLEND),     # SiLU
+               _gemm(MLP, "mlp_gate_up", s, rows, h, f, weights),
+               (MLP, "mlp_act", rows * f, 3 * ba * rows * f, BLEND)]           # mul
+    else:
+        ops = [_gemm(MLP, "mlp_gate_up", s, rows, h, f, weights),
+               (MLP, "mlp_act", 8.0 * rows * f, 2 * ba * rows * f, BLEND)]     # GELU
+    return ops + [_gemm(MLP, "mlp_down", s, rows, f, h, weights)]
+
+
+def mlp_ops(s: Shape, b: BatchStats) -> list[Op]:
+    """Dense gated MLP (Tables 1, 2, 12, 13) or a MoE layer.
+
+    MoE: a router GEMM over all experts, then each rank runs its share of the
+    ``T k`` token-expert pairs, reading the weights of the experts that at
+    least one token picked (uniform routing: ``E (1 - (1 - k/E)^T)`` expected).
+    """
+    t = b.tokens
+    if s.num_experts:
+        e, k = s.num_experts, s.top_k
+        active = s.experts_local * (1.0 - (1.0 - k / e) ** t)
+        rows = t * k / s.ep
+        ops = [(MLP, "moe_router", 2.0 * t * s.h * e, s.ba * t * (s.h + e) + s.bp * s.h * e, BLEND)]
+        ops += _ffn_ops(s, rows, active)
+    else:
+        ops = _ffn_ops(s, t, 1)
+    if not s.fused:
+        ops.append((MLP, "residual_add", t * s.h, 3 * s.ba * t * s.h, BLEND))
+    return ops
+
+
+def head_ops(s: Shape, b: BatchStats) -> tuple[list[Op], list[Op]]:
+    """Embedding lookup (first stage) and final norm + LM head (last stage).
+
+    The LM head runs on the last token of each sequence only, as serving
+    engines do; BestServe leaves both out (§3.3).
+    """
+    t = b.tokens
+    embed = [(EMBED, "embedding", 0.0, (s.bp + s.ba) * t * s.h, BLEND)]
+    head = norm_ops(HEAD, s, t)
+    head.append(_gemm(HEAD, "lm_head", s, b.seqs, s.h, s.vocab, 1))
+    return embed, head

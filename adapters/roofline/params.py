@@ -1,0 +1,241 @@
+"""Parameters of the roofline backend: names, defaults, sources, resolution.
+
+Every figure the model uses besides the device's peak rates is a
+:class:`Params` field. A value is resolved, later sources winning, from
+
+1. the defaults below (BestServe §4.1 and Table 3, seeds/003);
+2. a device profile (YAML written by ``cosim calibrate roofline``), chosen by
+   the session option ``profile`` (``auto``: a shipped profile whose device
+   or aliases match ``hardware.device``; ``none``; a shipped profile name; or
+   a path);
+3. ``HardwareSpec.extra[key]`` (numbers only);
+4. ``SessionSpec.options[key]``.
+
+Phase-dependent keys take a ``_prefill`` or ``_decode`` suffix; the bare key
+(e.g. ``mfu``) sets both phases and the suffixed key overrides it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from cosim.adapters.sdk import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+PROFILE_DIR = Path(__file__).with_name("profiles")
+PHASES = ("prefill", "decode")
+KERNEL_STYLES = ("eager", "fused")
+ALLREDUCE_FORMULAS = ("bestserve", "ring")
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseParams:
+    """Efficiencies and host costs of one phase (BestServe §4.1, Table 3).
+
+    Attributes:
+        mfu: e_c, model FLOP utilization (0, 1].
+        mbu: e_m, model bandwidth utilization (0, 1].
+        comm_eff: e_+, communication efficiency (0, 1] (formula 8).
+        dispatch_norm_us: CPU time to dispatch one RMSNorm module.
+        dispatch_attention_us: CPU time to dispatch one attention module.
+        dispatch_mlp_us: CPU time to dispatch one MLP (or MoE) module.
+        dispatch_head_us: CPU time to dispatch embedding, final norm and LM head.
+        step_overhead_us: fixed host time per step (scheduling, sampling).
+    """
+
+    mfu: float = 0.65
+    mbu: float = 0.6
+    comm_eff: float = 0.6
+    dispatch_norm_us: float = 24.0
+    dispatch_attention_us: float = 190.0
+    dispatch_mlp_us: float = 41.0
+    dispatch_head_us: float = 0.0
+    step_overhead_us: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Params:
+    """All parameters of one session, phase-dependent ones per phase.
+
+    Attributes:
+        prefill: parameters of prefill (and mixed) steps.
+        decode: parameters of decode-only steps.
+        kernels: ``eager`` (BestServe's HF-eager operator tables) or ``fused``
+            (vLLM-style fused RMSNorm, FlashAttention, fused SiLU-and-mul).
+        allreduce_formula: ``bestserve`` (formula 8) or ``ring`` (2(t-1)/t x bytes).
+        allreduce_latency_us: fixed latency added to every all-reduce.
+        alltoall_latency_us: fixed latency of every MoE all-to-all.
+        p2p_latency_us: fixed latency of a pipeline-stage send.
+        act_bytes: bytes per activation element.
+        tdp_w: device power for energy (0: energy not modelled).
+    """
+
+    prefill: PhaseParams = PhaseParams()
+    decode: PhaseParams = PhaseParams(mbu=0.3, comm_eff=0.3)
+    kernels: str = "eager"
+    allreduce_formula: str = "bestserve"
+    allreduce_latency_us: float = 0.0
+    alltoall_latency_us: float = 0.0
+    p2p_latency_us: float = 0.0
+    act_bytes: float = 2.0
+    tdp_w: float = 0.0
+
+    def phase(self, name: str) -> PhaseParams:
+        return self.prefill if name == "prefill" else self.decode
+
+
+# Where each default comes from (docs/roofline.md lists the same).
+SOURCES: dict[str, str] = {
+    "mfu": "BestServe §4.1: e_c = 0.65 in both phases (Ascend 910B3, vLLM-Ascend)",
+    "mbu": "BestServe §4.1: e_m = 0.6 prefill, 0.3 decode",
+    "comm_eff": "BestServe §4.1: e_+ = 0.6 prefill, 0.3 decode",
+    "dispatch_norm_us": "BestServe Table 3: 0.024 ms per RMSNorm",
+    "dispatch_attention_us": "BestServe Table 3: 0.190 ms per attention module",
+    "dispatch_mlp_us": "BestServe Table 3: 0.041 ms per MLP module",
+    "dispatch_head_us": "not in BestServe (it omits embedding and LM head): 0",
+    "step_overhead_us": "not in BestServe: 0; fitted by calibration",
+    "kernels": "eager = BestServe Appendix A/B tables",
+    "allreduce_formula": "BestServe formula (8)",
+    "allreduce_latency_us": "not in BestServe: 0",
+    "alltoall_latency_us": "not in BestServe: 0",
+    "p2p_latency_us": "not in BestServe: 0",
+    "act_bytes": "fp16/bf16 activations (BestServe's 2 bytes per float)",
+    "tdp_w": "0: energy not modelled unless given",
+}
+
+PHASE_KEYS = tuple(f.name for f in dataclasses.fields(PhaseParams))
+GLOBAL_KEYS = tuple(f.name for f in dataclasses.fields(Params) if f.name not in PHASES)
+STRING_KEYS = {"kernels": KERNEL_STYLES, "allreduce_formula": ALLREDUCE_FORMULAS}
+KNOWN_KEYS = frozenset(
+    list(GLOBAL_KEYS) + list(PHASE_KEYS) + [f"{k}_{p}" for k in PHASE_KEYS for p in PHASES])
+OPTION_ONLY_KEYS = frozenset({"profile"})
+
+
+def _check(field: str, key: str, value: Any) -> Any:
+    """Validates one parameter value; returns it converted."""
+    if key in STRING_KEYS:
+        if value not in STRING_KEYS[key]:
+            raise InvalidArgument(field, value, f"must be one of {list(STRING_KEYS[key])}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidArgument(field, value, "must be a number")
+    base = key.rsplit("_", 1)[0] if key.endswith(PHASES) else key
+    if base in ("mfu", "mbu", "comm_eff"):
+        if not 0.0 < value <= 1.0:
+            raise InvalidArgument(field, value, "must be in (0, 1]")
+    elif base == "act_bytes":
+        if not value > 0:
+            raise InvalidArgument(field, value, "must be > 0")
+    elif value < 0:
+        raise InvalidArgument(field, value, "must be >= 0")
+    return float(value)
+
+
+def _apply(values: dict[str, Any], layer: Mapping[str, Any], where: str, *, strict: bool) -> None:
+    """Merges one source into ``values`` (bare phase keys before suffixed ones)."""
+    for key in sorted(layer, key=lambda k: k.endswith(PHASES)):
+        if key in OPTION_ONLY_KEYS:
+            continue
+        if key not in KNOWN_KEYS:
+            if strict:
+                raise InvalidArgument(f"{where}.{key}", layer[key],
+                                      f"is not a roofline parameter; known: {sorted(KNOWN_KEYS)}")
+            continue
+        value = _check(f"{where}.{key}", key, layer[key])
+        if key in PHASE_KEYS:
+            for phase in PHASES:
+                values[f"{key}_{phase}"] = value
+        else:
+            values[key] = value
+
+
+def build_params(values: Mapping[str, Any]) -> Params:
+    """Builds :class:`Params` from flat keys (``mfu_prefill``, ``kernels``...)."""
+    defaults = Params()
+    phases = {}
+    for phase in PHASES:
+        base = defaults.phase(phase)
+        phases[phase] = dataclasses.replace(base, **{
+            k: values[f"{k}_{phase}"] for k in PHASE_KEYS if f"{k}_{phase}" in values})
+    globals_ = {k: values[k] for k in GLOBAL_KEYS if k in values}
+    return Params(prefill=phases["prefill"], decode=phases["decode"], **globals_)
+
+
+def flatten(params: Params) -> dict[str, Any]:
+    """Flat ``key -> value`` view of ``params`` (the profile file format)."""
+    out: dict[str, Any] = {k: getattr(params, k) for k in GLOBAL_KEYS}
+    for phase in PHASES:
+        for k in PHASE_KEYS:
+            out[f"{k}_{phase}"] = getattr(params.phase(phase), k)
+    return out
+
+
+def _matches(entry: Mapping[str, Any], device: str) -> bool:
+    names = [entry.get("device", "")] + list(entry.get("aliases", []))
+    return device.lower() in (str(n).lower() for n in names)
+
+
+def load_profile(reference: str, device: str, *, field: str = "spec.options.profile") -> dict[str, Any]:
+    """Parameters of ``device`` from a profile file (see module docstring).
+
+    Returns:
+        The profile's flat parameters; empty for ``none`` or an ``auto``
+        that finds no shipped profile for the device.
+
+    Raises:
+        InvalidArgument: the file is missing or malformed, or (for an
+            explicit profile) has no entry for ``device`` among several.
+    """
+    if reference == "none":
+        return {}
+    if reference == "auto":
+        for path in sorted(PROFILE_DIR.glob("*.yaml")):
+            for entry in _read_profiles(path, field):
+                if _matches(entry, device):
+                    log.debug("device %s: using shipped profile %s", device, path.name)
+                    return dict(entry.get("params", {}))
+        return {}
+    path = Path(reference)
+    if not path.suffix:
+        path = PROFILE_DIR / f"{reference}.yaml"
+    entries = _read_profiles(path, field)
+    for entry in entries:
+        if _matches(entry, device):
+            return dict(entry.get("params", {}))
+    if len(entries) == 1:
+        return dict(entries[0].get("params", {}))
+    raise InvalidArgument(field, reference,
+                          f"has no profile for device {device!r}; it has {[e.get('device') for e in entries]}")
+
+
+def _read_profiles(path: Path, field: str) -> list[dict[str, Any]]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise InvalidArgument(field, str(path), f"cannot be read as a profile: {err}") from err
+    entries = data.get("profiles") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise InvalidArgument(field, str(path), "must hold a `profiles:` list of {device, aliases, params}")
+    return entries
+
+
+def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str, Any]) -> Params:
+    """Resolves a session's parameters: defaults < profile < extra < options.
+
+    Raises:
+        InvalidArgument: an option is unknown or a value is out of range.
+    """
+    values: dict[str, Any] = {}
+    profile = options.get("profile", "auto")
+    if not isinstance(profile, str):
+        raise InvalidArgument("spec.options.profile", profile, "must be auto, none, a profile name or a path")
+    _apply(values, load_profile(profile, device), f"profile[{profile}]", strict=True)
+    _apply(values, extra, "spec.hardware.extra", strict=False)
+    _apply(values, options, "spec.options", strict=True)
+    return build_params(values)

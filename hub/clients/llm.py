@@ -1,0 +1,123 @@
+"""An LLM client: a scheduler and a cluster timed by a runtime backend.
+
+The client runs one step at a time. At a wake-up it asks its scheduler for
+the next step, asks its timing source how long the step takes, and schedules
+the step's end. At the end it advances every scheduled sequence, records
+tokens, and hands finished stages back to the coordinator.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence as Seq
+
+from ..kernel import DONE, WAKE, Kernel
+from ..records import ClientInfo, ClientTimeline
+from ..scheduling import Scheduler, Sequence, Step
+
+
+class TimingSource(Protocol):
+    """Anything that times a step from its token arrays (the backend proxy)."""
+
+    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int) -> "TimingLike": ...
+
+
+class TimingLike(Protocol):
+    duration_ns: int
+    energy_j: float
+
+
+class LLMClient:
+    """One serving instance.
+
+    Args:
+        info: static facts for reports.
+        kernel: the event kernel.
+        scheduler: batching and KV state.
+        timing: where step durations come from.
+        on_stage_done: called with each sequence whose stage finished.
+        serves: stage kinds this client serves (``prefill``, ``decode``).
+        host_bandwidth_gbps: device-host bandwidth for swapped KV.
+    """
+
+    def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, timing: TimingSource,
+                 on_stage_done: Callable[[Sequence, int], None], serves: frozenset[str],
+                 host_bandwidth_gbps: float = 25.0) -> None:
+        self.info, self.name = info, info.name
+        self.kernel, self.scheduler, self.timing = kernel, scheduler, timing
+        self.on_stage_done = on_stage_done
+        self.serves = serves
+        self.host_bandwidth_gbps = host_bandwidth_gbps
+        self.timeline = ClientTimeline()
+        self.busy = False
+        self._wake_pending = False
+        self._next_order = 0
+        self.busy_ns = 0
+        self.outstanding = 0  # stages routed here and not finished (router load)
+        self.outstanding_input_tokens = 0
+
+    # -- work arriving ---------------------------------------------------
+    def submit(self, seq: Sequence) -> None:
+        """Queues a sequence and wakes the client if it is idle."""
+        seq.order = self._next_order
+        self._next_order += 1
+        self.scheduler.enqueue(seq)
+        self.wake()
+
+    def wake(self) -> None:
+        """Asks for a scheduling decision at the current time, after same-time events."""
+        if not self.busy and not self._wake_pending:
+            self._wake_pending = True
+            self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake)
+
+    # -- stepping --------------------------------------------------------
+    def _on_wake(self) -> None:
+        self._wake_pending = False
+        if self.busy or not self.scheduler.has_work:
+            return
+        step = self.scheduler.schedule()
+        if not step.seqs:
+            return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
+        now = self.kernel.now_ns
+        timing = self.timing.step_time(step.num_new, step.context, now_ns=now)
+        duration = timing.duration_ns
+        if step.swap_bytes:
+            duration += int(step.swap_bytes / self.host_bandwidth_gbps)
+        self.timeline.energy_j += timing.energy_j
+        for seq in step.seqs:
+            if seq.stage.start_ns < 0:
+                seq.stage.start_ns = now
+        self.busy = True
+        self.kernel.call_at(now + duration, DONE, self._on_step_done, step, now)
+
+    def _on_step_done(self, step: Step, start_ns: int) -> None:
+        now = self.kernel.now_ns
+        self.busy = False
+        self.busy_ns += now - start_ns
+        finished = []
+        for seq, num in zip(step.seqs, step.num_new):
+            seq.num_computed += num
+            if seq.num_computed < seq.num_tokens:
+                continue  # a partial prefill chunk samples nothing
+            request = seq.request
+            request.generated_tokens += 1
+            seq.num_tokens += 1
+            if request.first_token_ns < 0:
+                request.first_token_ns = now
+            else:
+                request.max_tbt_ns = max(request.max_tbt_ns, now - request.last_token_ns)
+            request.last_token_ns = now
+            if request.generated_tokens >= seq.target_generated:
+                finished.append(seq)
+        self.timeline.append(start_ns, now, len(step.seqs), step.prefill_tokens,
+                             step.num_tokens - step.prefill_tokens, self.scheduler.kv.num_used,
+                             len(self.scheduler.waiting))
+        for seq in finished:
+            seq.stage.end_ns = now
+            # NOTE: KV is released when the stage ends; a disaggregated prefill's
+            # KV is modelled as copied out at that instant (the transfer is timed
+            # by the coordinator).
+            self.scheduler.finish(seq, prefix_tokens=seq.request.prefix_tokens)
+            self.outstanding -= 1
+            self.outstanding_input_tokens -= seq.request.input_tokens
+            self.on_stage_done(seq, now)
+        self.wake()

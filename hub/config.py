@@ -1,0 +1,282 @@
+"""The scenario config: pydantic models of the YAML a user writes.
+
+Top-level keys: ``seed``, ``models``, ``hardware``, ``backends``, ``network``,
+``clients``, ``router``, ``workload``, ``slo``, ``output``. :func:`load_config`
+reads a file, applies ``--set key=value`` overrides and reports every problem
+at once, each located by its path (``clients[1].scheduler.chunk_size: must be
+> 0, got -5``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .errors import ScenarioError
+from .workload import WorkloadConfig
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Model):
+    """A served model: a preset, optionally with fields overridden."""
+
+    preset: str = Field(description="model preset name, e.g. meta-llama/Meta-Llama-3-8B (see `cosim presets`)")
+    dtype: Literal["fp16", "bf16", "fp8", "int8", "fp32"] = Field("fp16", description="weight and compute dtype")
+    overrides: dict[str, float | int | bool] = Field(
+        default_factory=dict, description="ModelSpec fields to override, e.g. {num_layers: 40}")
+
+
+class HardwareConfig(_Model):
+    """A device type: a preset, optionally with figures overridden."""
+
+    preset: str = Field(description="device preset name, e.g. H100-SXM")
+    overrides: dict[str, float] = Field(
+        default_factory=dict,
+        description="HardwareSpec figures to override (peak_tflops, mem_bandwidth_gbps, mem_capacity_bytes, "
+                    "intra_node_gbps, inter_node_gbps) or extra keys a backend reads")
+    price_per_hour_usd: float | None = Field(None, ge=0, description="device price per hour; default from the preset")
+
+
+class BackendConfig(_Model):
+    """Where a backend runs: exactly one of kind, python, command, image, address."""
+
+    kind: Literal["roofline", "regression", "memory", "network", "genz", "scalesim", "astrasim"] | None = Field(
+        None, description="a built-in backend, served in-process on loopback")
+    python: str | None = Field(None, description="a backend class as package.module:Class, served in-process")
+    command: list[str] | None = Field(None, description="a command that serves a backend; {port} is replaced")
+    image: str | None = Field(None, description="a container image started with the Docker SDK")
+    address: str | None = Field(None, description="host:port of a backend that is already running")
+    options: dict[str, Any] = Field(default_factory=dict, description="session options passed to the backend")
+    deadline_s: float = Field(30.0, gt=0, description="deadline of each call")
+    cache: bool = Field(True, description="cache step timings by exact batch signature")
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> "BackendConfig":
+        given = [k for k in ("kind", "python", "command", "image", "address") if getattr(self, k)]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of kind, python, command, image, address; got {given or 'none'}")
+        return self
+
+    @property
+    def source(self) -> str:
+        return next(k for k in ("kind", "python", "command", "image", "address") if getattr(self, k))
+
+
+class ClientHardware(_Model):
+    """The cluster one client runs on."""
+
+    device: str = Field(description="a key of `hardware`")
+    count: int = Field(1, gt=0, description="devices in the cluster")
+    tensor_parallel: int = Field(1, gt=0, description="tensor-parallel degree")
+    pipeline_parallel: int = Field(1, gt=0, description="pipeline-parallel degree")
+    expert_parallel: int = Field(1, gt=0, description="expert-parallel degree (MoE)")
+
+
+class SchedulerConfig(_Model):
+    """Per-client batching and KV-cache management (modelled on vLLM)."""
+
+    batching: Literal["static", "continuous", "chunked", "mixed"] = Field(
+        "continuous", description="static; continuous (prefill-prioritized); chunked (Sarathi); "
+                                  "mixed (whole prefills with decodes)")
+    packing: Literal["fcfs", "least_work_left"] = Field("fcfs", description="order of the waiting queue")
+    max_num_seqs: int = Field(256, gt=0, description="most sequences in one step")
+    max_num_batched_tokens: int = Field(8192, gt=0, description="token budget of one step")
+    chunk_size: int | None = Field(None, gt=0, description="chunked: prefill token budget per step "
+                                                           "(default max_num_batched_tokens)")
+    block_size: int = Field(16, gt=0, description="KV block size, tokens")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of device memory cosim may use")
+    reserve_bytes: int = Field(0, ge=0, description="per-device memory held back (activations, CUDA graphs)")
+    num_gpu_blocks: int | None = Field(None, gt=0, description="KV blocks, overriding the memory computation")
+    preemption: Literal["recompute", "swap"] = Field("recompute", description="what a preempted request loses")
+    swap_space_bytes: int = Field(0, ge=0, description="host memory for swapped KV (preemption: swap)")
+    host_bandwidth_gbps: float = Field(25.0, gt=0, description="device-host bandwidth for swapping, GB/s")
+    enable_prefix_caching: bool = Field(False, description="reuse KV blocks of requests sharing a prefix")
+
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+class ClientConfig(_Model):
+    """One serving instance: a scheduler and a cluster, timed by one backend."""
+
+    name: str = Field(description="unique client name")
+    model: str = Field(description="a key of `models`")
+    role: Role = Field("mixed", description="mixed serves prefill and decode; prefill/decode disaggregate")
+    backend: str = Field(description="a key of `backends` (a runtime backend)")
+    hardware: ClientHardware
+    scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+
+
+class LinkConfig(_Model):
+    """A plain link for inter-client transfers when no network backend is named."""
+
+    bandwidth_gbps: float = Field(50.0, gt=0, description="GB/s (decimal); default: one 400 Gb/s NIC")
+    latency_s: float = Field(10e-6, ge=0, description="fixed latency per transfer, seconds")
+
+
+class NetworkConfig(_Model):
+    """How data moves between clients (KV caches, retrieved context)."""
+
+    backend: str | None = Field(None, description="a key of `backends` of a network backend; none = `link`")
+    link: LinkConfig = Field(default_factory=LinkConfig)
+
+
+class RouterConfig(_Model):
+    """How the coordinator picks a client for a stage."""
+
+    policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light"] = "round_robin"
+    load_metric: Literal["input_tokens", "kv_tokens", "remaining_tokens"] = Field(
+        "remaining_tokens", description="load of load_based and heavy_light")
+    heavy_threshold_tokens: int = Field(2048, gt=0, description="heavy_light: prompts this long are heavy")
+    heavy_clients: list[str] = Field(default_factory=list,
+                                     description="heavy_light: clients for heavy requests (default: first half)")
+
+
+_STATISTICS = ("mean", "p50", "p90", "p99", "max")
+_SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s", "tbt_max_s")
+
+
+class OutputConfig(_Model):
+    """Where and what a run writes."""
+
+    dir: str | None = Field(None, description="run folder; none writes nothing (Python API) ")
+    plots: bool = Field(True, description="write plots/*.png")
+
+
+class ScenarioConfig(_Model):
+    """A whole scenario."""
+
+    seed: int = Field(0, description="seed of every random draw")
+    models: dict[str, ModelConfig]
+    hardware: dict[str, HardwareConfig]
+    backends: dict[str, BackendConfig]
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
+    clients: list[ClientConfig] = Field(min_length=1)
+    router: RouterConfig = Field(default_factory=RouterConfig)
+    workload: WorkloadConfig
+    slo: dict[str, dict[str, float]] = Field(default_factory=dict,
+                                             description="e.g. {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}")
+    output: OutputConfig = Field(default_factory=OutputConfig)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> "ScenarioConfig":
+        problems: list[tuple[str, str]] = []
+        names: set[str] = set()
+        for i, client in enumerate(self.clients):
+            where = f"clients[{i}]"
+            if client.name in names:
+                problems.append((f"{where}.name", f"duplicate client name {client.name!r}"))
+            names.add(client.name)
+            for field, table in (("model", self.models), ("backend", self.backends)):
+                value = getattr(client, field)
+                if value not in table:
+                    problems.append((f"{where}.{field}", f"unknown {field} {value!r}; defined: {sorted(table)}"))
+            if client.hardware.device not in self.hardware:
+                problems.append((f"{where}.hardware.device",
+                                 f"unknown device {client.hardware.device!r}; defined: {sorted(self.hardware)}"))
+        roles = {c.role for c in self.clients}
+        for needed, role in (("prefill", "decode"), ("decode", "prefill")):
+            if role in roles and needed not in roles and "mixed" not in roles:
+                problems.append(("clients", f"a {role} client needs a {needed} (or mixed) client to pair with"))
+        if self.network.backend is not None and self.network.backend not in self.backends:
+            problems.append(("network.backend", f"unknown backend {self.network.backend!r}"))
+        for metric, stats in self.slo.items():
+            if metric not in _SLO_METRICS:
+                problems.append((f"slo.{metric}", f"unknown metric; use one of {list(_SLO_METRICS)}"))
+            for stat, value in stats.items():
+                if stat not in _STATISTICS:
+                    problems.append((f"slo.{metric}.{stat}", f"unknown statistic; use one of {list(_STATISTICS)}"))
+                elif not value > 0:
+                    problems.append((f"slo.{metric}.{stat}", f"must be > 0, got {value}"))
+        for router_client in self.router.heavy_clients:
+            if router_client not in names:
+                problems.append(("router.heavy_clients", f"unknown client {router_client!r}"))
+        if problems:
+            raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
+        return self
+
+
+def _format_location(loc: Sequence[int | str]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part.startswith(("function-after", "function-before")) or part in ("literal", "none"):
+            continue
+        else:
+            text += f".{part}" if text else part
+    return text
+
+
+def _pydantic_problems(err: ValidationError) -> list[str]:
+    problems = []
+    for item in err.errors():
+        where = _format_location(item["loc"])
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "value_error" and re.match(r"^[\w\[\].]+: ", message):
+            problems.extend(message.split("; "))  # cross-field checks already name their paths
+            continue
+        got = item.get("input")
+        shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f", got {got!r}"
+        problems.append(f"{where}: {message.lower()}{shown}")
+    return problems
+
+
+def apply_override(data: dict[str, Any], assignment: str) -> None:
+    """Applies ``a.b[0].c=value`` (value parsed as YAML) to ``data`` in place."""
+    key, sep, raw = assignment.partition("=")
+    if not sep or not key:
+        raise ScenarioError(f"--set {assignment}", "expected key=value, e.g. clients[0].scheduler.max_num_seqs=64")
+    parts = [p for p in re.split(r"\.|\[(\d+)\]", key) if p]
+    node: Any = data
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        index: int | str = int(part) if part.isdigit() else part
+        if isinstance(node, list):
+            if not isinstance(index, int) or index >= len(node):
+                raise ScenarioError(f"--set {key}", f"{part!r} is not an index of a list of {len(node)}")
+        elif isinstance(node, dict):
+            if not last and index not in node:
+                node[index] = {}
+        else:
+            raise ScenarioError(f"--set {key}", f"cannot set {part!r} inside a {type(node).__name__}")
+        if last:
+            node[index] = yaml.safe_load(raw)
+        else:
+            node = node[index]
+
+
+def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config") -> ScenarioConfig:
+    """Validates a config mapping (after overrides), raising one ScenarioError listing every problem."""
+    data = yaml.safe_load(yaml.safe_dump(dict(data)))  # a deep copy the overrides may change
+    for assignment in overrides:
+        apply_override(data, assignment)
+    try:
+        return ScenarioConfig.model_validate(data)
+    except ValidationError as err:
+        problems = _pydantic_problems(err)
+        raise ScenarioError(source, problems[0] if len(problems) == 1 else
+                            "\n  " + "\n  ".join(problems)) from None
+
+
+def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[ScenarioConfig, Path]:
+    """Reads and validates a YAML scenario; returns it and the folder relative paths resolve against."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ScenarioError(str(path), f"cannot read config: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ScenarioError(where, f"not valid YAML: {getattr(err, 'problem', err)}") from None
+    if not isinstance(data, dict):
+        raise ScenarioError(str(path), "a config is a YAML mapping with keys models, hardware, backends, clients, ...")
+    return parse_config(data, overrides=overrides, source=str(path)), path.resolve().parent

@@ -1,0 +1,31 @@
+"""Run metrics and the run folder.
+
+- :func:`summarize`: records -> summary.json content (latency percentiles,
+  throughput, goodput, SLO attainment, cost, per-client utilization).
+- :func:`write_run_folder`: summary.json, requests.csv, clients.csv,
+  trace.json (Chrome trace format, opens in Perfetto) and plots/*.png.
+- :func:`format_table`: the short table ``cosim run`` prints.
+- :class:`ProgressBar`: completed requests and simulated time on a terminal.
+- :func:`validate_slo`, :func:`request_metrics`: for config checks and notebooks.
+"""
+
+from .progress import ProgressBar
+from .report import format_table
+from .run_folder import summary_json, write_run_folder
+from .slo import SLO_METRICS, SLO_STATISTICS, validate_slo
+from .stats import RequestMetrics, request_metrics
+from .summary import attributed_client, summarize
+
+__all__ = [
+    "SLO_METRICS",
+    "SLO_STATISTICS",
+    "ProgressBar",
+    "RequestMetrics",
+    "attributed_client",
+    "format_table",
+    "request_metrics",
+    "summarize",
+    "summary_json",
+    "validate_slo",
+    "write_run_folder",
+]

@@ -1,0 +1,71 @@
+"""The short metrics table ``cosim run`` prints: :func:`format_table`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def _num(value: Any, unit: str = "", digits: int = 4) -> str:
+    """A compact number, or "-" for missing values."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}{unit}"
+    return f"{value}{unit}"
+
+
+def _pct(value: Any) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _latency_rows(summary: Mapping[str, Any]) -> list[str]:
+    latency = summary.get("latency", {})
+    rows = [f"  {'latency (s)':<12}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}"]
+    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("queue_s", "queue")):
+        block = latency.get(name, {})
+        rows.append(f"  {label:<12}" + "".join(f"{_num(block.get(s)):>10}" for s in ("mean", "p50", "p90", "p99")))
+    return rows
+
+
+def _slo_rows(summary: Mapping[str, Any]) -> list[str]:
+    rows = []
+    for metric, limits in sorted(summary.get("slo", {}).items()):
+        for stat, entry in sorted(limits.items()):
+            verdict = "met" if entry.get("met") else "MISSED"
+            rows.append(f"  SLO {metric} {stat} <= {_num(entry.get('target'))}: "
+                        f"{_num(entry.get('observed'))} ({verdict})")
+    return rows
+
+
+def _client_rows(summary: Mapping[str, Any]) -> list[str]:
+    clients = summary.get("clients", {})
+    if not clients:
+        return []
+    rows = [f"  {'client':<16}{'role':<10}{'backend':<14}{'util':>8}{'batch':>8}{'done':>8}"]
+    for name, c in clients.items():
+        rows.append(f"  {name:<16.16}{c.get('role', '-')!s:<10.10}{c.get('backend', '-')!s:<14.14}"
+                    f"{_pct(c.get('utilization')):>8}{_num(c.get('mean_batch_size'), digits=3):>8}"
+                    f"{_num(c.get('requests', {}).get('completed')):>8}")
+    return rows
+
+
+def format_table(summary: Mapping[str, Any]) -> str:
+    """A few lines with the key metrics of a summary (missing values show as "-")."""
+    reqs = summary.get("requests", {})
+    tput = summary.get("throughput", {})
+    cost = summary.get("cost", {})
+    lines = [
+        (f"  requests    {_num(reqs.get('completed'))}/{_num(reqs.get('submitted'))} completed in "
+        f"{_num(summary.get('sim_time_s'), ' s', 6)} simulated ({_num(summary.get('wall_time_s'), ' s', 3)} wall)"),
+        *_latency_rows(summary),
+        (f"  throughput  {_num(tput.get('requests_per_s'))} req/s, "
+        f"{_num(tput.get('output_tokens_per_s'))} output tok/s, {_num(tput.get('input_tokens_per_s'))} input tok/s"),
+        (f"  goodput     {_num(summary.get('goodput_requests_per_s'))} req/s, "
+        f"SLO attainment {_pct(summary.get('slo_attainment'))}"),
+        *_slo_rows(summary),
+        f"  preemptions {_num(summary.get('preemptions'))}",
+    ]
+    if cost.get("usd"):
+        lines.append(f"  cost        ${_num(cost.get('usd'))}, {_num(cost.get('tokens_per_usd'))} tokens/$")
+    return "\n".join(lines + _client_rows(summary))

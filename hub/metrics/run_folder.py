@@ -1,0 +1,64 @@
+"""The run folder: summary.json, requests.csv, clients.csv, trace.json, plots/*.png.
+
+Main name: :func:`write_run_folder`. Works on a partial run (a run that failed
+part way writes what it has): unfinished requests get empty cells and open
+trace slices. JSON and CSV bytes depend only on the inputs; PNGs may not.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..records import ClientInfo, ClientTimeline, RequestRecord
+from .plots import write_plots
+from .stats import NS_PER_S, clean
+from .summary import client_names
+from .tables import DEFAULT_MAX_ROWS_PER_CLIENT, write_clients_csv, write_requests_csv
+from .trace import DEFAULT_MAX_EVENTS, write_trace
+
+logger = logging.getLogger(__name__)
+
+
+def summary_json(summary: Mapping[str, Any]) -> str:
+    """The canonical text of summary.json: sorted keys, rounded floats, no NaN."""
+    return json.dumps(clean(summary), sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: Sequence[RequestRecord],
+                     clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTimeline], *,
+                     plots: bool = True, max_rows_per_client: int = DEFAULT_MAX_ROWS_PER_CLIENT,
+                     max_trace_events: int = DEFAULT_MAX_EVENTS) -> Path:
+    """Writes the run folder (created if missing; existing files are replaced).
+
+    Args:
+        out_dir: the folder.
+        summary: from :func:`cosim.hub.metrics.summarize`.
+        requests, clients, timelines: the records the summary came from.
+        plots: also draw plots/*.png (the slowest part; off for sweeps).
+        max_rows_per_client: clients.csv downsampling limit (see ``tables``).
+        max_trace_events: trace.json size limit (see ``trace``).
+
+    Returns:
+        The folder as a Path.
+    """
+    folder = Path(out_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    names = client_names(clients, timelines)
+    (folder / "summary.json").write_text(summary_json(summary), encoding="utf-8")
+    write_requests_csv(folder / "requests.csv", requests)
+    write_clients_csv(folder / "clients.csv", names, timelines, max_rows_per_client)
+    dropped = write_trace(folder / "trace.json", names, timelines, requests, max_trace_events)
+    if dropped:
+        logger.info("trace.json: kept the first %d events, dropped %d later ones", max_trace_events, dropped)
+    if plots:
+        sim_time_ns = round(float(summary.get("sim_time_s") or 0.0) * NS_PER_S)
+        try:
+            write_plots(folder / "plots", requests, clients, names, timelines, sim_time_ns)
+        except Exception as err:  # noqa: BLE001 - plots are extras; never lose the run folder for one
+            logger.warning("could not draw plots in %s: %s", folder / "plots", err)
+    logger.info("wrote run folder %s", folder)
+    return folder

@@ -1,0 +1,165 @@
+"""The run summary (summary.json): requests, latency, throughput, goodput, SLOs, cost, clients.
+
+Main name: :func:`summarize`. Conventions, so numbers are comparable across runs:
+
+- Latency statistics cover completed requests only; unfinished requests of a
+  partial run are counted in ``requests.submitted`` and nowhere else.
+- ``queue_s`` of a request is the sum over its stages of start - enqueue
+  (see :func:`cosim.hub.metrics.stats.queue_ns`).
+- Rates divide by the simulated time. ``output_tokens_per_s`` counts every token
+  generated (finished or not); ``input_tokens_per_s`` counts the prompts of
+  requests whose first token came out.
+- A request's latency is attributed to the client that served its last decode
+  stage, or its last stage when it has no decode stage.
+- Cost: device-hours = num_devices x simulated hours per client, priced at the
+  client's ``price_per_hour_usd`` per device-hour.
+- Every float is rounded to 9 significant digits and NaN becomes null, so the
+  same records give byte-identical JSON; only ``wall_time_s`` varies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..records import ClientInfo, ClientTimeline, RequestRecord
+from .slo import Slo, meets_slo, slo_report, validate_slo
+from .stats import NS_PER_S, RequestMetrics, clean, latency_block, request_metrics
+
+logger = logging.getLogger(__name__)
+
+
+def attributed_client(record: RequestRecord) -> str | None:
+    """The client a request's latency is attributed to: that of its last
+    decode stage, else of its last stage; None with no stages."""
+    for stage in reversed(record.stages):
+        if stage.kind == "decode":
+            return stage.client
+    return record.stages[-1].client if record.stages else None
+
+
+def _rate(count: float, sim_time_s: float) -> float | None:
+    return count / sim_time_s if sim_time_s > 0 else None
+
+
+def _token_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
+    """Generated tokens, prefilled prompt tokens and preemptions per request."""
+    n = len(requests)
+    return {
+        "generated": np.fromiter((r.generated_tokens for r in requests), np.int64, n),
+        "prefilled": np.fromiter((r.input_tokens if r.first_token_ns >= 0 else 0 for r in requests),
+                                 np.int64, n),
+        "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
+    }
+
+
+def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], mask: np.ndarray,
+                   good: np.ndarray, sim_time_s: float) -> dict[str, Any]:
+    """Counts, latency, throughput, goodput and attainment of the selected requests."""
+    completed = int(np.count_nonzero(metrics.finished & mask))
+    meeting = int(np.count_nonzero(good & mask))
+    generated = int(np.sum(tokens["generated"][mask]))
+    return {
+        "requests": {"submitted": int(np.count_nonzero(mask)), "completed": completed,
+                     "meeting_slo": meeting},
+        "latency": latency_block(metrics, metrics.finished & mask),
+        "throughput": {"requests_per_s": _rate(completed, sim_time_s),
+                       "output_tokens_per_s": _rate(generated, sim_time_s),
+                       "input_tokens_per_s": _rate(int(np.sum(tokens["prefilled"][mask])), sim_time_s)},
+        "goodput_requests_per_s": _rate(meeting, sim_time_s),
+        "slo_attainment": meeting / completed if completed else None,
+        "preemptions": int(np.sum(tokens["preemptions"][mask])),
+        "output_tokens": generated,
+    }
+
+
+def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
+                    sim_time_ns: int) -> dict[str, Any]:
+    """Utilization, batch size, KV peak, energy and identity of one client."""
+    cols = timeline.columns() if timeline is not None else None
+    steps = len(timeline) if timeline is not None else 0
+    busy_ns = int(np.sum(cols["end_ns"] - cols["start_ns"])) if cols is not None and steps else 0
+    block: dict[str, Any] = {
+        "steps": steps,
+        "busy_s": busy_ns / NS_PER_S,
+        "utilization": busy_ns / sim_time_ns if sim_time_ns > 0 else None,
+        "mean_batch_size": float(np.mean(cols["num_seqs"])) if cols is not None and steps else None,
+        "max_kv_blocks_used": int(np.max(cols["kv_blocks_used"])) if cols is not None and steps else 0,
+        "max_num_waiting": int(np.max(cols["num_waiting"])) if cols is not None and steps else 0,
+        "energy_j": timeline.energy_j if timeline is not None else 0.0,
+    }
+    if info is not None:
+        device_hours = info.num_devices * sim_time_ns / NS_PER_S / 3600
+        block.update(role=info.role, model=info.model, backend=info.backend, fidelity=info.fidelity,
+                     device=info.device, num_devices=info.num_devices,
+                     kv_capacity_blocks=info.kv_capacity_blocks,
+                     device_hours=device_hours, cost_usd=device_hours * info.price_per_hour_usd)
+        if info.kv_capacity_blocks > 0:
+            block["max_kv_usage"] = block["max_kv_blocks_used"] / info.kv_capacity_blocks
+    return block
+
+
+def client_names(clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTimeline]) -> list[str]:
+    """Clients in config order, then any timeline-only names sorted."""
+    names = [c.name for c in clients]
+    return names + sorted(set(timelines) - set(names))
+
+
+def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
+              timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
+              wall_time_s: float, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Builds the summary.json content of a (possibly partial) run.
+
+    Args:
+        requests: every request submitted, finished or not.
+        clients: static client facts, in config order.
+        timelines: per-client step timelines by client name.
+        slo: ``{metric: {statistic: threshold_s}}``; may be empty.
+        sim_time_ns: simulated time the run covered.
+        wall_time_s: real seconds the run took (the one nondeterministic field).
+        extra: merged at top level (backend stats, cache hit rate, ...); its keys win.
+
+    Returns:
+        A JSON-ready dict (rounded floats, None for undefined values).
+
+    Raises:
+        ScenarioError: the SLO names an unknown metric or statistic.
+    """
+    validate_slo(slo)
+    ordered = sorted(requests, key=lambda r: r.id)
+    metrics = request_metrics(ordered)
+    good = meets_slo(metrics, slo)
+    sim_time_s = sim_time_ns / NS_PER_S
+    everyone = np.ones(len(ordered), dtype=bool)
+    tokens = _token_columns(ordered)
+    summary = _traffic_block(metrics, tokens, everyone, good, sim_time_s)
+    summary["slo"] = slo_report(metrics, slo)
+    summary["sim_time_s"] = sim_time_s
+    summary["wall_time_s"] = wall_time_s
+
+    owners = np.array([attributed_client(r) or "" for r in ordered], dtype=object)
+    infos = {c.name: c for c in clients}
+    per_client: dict[str, Any] = {}
+    for name in client_names(clients, timelines):
+        block = _traffic_block(metrics, tokens, owners == name, good, sim_time_s)
+        block.update(_timeline_block(infos.get(name), timelines.get(name), sim_time_ns))
+        per_client[name] = block
+    summary["clients"] = per_client
+
+    usd = sum(b.get("cost_usd", 0.0) for b in per_client.values())
+    summary["cost"] = {
+        "device_hours": sum(b.get("device_hours", 0.0) for b in per_client.values()),
+        "usd": usd,
+        "tokens_per_usd": summary["output_tokens"] / usd if usd > 0 else None,
+        "goodput_requests_per_usd": summary["requests"]["meeting_slo"] / usd if usd > 0 else None,
+    }
+    energy = sum(t.energy_j for t in timelines.values())
+    if energy > 0:
+        summary["energy_j"] = energy
+    for key in sorted(set(extra or {}) & set(summary)):
+        logger.warning("summary: extra key %r replaces the computed value", key)
+    summary.update(extra or {})
+    return clean(summary)  # type: ignore[no-any-return]

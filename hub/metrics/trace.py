@@ -1,0 +1,128 @@
+"""trace.json in Chrome trace event format (opens in Perfetto and chrome://tracing).
+
+Layout: one process per client (pid 1..N, in config order) with a ``steps``
+thread of complete ("X") events, one per step, named prefill, decode or mixed
+by the tokens in it, with the batch in ``args``; and counter ("C") tracks
+``kv_blocks_used`` and ``num_waiting``. One more process, ``requests``, has a
+thread per request (tid = request id) with its stages in order: ``transfer``
+(input moving in), ``queue`` (waiting at the client) and the stage itself
+(named by its kind). A stage or queue still open when a partial run stopped is
+a begin ("B") event with no end. Timestamps are microseconds of simulated time.
+
+Size is bounded: above ``max_events`` the trace keeps the earliest events (a
+time window from the start), so what it shows is complete up to ``cutoff_s``;
+``otherData`` says how many events were dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..records import ClientTimeline, RequestRecord
+
+DEFAULT_MAX_EVENTS = 250_000  # about 25 MB of JSON; Perfetto opens it in seconds
+STEP_EVENTS = 3  # one slice and two counter samples per step
+
+Event = dict[str, Any]
+
+
+def _us(ns: int) -> float:
+    return ns / 1000
+
+
+def _step_name(prefill_tokens: int, decode_tokens: int) -> str:
+    if prefill_tokens and decode_tokens:
+        return "mixed"
+    return "prefill" if prefill_tokens else ("decode" if decode_tokens else "step")
+
+
+def _step_events(pid: int, timeline: ClientTimeline, cutoff_ns: int | None) -> Iterator[Event]:
+    """Slice and counter events of one client's steps that start before the cutoff."""
+    cols = timeline.columns()
+    keep = np.flatnonzero(cols["start_ns"] < cutoff_ns) if cutoff_ns is not None else slice(None)
+    rows = zip(*(cols[name][keep].tolist() for name in ClientTimeline.COLUMNS))
+    for start, end, num_seqs, prefill, decode, kv, waiting in rows:
+        yield {"ph": "X", "cat": "step", "name": _step_name(prefill, decode), "pid": pid, "tid": 1,
+               "ts": _us(start), "dur": _us(end - start),
+               "args": {"num_seqs": num_seqs, "prefill_tokens": prefill,
+                        "decode_tokens": decode, "kv_blocks_used": kv, "num_waiting": waiting}}
+        yield {"ph": "C", "name": "kv_blocks_used", "pid": pid, "ts": _us(start), "args": {"blocks": kv}}
+        yield {"ph": "C", "name": "num_waiting", "pid": pid, "ts": _us(start), "args": {"requests": waiting}}
+
+
+def _request_spans(record: RequestRecord) -> Iterator[tuple[int, int, str, str, dict[str, Any]]]:
+    """(start_ns, end_ns or -1, name, category, args) of each span of a request."""
+    for stage in record.stages:
+        args = {"client": stage.client, "request": record.id}
+        if stage.transfer_ns > 0:
+            yield stage.enqueue_ns - stage.transfer_ns, stage.enqueue_ns, "transfer", "transfer", args
+        yield stage.enqueue_ns, stage.start_ns, "queue", "queue", args
+        if stage.start_ns >= 0:
+            yield stage.start_ns, stage.end_ns, stage.kind, "stage", {
+                **args, "input_tokens": record.input_tokens, "output_tokens": record.output_tokens}
+
+
+def _request_events(pid: int, record: RequestRecord, cutoff_ns: int | None) -> Iterator[Event]:
+    for start, end, name, cat, args in _request_spans(record):
+        if cutoff_ns is not None and start >= cutoff_ns:
+            continue
+        event: Event = {"cat": cat, "name": name, "pid": pid, "tid": record.id, "ts": _us(start), "args": args}
+        if end >= 0:
+            event.update(ph="X", dur=_us(end - start))
+        else:
+            event["ph"] = "B"
+        yield event
+
+
+def _cutoff_ns(timelines: Sequence[ClientTimeline], requests: Sequence[RequestRecord],
+               max_events: int) -> int | None:
+    """Earliest start time to drop so that at most ``max_events`` remain; None keeps all."""
+    starts = [np.repeat(t.columns()["start_ns"], STEP_EVENTS) for t in timelines]
+    starts.append(np.fromiter((s[0] for r in requests for s in _request_spans(r)), np.int64))
+    every = np.concatenate(starts)
+    if every.size <= max_events:
+        return None
+    return int(np.partition(every, max_events)[max_events])
+
+
+def _metadata(pid: int, tid: int | None, kind: str, name: str, sort_index: int) -> list[Event]:
+    scope = {"pid": pid} if tid is None else {"pid": pid, "tid": tid}
+    return [{"ph": "M", "name": f"{kind}_name", **scope, "args": {"name": name}},
+            {"ph": "M", "name": f"{kind}_sort_index", **scope, "args": {"sort_index": sort_index}}]
+
+
+def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, ClientTimeline],
+                requests: Sequence[RequestRecord], max_events: int = DEFAULT_MAX_EVENTS) -> int:
+    """Writes trace.json, one event per line; returns the number of events dropped."""
+    ordered = sorted(requests, key=lambda r: r.id)
+    present = [n for n in names if n in timelines]
+    cutoff = _cutoff_ns([timelines[n] for n in present], ordered, max_events)
+    events: list[Event] = []
+    for pid, name in enumerate(present, start=1):
+        events += _metadata(pid, None, "process", f"client {name}", pid)
+        events += _metadata(pid, 1, "thread", "steps", 0)
+        events.extend(_step_events(pid, timelines[name], cutoff))
+    req_pid = len(present) + 1
+    events += _metadata(req_pid, None, "process", "requests", req_pid)
+    for record in ordered:
+        mine = list(_request_events(req_pid, record, cutoff))
+        if mine:
+            events += _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id)
+            events += mine
+    total = sum(len(timelines[n]) for n in present) * STEP_EVENTS + sum(
+        1 for r in ordered for _ in _request_spans(r))
+    kept = sum(1 for e in events if e["ph"] != "M")
+    dropped = total - kept
+    other = {"generator": "cosim", "truncated": cutoff is not None, "events_dropped": dropped,
+             "cutoff_s": None if cutoff is None else cutoff / 1e9}
+    with path.open("w", encoding="utf-8") as f:
+        f.write('{"displayTimeUnit":"ms","otherData":' + json.dumps(other, sort_keys=True))
+        f.write(',"traceEvents":[\n')
+        f.write(",\n".join(json.dumps(e, sort_keys=True, separators=(",", ":")) for e in events))
+        f.write("\n]}\n")
+    return dropped

@@ -1,0 +1,103 @@
+"""Built-in model and device presets.
+
+``models.yaml`` and ``devices.yaml`` ship with the package; each figure names
+its source. Look-ups ignore case and accept aliases; an unknown name raises
+:class:`UnknownPreset` with the closest known names::
+
+    from cosim.hub.presets import get_model, hardware_spec
+    llama = get_model("llama3-8b")
+    spec = hardware_spec("H100-SXM", count=4, dtype="bf16")
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from cosim.hub.presets.devices import DTYPES, DevicePreset, normalize_dtype
+from cosim.hub.presets.models import ModelPreset
+from cosim.hub.presets.registry import PresetRegistry, UnknownPreset
+from cosim.v1 import types_pb2 as pb
+
+__all__ = [
+    "DTYPES", "DevicePreset", "ModelPreset", "UnknownPreset", "device_names", "get_device",
+    "get_model", "hardware_spec", "model_names", "normalize_dtype",
+]
+
+
+def _load(filename: str, key: str) -> list[dict[str, Any]]:
+    text = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
+    entries = yaml.safe_load(text)[key]
+    assert isinstance(entries, list), f"{filename}: '{key}' must be a list"
+    return entries
+
+
+# Cached because the files are immutable package data: one parse per process
+# is a constant, not mutable global state.
+@functools.cache
+def _models() -> PresetRegistry[ModelPreset]:
+    return PresetRegistry("model", (ModelPreset(**e) for e in _load("models.yaml", "models")))
+
+
+@functools.cache
+def _devices() -> PresetRegistry[DevicePreset]:
+    return PresetRegistry("device", (DevicePreset(**e) for e in _load("devices.yaml", "devices")))
+
+
+def get_model(name: str) -> ModelPreset:
+    """The model preset called ``name`` (HF id or alias, any case).
+
+    Raises:
+        UnknownPreset: no such model; the message suggests close names.
+    """
+    return _models().get(name)
+
+
+def get_device(name: str) -> DevicePreset:
+    """The device preset called ``name`` (or an alias, any case).
+
+    Raises:
+        UnknownPreset: no such device; the message suggests close names.
+    """
+    return _devices().get(name)
+
+
+def model_names() -> list[str]:
+    """Canonical model names, in file order."""
+    return _models().names()
+
+
+def device_names() -> list[str]:
+    """Canonical device names, in file order."""
+    return _devices().names()
+
+
+def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -> pb.HardwareSpec:
+    """The ``HardwareSpec`` of ``count`` devices computing in ``dtype``.
+
+    ``extra`` carries ``tdp_w`` and, when known, ``price_per_hour_usd`` (per device).
+
+    Args:
+        device: a preset or its name.
+        count: devices in the cluster (> 0).
+        dtype: compute dtype whose peak fills ``peak_tflops``.
+
+    Raises:
+        UnknownPreset: unknown device name, or no peak listed for ``dtype``.
+        ValueError: count < 1.
+    """
+    preset = get_device(device) if isinstance(device, str) else device
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    extra = {"tdp_w": preset.tdp_w}
+    if preset.price_per_hour_usd is not None:
+        extra["price_per_hour_usd"] = preset.price_per_hour_usd
+    return pb.HardwareSpec(
+        device=preset.name, count=count, peak_tflops=preset.peak_tflops_for(dtype),
+        mem_bandwidth_gbps=preset.mem_bandwidth_gbps, mem_capacity_bytes=preset.mem_capacity_bytes,
+        intra_node_gbps=preset.intra_node_gbps, inter_node_gbps=preset.inter_node_gbps,
+        devices_per_node=preset.devices_per_node, extra=extra,
+    )

@@ -1,0 +1,80 @@
+"""Device presets: peak compute, memory and interconnect of one device.
+
+:class:`DevicePreset` holds datasheet figures (see ``devices.yaml`` for the
+conventions: dense peaks, per-direction GB/s, GiB capacities) and a source
+for each; :meth:`DevicePreset.peak_tflops_for` resolves dtype spellings.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cosim.hub.presets.registry import unknown
+
+DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
+
+# Spellings users write in configs (torch/HF names) -> the keys used in peak_tflops.
+DTYPE_ALIASES = {
+    "float64": "fp64", "double": "fp64", "float32": "fp32", "float": "fp32", "float16": "fp16",
+    "half": "fp16", "bfloat16": "bf16", "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8",
+    "float8_e4m3fn": "fp8", "e4m3": "fp8", "nvfp4": "fp4", "mxfp4": "fp4",
+}
+
+# Figures that must name a source when set.
+SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intra_node_gbps",
+                  "inter_node_gbps", "devices_per_node", "tdp_w", "price_per_hour_usd")
+
+
+def normalize_dtype(dtype: str) -> str:
+    """Canonical dtype key ('bfloat16' -> 'bf16'); unknown spellings pass through lower-cased."""
+    key = dtype.strip().lower()
+    return DTYPE_ALIASES.get(key, key)
+
+
+class DevicePreset(BaseModel):
+    """One accelerator or CPU as the roofline and KV-capacity models see it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Device name, e.g. 'H100-SXM'.")
+    aliases: tuple[str, ...] = Field(default=(), description="Other names, matched case-insensitively.")
+    kind: Literal["gpu", "npu", "cpu"] = Field(description="Device class.")
+    vendor: str = Field(description="Manufacturer.")
+    peak_tflops: dict[str, float] = Field(description="Dense peak TFLOP/s (TOP/s for int8) per dtype key.")
+    mem_bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s.")
+    mem_capacity_gib: float = Field(gt=0, description="Memory capacity, GiB (datasheet 'GB' of HBM/GDDR).")
+    intra_node_gbps: float = Field(gt=0, description="Per-device interconnect inside a node, GB/s per direction.")
+    inter_node_gbps: float = Field(gt=0, description="Per-device bandwidth between nodes, GB/s per direction.")
+    devices_per_node: int = Field(gt=0, description="Devices in one node.")
+    tdp_w: float = Field(gt=0, description="Thermal design power of one device, watts.")
+    price_per_hour_usd: float | None = Field(
+        default=None, ge=0, description="Approximate on-demand cloud price of one device-hour; null = none found.")
+    sources: dict[str, str] = Field(description="Source of each figure, keyed by field name.")
+
+    @model_validator(mode="after")
+    def _check(self) -> DevicePreset:
+        bad = [d for d, v in self.peak_tflops.items() if d not in DTYPES or v <= 0]
+        if bad or not self.peak_tflops:
+            raise ValueError(f"peak_tflops needs positive values for dtypes among {DTYPES}, got {self.peak_tflops}")
+        missing = [f for f in SOURCED_FIELDS if getattr(self, f) is not None and f not in self.sources]
+        if missing:
+            raise ValueError(f"sources missing for {missing}")
+        return self
+
+    @property
+    def mem_capacity_bytes(self) -> int:
+        return int(self.mem_capacity_gib * 2**30)
+
+    def peak_tflops_for(self, dtype: str) -> float:
+        """Dense peak TFLOP/s for ``dtype`` ('fp16', 'bfloat16', 'fp8', ...).
+
+        Raises:
+            UnknownPreset: the device lists no figure for that dtype.
+        """
+        value = self.peak_tflops.get(normalize_dtype(dtype))
+        if value is None:
+            shown = {d: d for d in self.peak_tflops}
+            raise unknown(f"{self.name} dtype", dtype, shown, list(self.peak_tflops))
+        return value

@@ -1,0 +1,123 @@
+"""Paged KV-cache blocks of one client, with an optional prefix cache.
+
+Capacity is a number of blocks of ``block_size`` tokens. A sequence owns
+``ceil(num_computed / block_size)`` blocks minus the full blocks it shares
+through the prefix cache. Prefix blocks stay cached after their last user
+finishes and are evicted least-recently-used when space is needed.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from .sequence import Sequence
+
+
+def blocks_for(num_tokens: int, block_size: int) -> int:
+    """Blocks needed to hold ``num_tokens`` tokens."""
+    return -(-num_tokens // block_size)
+
+
+class BlockManager:
+    """Counts free and used blocks; owns the prefix cache.
+
+    Attributes:
+        num_blocks: capacity in blocks.
+        block_size: tokens per block.
+        num_free: blocks neither owned by a sequence nor held by the cache.
+    """
+
+    def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = False) -> None:
+        self.num_blocks, self.block_size = num_blocks, block_size
+        self.num_free = num_blocks
+        self.enable_prefix_caching = enable_prefix_caching
+        # prefix id -> [blocks, users]; insertion order is LRU order (oldest first)
+        self._prefixes: OrderedDict[str, list[int]] = OrderedDict()
+        self.prefix_hits = 0
+        self.prefix_lookups = 0
+
+    @property
+    def num_used(self) -> int:
+        """Blocks held by sequences or by the prefix cache."""
+        return self.num_blocks - self.num_free
+
+    def _evictable(self) -> int:
+        return sum(blocks for blocks, users in self._prefixes.values() if users == 0)
+
+    def can_allocate(self, num_blocks: int) -> bool:
+        """Whether ``num_blocks`` more blocks can be had (evicting unused prefixes if needed)."""
+        return num_blocks <= self.num_free or num_blocks <= self.num_free + self._evictable()
+
+    def _take(self, num_blocks: int) -> bool:
+        if num_blocks > self.num_free:
+            for prefix_id in [p for p, (_, users) in self._prefixes.items() if users == 0]:
+                self.num_free += self._prefixes.pop(prefix_id)[0]
+                if num_blocks <= self.num_free:
+                    break
+        if num_blocks > self.num_free:
+            return False
+        self.num_free -= num_blocks
+        return True
+
+    def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        """Extra blocks ``seq`` needs to compute ``num_new_tokens`` more tokens."""
+        total = blocks_for(seq.num_computed + num_new_tokens, self.block_size)
+        return max(0, total - seq.num_blocks - seq.prefix_blocks)
+
+    def grow(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Allocates the blocks ``seq`` needs for ``num_new_tokens`` more tokens; False if none are free."""
+        needed = self.blocks_needed(seq, num_new_tokens)
+        if needed and not self._take(needed):
+            return False
+        seq.num_blocks += needed
+        return True
+
+    def grow_by(self, seq: Sequence, num_blocks: int) -> bool:
+        """Gives ``seq`` ``num_blocks`` more blocks (swap-in); False if they cannot be had."""
+        if not self._take(num_blocks):
+            return False
+        seq.num_blocks += num_blocks
+        return True
+
+    def attach_prefix(self, seq: Sequence, prefix_id: str, prefix_tokens: int) -> int:
+        """Shares cached prefix blocks with a sequence that has computed nothing yet.
+
+        Returns the prompt tokens served from the cache (whole blocks only; at
+        least one prompt token is always left to compute, as vLLM does).
+        """
+        if not self.enable_prefix_caching or seq.num_computed:
+            return 0
+        self.prefix_lookups += 1
+        seq.prefix_id = prefix_id
+        entry = self._prefixes.get(prefix_id)
+        if entry is None:
+            return 0
+        usable = min(entry[0], (min(prefix_tokens, seq.num_tokens - 1)) // self.block_size)
+        if usable <= 0:
+            return 0
+        self.prefix_hits += 1
+        entry[1] += 1
+        self._prefixes.move_to_end(prefix_id)
+        seq.prefix_blocks = usable
+        seq.num_computed = usable * self.block_size
+        return seq.num_computed
+
+    def release(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
+        """Frees a sequence's blocks. With prefix caching, the full blocks of
+        its prefix move into the cache instead of being freed."""
+        if seq.prefix_blocks:
+            entry = self._prefixes[seq.prefix_id]  # type: ignore[index]
+            entry[1] -= 1
+        elif self.enable_prefix_caching and seq.prefix_id and prefix_tokens and seq.prefix_id not in self._prefixes:
+            cacheable = min(prefix_tokens, seq.num_computed) // self.block_size
+            cacheable = min(cacheable, seq.num_blocks)
+            if cacheable > 0:
+                self._prefixes[seq.prefix_id] = [cacheable, 0]
+                seq.num_blocks -= cacheable
+        self.num_free += seq.num_blocks
+        seq.num_blocks = 0
+        seq.prefix_blocks = 0
+
+    def check(self) -> None:
+        """Asserts the accounting invariant (used by tests)."""
+        assert 0 <= self.num_free <= self.num_blocks, (self.num_free, self.num_blocks)

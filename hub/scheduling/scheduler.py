@@ -1,0 +1,170 @@
+"""The per-client LLM scheduler: which sequences run in the next step.
+
+Batching policies (``SchedulerConfig.batching``):
+
+- ``static``: a batch is formed when the client is idle; it runs (prefill,
+  then decodes) until every sequence in it finishes; nothing joins meanwhile.
+- ``continuous``: prefill-prioritized (Orca / vLLM V0): when waiting prompts
+  can be admitted, the step prefills them whole and running decodes pause;
+  otherwise the step decodes every running sequence.
+- ``chunked``: Sarathi-Serve / vLLM V1: running sequences first (decodes and
+  unfinished chunks), then waiting prompts, all within one token budget
+  (``chunk_size``, default ``max_num_batched_tokens``); prompts are split.
+- ``mixed``: every running decode plus whole waiting prompts that fit the
+  remaining budget, in one step.
+
+KV blocks are allocated as tokens are scheduled. When a running sequence
+needs a block and none is free, the newest running sequence is preempted
+(recompute: its KV is dropped and it re-enters the front of the queue; swap:
+its KV moves to host memory and back, the copy time added to the step),
+as vLLM does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..config import SchedulerConfig
+from .kv import BlockManager
+from .sequence import RUNNING, SWAPPED, WAITING, Sequence
+
+
+@dataclass
+class Step:
+    """One scheduled step: sequences with the tokens each computes."""
+
+    seqs: list[Sequence] = field(default_factory=list)
+    num_new: list[int] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)
+    swap_bytes: int = 0  # KV bytes copied between host and device in this step
+    num_tokens: int = 0
+    prefill_tokens: int = 0  # tokens of prompts (or recomputed context), not decodes
+
+    def add(self, seq: Sequence, num_tokens: int) -> None:
+        self.seqs.append(seq)
+        self.num_new.append(num_tokens)
+        self.context.append(seq.num_computed)
+        self.num_tokens += num_tokens
+        if num_tokens > 1 or seq.request.generated_tokens == 0 or seq.remaining_tokens > 1:
+            self.prefill_tokens += num_tokens
+
+
+class Scheduler:
+    """Waiting queue, running set and KV blocks of one client."""
+
+    def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0) -> None:
+        self.config = config
+        self.kv = kv
+        self.kv_bytes_per_token = kv_bytes_per_token
+        self.waiting: list[Sequence] = []
+        self.running: list[Sequence] = []
+        self.swap_free_bytes = config.swap_space_bytes
+        self.num_preemptions = 0
+        budget = config.chunk_size if config.batching == "chunked" and config.chunk_size else None
+        self.token_budget = budget or config.max_num_batched_tokens
+
+    # -- queue -------------------------------------------------------------
+    def enqueue(self, seq: Sequence) -> None:
+        """Adds a sequence to the waiting queue (ordered by the packing policy)."""
+        seq.state = WAITING
+        self.waiting.append(seq)
+        if self.config.packing == "least_work_left":
+            self.waiting.sort(key=lambda s: (s.remaining_work, s.order))
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def finish(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
+        """Removes a finished sequence and frees its blocks."""
+        self.running.remove(seq)
+        self.kv.release(seq, prefix_tokens=prefix_tokens)
+
+    # -- step formation ----------------------------------------------------
+    def schedule(self) -> Step:
+        """Forms the next step (possibly empty: nothing can run)."""
+        policy = self.config.batching
+        if policy == "static":
+            return self._schedule_static()
+        if policy == "continuous":
+            step = self._admit(Step(), budget=self.token_budget, whole_prompts=True)
+            return step if step.seqs else self._schedule_running(Step(), budget=None)
+        if policy == "mixed":
+            step = self._schedule_running(Step(), budget=None)
+            return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=True)
+        step = self._schedule_running(Step(), budget=self.token_budget)
+        return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=False)
+
+    def _schedule_static(self) -> Step:
+        if self.running:
+            return self._schedule_running(Step(), budget=None)
+        return self._admit(Step(), budget=self.config.max_num_batched_tokens, whole_prompts=True)
+
+    def _schedule_running(self, step: Step, *, budget: int | None) -> Step:
+        """Schedules running sequences in admission order, preempting the newest when blocks run out."""
+        i = 0
+        while i < len(self.running):
+            seq = self.running[i]
+            left = budget - step.num_tokens if budget is not None else seq.remaining_tokens
+            num = min(seq.remaining_tokens, left)
+            if num <= 0:
+                break
+            while not self.kv.grow(seq, num):
+                victim = self.running[-1]
+                self._preempt(victim)
+                if victim is seq:
+                    break
+            else:
+                step.add(seq, num)
+                i += 1
+                continue
+            break  # seq itself was preempted: it was the newest
+        return step
+
+    def _admit(self, step: Step, *, budget: int, whole_prompts: bool) -> Step:
+        """Admits waiting sequences FCFS (or by packing order) while budget, seats and blocks allow."""
+        while self.waiting and len(step.seqs) < self.config.max_num_seqs and \
+                len(self.running) < self.config.max_num_seqs:
+            seq = self.waiting[0]
+            need = seq.remaining_tokens
+            num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
+            if num <= 0 or (whole_prompts and num > budget and (step.seqs or self.running)):
+                break
+            if seq.state == SWAPPED:
+                if not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
+                    break
+                self._swap_in(seq, step)
+            if not self.kv.grow(seq, num):
+                break
+            self.waiting.pop(0)
+            seq.state = RUNNING
+            self.running.append(seq)
+            step.add(seq, num)
+            budget -= num
+        return step
+
+    # -- preemption ----------------------------------------------------------
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.num_preemptions += 1
+        seq.request.preemptions += 1
+        kv_bytes = int(seq.num_computed * self.kv_bytes_per_token)
+        if self.config.preemption == "swap" and seq.num_blocks and not seq.prefix_blocks \
+                and kv_bytes <= self.swap_free_bytes:
+            self.swap_free_bytes -= kv_bytes
+            seq.swapped_blocks, seq.swapped_bytes = seq.num_blocks, kv_bytes
+            self.kv.num_free += seq.num_blocks
+            seq.num_blocks = 0
+            seq.state = SWAPPED
+        else:
+            self.kv.release(seq)
+            seq.num_computed = 0
+            seq.state = WAITING
+        self.waiting.insert(0, seq)
+
+    def _swap_in(self, seq: Sequence, step: Step) -> None:
+        """Brings a swapped sequence's KV back (space checked by the caller)."""
+        self.kv.grow_by(seq, seq.swapped_blocks)
+        self.swap_free_bytes += seq.swapped_bytes
+        step.swap_bytes += 2 * seq.swapped_bytes  # the copy out and the copy back both cost time
+        seq.swapped_blocks = seq.swapped_bytes = 0

@@ -1,0 +1,62 @@
+"""A request's state on one LLM client, in vLLM's unified token view.
+
+A sequence knows ``num_tokens`` tokens (prompt plus tokens generated so far)
+and holds ``num_computed`` of them in its KV cache. Every step schedules some
+of the missing ``num_tokens - num_computed`` tokens: a whole prompt, a chunk of
+it, or the one token a decode adds. When a step brings ``num_computed`` up to
+``num_tokens`` the model samples a new token. After a preemption by recompute
+``num_computed`` drops to 0 and the prompt plus the generated tokens are
+prefilled again.
+"""
+
+from __future__ import annotations
+
+from ..records import RequestRecord, StageRecord
+
+WAITING, RUNNING, SWAPPED, FINISHED = "waiting", "running", "swapped", "finished"
+
+
+class Sequence:
+    """One request's stage on one client.
+
+    Args:
+        request: the request's record (updated as tokens are produced).
+        stage: the stage record of this client's part of the request.
+        num_tokens: tokens known when the stage starts.
+        num_computed: tokens already in KV (transferred or cached).
+        target_generated: the stage ends when ``request.generated_tokens`` reaches it.
+    """
+
+    __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
+                 "prefix_id", "prefix_blocks", "state", "order", "swapped_blocks", "swapped_bytes")
+
+    def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
+                 target_generated: int, order: int, prefix_id: str | None = None) -> None:
+        self.request, self.stage = request, stage
+        self.num_tokens, self.num_computed = num_tokens, num_computed
+        self.target_generated = target_generated
+        self.num_blocks = 0  # blocks this sequence owns (shared prefix blocks excluded)
+        self.prefix_id = prefix_id
+        self.prefix_blocks = 0  # blocks shared through the prefix cache
+        self.state = WAITING
+        self.order = order  # admission order on this client (FCFS and preemption victim choice)
+        self.swapped_blocks = 0  # blocks held in host memory while SWAPPED
+        self.swapped_bytes = 0
+
+    @property
+    def remaining_tokens(self) -> int:
+        """Tokens still to schedule before the next sample."""
+        return self.num_tokens - self.num_computed
+
+    @property
+    def remaining_work(self) -> int:
+        """Tokens left to process before the stage ends (prefill plus decodes), for packing and routing."""
+        return self.remaining_tokens + self.target_generated - self.request.generated_tokens
+
+    @property
+    def is_prefilling(self) -> bool:
+        return self.num_tokens - self.num_computed > 1 or self.request.generated_tokens == 0
+
+    def __repr__(self) -> str:
+        return (f"Sequence(r{self.request.id}, {self.state}, computed={self.num_computed}/{self.num_tokens}, "
+                f"generated={self.request.generated_tokens}/{self.target_generated})")

@@ -1,0 +1,303 @@
+"""Pydantic models for the ``workload:`` section of a scenario.
+
+:class:`WorkloadConfig` holds the request count, an optional shared
+:class:`TraceSource`, an arrival process (:data:`ArrivalProcess`), input and
+output length distributions (:data:`LengthDist`), optional shared prefixes
+(:class:`PrefixConfig`) and an optional model mix. :func:`parse_workload`
+validates a plain mapping and turns every problem into one
+:class:`~cosim.hub.errors.ScenarioError` naming ``workload.<path>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cosim.hub.errors import ScenarioError
+
+TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl"]
+TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
+
+# format -> (arrival column, input column, output column, time unit)
+FORMAT_DEFAULTS: dict[str, tuple[str, str, str, TimeUnit]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens", "datetime"),
+    "splitwise": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
+    "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
+    "csv": ("arrival_s", "input_tokens", "output_tokens", "s"),
+    "jsonl": ("arrival_s", "input_tokens", "output_tokens", "s"),
+}
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TraceSource(_Config):
+    """A request trace file and how to read it.
+
+    Formats: ``azure`` (Azure LLM inference traces 2023/2024: TIMESTAMP,
+    ContextTokens, GeneratedTokens), ``splitwise``/``vidur`` (Vidur's
+    processed traces: arrived_at in seconds, num_prefill_tokens,
+    num_decode_tokens; arrived_at may be absent when arrivals are not taken
+    from the trace), and generic ``csv``/``jsonl`` (columns arrival_s,
+    input_tokens, output_tokens unless renamed).
+    """
+
+    path: str = Field(description="Trace file; a relative path is read from the scenario file's folder.")
+    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv or jsonl.")
+    arrival_column: str | None = Field(default=None, description="Arrival time column; default per format.")
+    input_column: str | None = Field(default=None, description="Prompt length column; default per format.")
+    output_column: str | None = Field(default=None, description="Output length column; default per format.")
+    time_unit: TimeUnit | None = Field(
+        default=None, description="Unit of the arrival column (s, ms, us, ns or datetime); default per format.")
+    sample: Literal["sequential", "random"] = Field(
+        default="sequential",
+        description="Rows for requests: 'sequential' (request i takes row start_row + i, keeping the "
+                    "trace's length mix and order) or 'random' (rows drawn uniformly with replacement).")
+    start_row: int = Field(default=0, ge=0, description="Data rows to skip at the start of the file.")
+
+    @property
+    def columns(self) -> tuple[str, str, str, TimeUnit]:
+        """(arrival column, input column, output column, time unit), defaults filled in."""
+        arrival, inp, out, unit = FORMAT_DEFAULTS[self.format]
+        return (self.arrival_column or arrival, self.input_column or inp,
+                self.output_column or out, self.time_unit or unit)
+
+
+# --- token lengths ---------------------------------------------------------
+
+
+class _Length(_Config):
+    min: int = Field(default=1, ge=1, description="Samples below this are raised to it (tokens).")
+    max: int | None = Field(default=None, ge=1, description="Samples above this are lowered to it (tokens).")
+
+    @model_validator(mode="after")
+    def _check_bounds(self) -> _Length:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max must be >= min={self.min}, got {self.max}")
+        return self
+
+
+class FixedLength(_Length):
+    """Every request gets ``value`` tokens."""
+
+    dist: Literal["fixed"] = Field(description="Distribution kind.")
+    value: int = Field(ge=1, description="Tokens.")
+
+
+class UniformLength(_Length):
+    """Integers drawn uniformly from ``low..high`` inclusive."""
+
+    dist: Literal["uniform"] = Field(description="Distribution kind.")
+    low: int = Field(ge=1, description="Smallest length (tokens).")
+    high: int = Field(ge=1, description="Largest length (tokens), inclusive.")
+
+    @model_validator(mode="after")
+    def _check_range(self) -> UniformLength:
+        if self.high < self.low:
+            raise ValueError(f"high must be >= low={self.low}, got {self.high}")
+        return self
+
+
+class NormalLength(_Length):
+    """Normal samples, rounded to integers, then clipped to min..max."""
+
+    dist: Literal["normal"] = Field(description="Distribution kind.")
+    mean: float = Field(gt=0, description="Mean (tokens).")
+    std: float = Field(ge=0, description="Standard deviation (tokens).")
+
+
+class LognormalLength(_Length):
+    """Lognormal samples, rounded and clipped.
+
+    ``mean`` is the mean of the lengths themselves (not of their log), and
+    ``sigma`` the standard deviation of the underlying normal, so the log
+    has mean ``ln(mean) - sigma**2 / 2``. ``sigma`` 0.5 gives a coefficient
+    of variation of about 0.53.
+    """
+
+    dist: Literal["lognormal"] = Field(description="Distribution kind.")
+    mean: float = Field(gt=0, description="Mean of the distribution (tokens).")
+    sigma: float = Field(ge=0, description="Standard deviation of the underlying normal (log space).")
+
+
+class TraceLength(_Length):
+    """Lengths read from a trace column, for the rows the source selects.
+
+    Input and output lengths from the same source come from the same rows,
+    so their correlation in the trace is kept.
+    """
+
+    dist: Literal["trace"] = Field(description="Distribution kind.")
+    trace: TraceSource | None = Field(default=None, description="Trace to read; default workload.trace.")
+    column: str | None = Field(
+        default=None, description="Column to read; default the source's input or output column.")
+
+
+LengthDist = Annotated[
+    FixedLength | UniformLength | NormalLength | LognormalLength | TraceLength, Field(discriminator="dist")]
+
+
+# --- arrivals --------------------------------------------------------------
+
+
+class PoissonArrival(_Config):
+    """Exponential inter-arrival times with mean ``1 / rate_per_s``; the
+    first request arrives one gap after ``start_s``."""
+
+    process: Literal["poisson"] = Field(description="Arrival process kind.")
+    rate_per_s: float = Field(gt=0, description="Mean arrival rate, requests per second.")
+    start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
+
+
+class GammaArrival(_Config):
+    """Gamma inter-arrival times with mean ``1 / rate_per_s`` and coefficient
+    of variation ``cv`` (shape ``1/cv**2``): cv > 1 is burstier than Poisson,
+    cv = 1 is Poisson, cv < 1 is more regular."""
+
+    process: Literal["gamma"] = Field(description="Arrival process kind.")
+    rate_per_s: float = Field(gt=0, description="Mean arrival rate, requests per second.")
+    cv: float = Field(gt=0, description="Coefficient of variation of inter-arrival times (burstiness).")
+    start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
+
+
+class UniformArrival(_Config):
+    """Evenly spaced arrivals: request i at ``start_s + (i + jitter * u_i) / rate_per_s``
+    with ``u_i`` uniform in [0, 1); jitter 0 is a metronome, and any jitter
+    <= 1 keeps the order and the mean rate."""
+
+    process: Literal["uniform"] = Field(description="Arrival process kind.")
+    rate_per_s: float = Field(gt=0, description="Arrival rate, requests per second.")
+    jitter: float = Field(default=0.0, ge=0, le=1, description="Random offset within each slot, fraction of 1/rate.")
+    start_s: float = Field(default=0.0, ge=0, description="Time of the first slot, seconds.")
+
+
+class ConstantArrival(_Config):
+    """Every request arrives at once, at ``at_s`` (a closed batch)."""
+
+    process: Literal["constant"] = Field(description="Arrival process kind.")
+    at_s: float = Field(default=0.0, ge=0, description="Arrival time of all requests, seconds.")
+
+
+class TraceArrival(_Config):
+    """Arrival times from a trace, shifted so the first selected row arrives
+    at 0 and divided by ``speedup`` (2 replays twice as fast; Vidur's
+    time_scale_factor is 1/speedup). The source must sample sequentially."""
+
+    process: Literal["trace"] = Field(description="Arrival process kind.")
+    trace: TraceSource | None = Field(default=None, description="Trace to read; default workload.trace.")
+    speedup: float = Field(default=1.0, gt=0, description="Replay speed factor (> 1 compresses time).")
+
+
+ArrivalProcess = Annotated[
+    PoissonArrival | GammaArrival | UniformArrival | ConstantArrival | TraceArrival,
+    Field(discriminator="process")]
+
+
+# --- the section -----------------------------------------------------------
+
+_PARTS = ("arrival", "input_tokens", "output_tokens")  # the fields that may read a trace
+
+
+class PrefixConfig(_Config):
+    """Shared prompt prefixes (system prompts, documents) for prefix caching.
+
+    A fraction ``share`` of requests carries one of ``num_prefixes`` prefixes
+    of ``tokens`` tokens each. The prefix comes on top of the sampled input
+    length (which then describes the request's own suffix), so
+    ``input_tokens = prefix_tokens + sampled``.
+    """
+
+    num_prefixes: int = Field(ge=1, description="Distinct prefixes.")
+    tokens: int = Field(ge=1, description="Length of each prefix (tokens).")
+    share: float = Field(default=1.0, ge=0, le=1, description="Fraction of requests that carry a prefix.")
+    popularity: Literal["uniform", "zipf"] = Field(
+        default="uniform", description="How requests pick a prefix: uniformly, or Zipf (prefix k with weight 1/k**zipf_s).")
+    zipf_s: float = Field(default=1.0, gt=0, description="Zipf exponent when popularity is zipf.")
+
+
+class WorkloadConfig(_Config):
+    """What requests arrive, when, and how long they are."""
+
+    requests: int | None = Field(
+        default=None, ge=1,
+        description="Requests to generate; default all rows a sequential trace source has from start_row.")
+    trace: TraceSource | None = Field(default=None, description="Trace shared by 'trace' lengths and arrivals.")
+    arrival: ArrivalProcess = Field(description="Arrival process.")
+    input_tokens: LengthDist = Field(description="Prompt length distribution.")
+    output_tokens: LengthDist = Field(description="Output length distribution.")
+    prefix: PrefixConfig | None = Field(default=None, description="Shared prefixes for prefix caching; none if unset.")
+    models: dict[str, float] | None = Field(
+        default=None, description="Model mix: model name -> relative weight (> 0); unset = the single model.")
+
+    @model_validator(mode="after")
+    def _check(self) -> WorkloadConfig:
+        for field in _PARTS:
+            part = getattr(self, field)
+            if isinstance(part, TraceLength | TraceArrival) and part.trace is None and self.trace is None:
+                raise ValueError(f"{field} reads a trace but neither {field}.trace nor workload.trace is set")
+        source = self.trace_source("arrival")
+        if source is not None and source.sample != "sequential":
+            raise ValueError("arrival.process 'trace' needs a trace with sample 'sequential', got 'random'")
+        if self.requests is None and not any(
+                s is not None and s.sample == "sequential" for s in map(self.trace_source, _PARTS)):
+            raise ValueError("requests must be set unless lengths or arrivals come from a sequential trace")
+        bad = {name: w for name, w in (self.models or {}).items() if not w > 0}
+        if bad or self.models == {}:
+            raise ValueError(f"models needs at least one model with weight > 0, got {self.models}")
+        return self
+
+    def trace_source(self, field: str) -> TraceSource | None:
+        """The trace that ``arrival``, ``input_tokens`` or ``output_tokens`` reads, if any."""
+        part = getattr(self, field)
+        if isinstance(part, TraceLength | TraceArrival):
+            return part.trace or self.trace
+        return None
+
+
+def parse_workload(data: Mapping[str, Any], where: str = "workload") -> WorkloadConfig:
+    """Validate the ``workload:`` mapping of a scenario.
+
+    Raises:
+        ScenarioError: located at the first bad field (``workload.arrival.rate_per_s``);
+            the message lists every problem with its value.
+    """
+    try:
+        return WorkloadConfig.model_validate(data)
+    except ValidationError as err:
+        problems = [(_error_path(where, data, e), _error_text(e)) for e in err.errors()]
+        first_path, first_text = problems[0]
+        rest = "".join(f"\n{p}: {t}" for p, t in problems[1:])
+        raise ScenarioError(first_path, first_text + rest) from None
+
+
+def _error_path(prefix: str, data: Any, error: Any) -> str:
+    """Dotted path of the error without pydantic's union tags ('poisson', 'lognormal')."""
+    loc: tuple[int | str, ...] = error["loc"]
+    path, node = prefix, data
+    for i, part in enumerate(loc):
+        names_missing_key = i == len(loc) - 1 and error["type"] == "missing"
+        if isinstance(node, Mapping) and part not in node and not names_missing_key:
+            continue  # a discriminator tag, not a key the user wrote
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return path
+
+
+_BOUNDS = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="),
+           "less_than": ("lt", "<"), "less_than_equal": ("le", "<=")}
+
+
+def _error_text(error: Any) -> str:
+    """The problem in the config's words: 'must be > 0, got -5'."""
+    kind = error["type"]
+    if kind in _BOUNDS:
+        key, op = _BOUNDS[kind]
+        bound = error["ctx"][key]
+        return f"must be {op} {bound:g}, got {error['input']!r}"
+    text = str(error["msg"]).removeprefix("Value error, ")
+    if kind in ("missing", "model_type", "value_error") or kind.startswith("union_tag"):
+        return text
+    return f"{text}, got {error['input']!r}"

@@ -1,0 +1,172 @@
+"""Turns a :class:`~cosim.hub.workload.config.WorkloadConfig` into requests.
+
+:func:`generate_requests` returns :class:`RequestSpec` records sorted by
+arrival with ids ``0..n-1``. The caller's generator is split into
+independent child streams (arrivals, input lengths, output lengths,
+prefixes, models, trace rows), so changing, say, the output distribution
+leaves the arrival times of a seeded run unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cosim.hub.errors import ScenarioError
+from cosim.hub.workload.config import LengthDist, TraceArrival, TraceLength, TraceSource, WorkloadConfig
+from cosim.hub.workload.sampling import clip_lengths, sample_arrivals_ns, sample_lengths, sample_prefixes
+from cosim.hub.workload.traces import TraceTable, load_trace
+
+logger = logging.getLogger(__name__)
+
+_STREAMS = ("arrival", "input", "output", "prefix", "model", "rows")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One generated request.
+
+    ``input_tokens`` includes the ``prefix_tokens`` of its shared prefix.
+    """
+
+    id: int
+    arrival_ns: int
+    input_tokens: int
+    output_tokens: int
+    model: str | None = None
+    prefix_id: str | None = None
+    prefix_tokens: int = 0
+
+
+def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_dir: Path) -> list[RequestSpec]:
+    """Draw the requests of a workload.
+
+    Deterministic for a given ``rng`` state; the result is sorted by arrival
+    (ties keep generation order) and numbered 0..n-1.
+
+    Args:
+        config: the validated ``workload:`` section.
+        rng: the scenario's generator; child streams are spawned from it.
+        base_dir: folder that relative trace paths are read from (the scenario's).
+
+    Raises:
+        ScenarioError: a trace is missing, malformed, or too short for the requests asked.
+    """
+    streams = dict(zip(_STREAMS, rng.spawn(len(_STREAMS)), strict=True))
+    tables = _TraceTables(base_dir)
+    num = _num_requests(config, tables)
+    rows = _select_rows(config, tables, num, streams["rows"])
+
+    arrivals = _arrivals_ns(config, tables, rows, num, streams["arrival"])
+    inputs = _lengths(config, "input_tokens", tables, rows, num, streams["input"])
+    outputs = _lengths(config, "output_tokens", tables, rows, num, streams["output"])
+
+    prefix_idx = np.full(num, -1)
+    prefix_tokens = np.zeros(num, dtype=np.int64)
+    if config.prefix is not None:
+        prefix_idx = sample_prefixes(config.prefix, num, streams["prefix"])
+        prefix_tokens = np.where(prefix_idx >= 0, config.prefix.tokens, 0)
+        inputs = inputs + prefix_tokens
+    models = _models(config, num, streams["model"])
+
+    order = np.argsort(arrivals, kind="stable")
+    result = [
+        RequestSpec(id=new_id, arrival_ns=int(arrivals[i]), input_tokens=int(inputs[i]),
+                    output_tokens=int(outputs[i]), model=models[i] if models else None,
+                    prefix_id=f"prefix-{prefix_idx[i]}" if prefix_idx[i] >= 0 else None,
+                    prefix_tokens=int(prefix_tokens[i]))
+        for new_id, i in enumerate(order.tolist())
+    ]
+    logger.info("generated %d requests over %.3f s", num, (result[-1].arrival_ns - result[0].arrival_ns) / 1e9)
+    return result
+
+
+class _TraceTables:
+    """Trace files read once per call, shared by every part that names them."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+        self._tables: dict[tuple[str, str], TraceTable] = {}
+
+    def get(self, source: TraceSource) -> TraceTable:
+        key = (source.path, source.format)
+        if key not in self._tables:
+            self._tables[key] = load_trace(source, self.base_dir)
+        return self._tables[key]
+
+
+def _sources(config: WorkloadConfig) -> list[TraceSource]:
+    """Distinct trace sources in use, in a fixed order (arrival, input, output)."""
+    found: list[TraceSource] = []
+    for field in ("arrival", "input_tokens", "output_tokens"):
+        source = config.trace_source(field)
+        if source is not None and source not in found:
+            found.append(source)
+    return found
+
+
+def _num_requests(config: WorkloadConfig, tables: _TraceTables) -> int:
+    if config.requests is not None:
+        return config.requests
+    # Validation guarantees a sequential source: take every row it has.
+    return min(len(tables.get(s)) - s.start_row for s in _sources(config) if s.sample == "sequential")
+
+
+def _select_rows(config: WorkloadConfig, tables: _TraceTables, num: int,
+                 rng: np.random.Generator) -> dict[TraceSource, np.ndarray]:
+    """Row indices each trace source contributes, one per request."""
+    rows = {}
+    for source in _sources(config):
+        table = tables.get(source)
+        available = len(table) - source.start_row
+        if source.sample == "random":
+            if available < 1:
+                raise ScenarioError(table.label, f"start_row={source.start_row} skips all {len(table)} data rows")
+            rows[source] = rng.integers(source.start_row, len(table), size=num)
+        elif available < num:
+            raise ScenarioError(table.label, f"has {max(available, 0)} data rows from start_row={source.start_row}, "
+                                             f"fewer than the {num} requests asked; lower workload.requests "
+                                             f"or set sample: random")
+        else:
+            rows[source] = np.arange(source.start_row, source.start_row + num)
+    return rows
+
+
+def _arrivals_ns(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
+                 num: int, rng: np.random.Generator) -> np.ndarray:
+    process = config.arrival
+    if not isinstance(process, TraceArrival):
+        return sample_arrivals_ns(process, num, rng)
+    source = config.trace_source("arrival")
+    assert source is not None  # checked by WorkloadConfig
+    column, unit = source.columns[0], source.columns[3]
+    times = tables.get(source).times_ns(column, unit)[rows[source]]
+    relative = times - times.min()
+    if process.speedup != 1.0:
+        relative = np.rint(relative / process.speedup).astype(np.int64)
+    return relative
+
+
+def _lengths(config: WorkloadConfig, field: str, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
+             num: int, rng: np.random.Generator) -> np.ndarray:
+    dist: LengthDist = getattr(config, field)
+    if isinstance(dist, TraceLength):
+        source = config.trace_source(field)
+        assert source is not None  # checked by WorkloadConfig
+        column = dist.column or source.columns[1 if field == "input_tokens" else 2]
+        values = tables.get(source).tokens(column)[rows[source]]
+    else:
+        values = sample_lengths(dist, num, rng)
+    return clip_lengths(values, dist.min, dist.max)
+
+
+def _models(config: WorkloadConfig, num: int, rng: np.random.Generator) -> list[str]:
+    if not config.models:
+        return []
+    names = list(config.models)
+    weights = np.array([config.models[name] for name in names], dtype=np.float64)
+    picks = rng.choice(len(names), size=num, p=weights / weights.sum())
+    return [names[k] for k in picks.tolist()]
