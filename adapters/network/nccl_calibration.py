@@ -3,15 +3,19 @@ map them onto the analytical network model.
 
 The network model takes bandwidths and per-hop latencies; NCCL reaches a
 fraction of a link's nominal bandwidth and pays a fixed cost per algorithm
-step. So each (node SKU, operation, level) gets two parameters, applied when
-the topology is built (:func:`session_spec`), never inside the backend:
+step. So each (node SKU, operation, level, shape) gets two parameters, applied
+when the topology is built (:func:`session_spec`), never inside the backend:
 
 - ``efficiency``: the bus efficiency; the model's bandwidth is nominal × efficiency;
 - ``latency_ns``: the latency of one hop (a Switch step is two hops).
 
 Levels: ``intra`` is NVLink (NVSwitch in a DGX; a bridged pair in the
 ``pairwise_nvlink`` boxes), ``inter`` what joins NVLink domains (InfiniBand
-between DGX nodes; PCIe between NVLink pairs). The values were fitted with
+between DGX nodes; PCIe between NVLink pairs). Shape is ``ranks x ranks per
+node``: NCCL picks its algorithm, protocol and channel count (and so the NICs
+it drives) by shape, so one efficiency per SKU does not fit every shape. The
+intra parameters of a shape with several NVLink domains are those of one
+domain alone (``16x8`` uses ``8x8``). The values were fitted with
 ``python -m cosim.adapters.network.nccl_report --fit`` (least squares on the
 relative error of messages >= 1 MiB) and rounded; docs/network-nccl.md lists
 the errors they give.
@@ -63,17 +67,50 @@ SKUS: dict[str, NodeSku] = {s.name: s for s in (
             "A40: NVLink bridge pairs 56.25 GB/s; PCIe Gen4 x16 32 GB/s between pairs"),
 )}
 
-# (sku, operation, level) -> parameters; operation is "all_reduce" or "send_recv".
-PARAMETERS: dict[tuple[str, str, str], Efficiency] = {}
+Key = tuple[str, str, str, str]  # (sku, operation, level, "ranksxranks_per_node")
+
+# Operation is "all_reduce" or "send_recv".
+PARAMETERS: dict[Key, Efficiency] = {
+    ('a100_dgx', 'all_reduce', 'inter', '16x8'): Efficiency(0.061, 180180.0),
+    ('a100_dgx', 'all_reduce', 'inter', '2x1'): Efficiency(0.239, 19330.0),
+    ('a100_dgx', 'all_reduce', 'inter', '4x2'): Efficiency(0.088, 0.0),
+    ('a100_dgx', 'all_reduce', 'inter', '8x4'): Efficiency(0.145, 54530.0),
+    ('a100_dgx', 'all_reduce', 'intra', '2x2'): Efficiency(0.641, 10500.0),
+    ('a100_dgx', 'all_reduce', 'intra', '4x4'): Efficiency(0.69, 4410.0),
+    ('a100_dgx', 'all_reduce', 'intra', '8x8'): Efficiency(0.642, 2040.0),
+    ('a100_dgx', 'send_recv', 'inter', '2x1'): Efficiency(0.311, 14170.0),
+    ('a100_dgx', 'send_recv', 'intra', '2x2'): Efficiency(0.956, 5250.0),
+    ('a100_pairwise_nvlink', 'all_reduce', 'inter', '4x4'): Efficiency(0.27, 5890.0),
+    ('a100_pairwise_nvlink', 'all_reduce', 'intra', '2x2'): Efficiency(0.751, 16980.0),
+    ('a100_pairwise_nvlink', 'send_recv', 'inter', '2x1'): Efficiency(0.079, 0.0),
+    ('a100_pairwise_nvlink', 'send_recv', 'intra', '2x2'): Efficiency(1.159, 5870.0),
+    ('a40_pairwise_nvlink', 'send_recv', 'inter', '2x1'): Efficiency(0.087, 0.0),
+    ('a40_pairwise_nvlink', 'send_recv', 'intra', '2x2'): Efficiency(0.073, 0.0),
+    ('h100_dgx', 'all_reduce', 'intra', '2x2'): Efficiency(0.753, 4590.0),
+    ('h100_dgx', 'all_reduce', 'intra', '4x4'): Efficiency(0.934, 2120.0),
+    ('h100_dgx', 'all_reduce', 'intra', '8x8'): Efficiency(0.941, 1160.0),
+    ('h100_dgx', 'send_recv', 'inter', '2x1'): Efficiency(0.716, 6470.0),
+    ('h100_dgx', 'send_recv', 'intra', '2x2'): Efficiency(0.807, 3960.0),
+    ('h100_pairwise_nvlink', 'all_reduce', 'inter', '4x4'): Efficiency(0.315, 8660.0),
+    ('h100_pairwise_nvlink', 'all_reduce', 'intra', '2x2'): Efficiency(0.719, 8080.0),
+    ('h100_pairwise_nvlink', 'send_recv', 'inter', '2x1'): Efficiency(0.039, 0.0),
+    ('h100_pairwise_nvlink', 'send_recv', 'intra', '2x2'): Efficiency(1.159, 5870.0),
+}
 
 
-def parameters(sku: str, operation: str, level: str) -> Efficiency:
-    """The committed parameters, or efficiency 1 and latency 0 when none were fitted."""
-    return PARAMETERS.get((sku, operation, level), Efficiency(1.0, 0.0))
+def level_keys(sku: NodeSku, num_workers: int, devices_per_node: int, operation: str) -> dict[str, Key]:
+    """The parameter key of each level a shape uses."""
+    intra_n = min(devices_per_node, sku.nvlink_domain, num_workers)
+    keys = {}
+    if intra_n > 1:
+        keys["intra"] = (sku.name, operation, "intra", f"{intra_n}x{intra_n}")
+    if num_workers // intra_n > 1:
+        keys["inter"] = (sku.name, operation, "inter", f"{num_workers}x{devices_per_node}")
+    return keys
 
 
 def session_spec(sku: NodeSku, num_workers: int, devices_per_node: int, operation: str,
-                 params: dict[tuple[str, str, str], Efficiency] | None = None) -> net_pb.NetworkSessionSpec:
+                 params: dict[Key, Efficiency] | None = None) -> net_pb.NetworkSessionSpec:
     """The topology of one measured configuration, with efficiencies applied.
 
     ``num_workers`` ranks, ``devices_per_node`` of them per node: NVLink
@@ -87,10 +124,11 @@ def session_spec(sku: NodeSku, num_workers: int, devices_per_node: int, operatio
     inter_n = num_workers // intra_n
     spec = net_pb.NetworkSessionSpec(client=f"{sku.name}-{num_workers}x{devices_per_node}",
                                      mode=pb.SYNC_MODE_PREDICT)
+    keys = level_keys(sku, num_workers, devices_per_node, operation)
     for n, level, kind, nominal in ((intra_n, "intra", sku.intra_kind, sku.intra_gbps),
                                     (inter_n, "inter", SWITCH, sku.inter_gbps)):
         if n > 1:
-            p = table.get((sku.name, operation, level), Efficiency(1.0, 0.0))
+            p = table.get(keys[level], Efficiency(1.0, 0.0))
             spec.dims.add(kind=kind, npus=n, bandwidth_gbps=nominal * p.efficiency, latency_ns=p.latency_ns)
     spec.system.local_mem_bandwidth_gbps = sku.local_mem_gbps
     spec.system.collective_optimization = net_pb.COLLECTIVE_OPTIMIZATION_LOCAL_BW_AWARE

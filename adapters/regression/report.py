@@ -71,13 +71,14 @@ def render_report(evaluations: dict[str, Evaluation], *, command: str, speed_us:
     for key, rows in sections.items():
         if rows:
             out.append(_summary(key, rows, _TITLES[key][2]))
-    out += ["", "## Speed", "", "In-process `predict` of one step, mean over repeated calls on the machine "
-            "that generated this report:", "", "| case | µs per step |", "| --- | --- |"]
-    out += [f"| {k} | {v:.1f} |" for k, v in speed_us.items()]
+    if speed_us:
+        out += ["", "## Speed", "", "In-process `predict` of one step, mean over repeated calls on the machine "
+                "that generated this report:", "", "| case | µs per step |", "| --- | --- |"]
+        out += [f"| {k} | {v:.1f} |" for k, v in speed_us.items()]
     out += ["", "## Artifacts", "", "| file | bytes |", "| --- | --- |"]
     out += [f"| {k} | {v} |" for k, v in sizes.items()]
     for ev in evaluations.values():
-        out += [f"", *[f"Note: {n}" for n in ev.notes]] if ev.notes else []
+        out += ["", *[f"Note: {n}" for n in ev.notes]] if ev.notes else []
     for key, rows in sections.items():
         title, columns, target = _TITLES[key]
         out += ["", f"## {title}", "", *_table(rows, columns, target)]

@@ -9,7 +9,7 @@ MoE all-to-all). Algorithm 1 then overlaps the CPU, which dispatches the
 modules one after another, with the device, which starts a module when it
 has been dispatched and the previous one has finished.
 
-Main names: :class:`Device`, :class:`SessionModel`, :func:`estimate`.
+Main names: :class:`Device`, :class:`SessionModel`, :func:`device_times`, :func:`estimate`.
 """
 
 from __future__ import annotations
@@ -106,21 +106,40 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
     return tc
 
 
-def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
-    """Times one step; see the module docstring for the model."""
+@dataclasses.dataclass
+class DeviceTimes:
+    """Device-side times of one step, before the dispatch overlap (ns).
+
+    Attributes:
+        busy: device time of one instance of each module (EMBED..HEAD),
+            collectives included.
+        comm_attn, comm_mlp: collective time after one attention / MLP module.
+        breakdown: time per operator key over the whole step.
+        compute, memory: compute-bound and memory-bound operator time, whole step.
+    """
+
+    busy: list[float]
+    comm_attn: float
+    comm_mlp: float
+    breakdown: dict[str, float]
+    compute: float
+    memory: float
+
+
+def device_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
+    """Times every operator of a step by the adapted roofline."""
     s, p, dev = m.shape, m.params, m.device
     pre, dec = p.prefill, p.decode
     w = b.prefill_share
     rate_c = (_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops)
     rate_m = (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw)
     num_layers = s.layers_per_stage * s.pp
-
     busy = [0.0] * 6
     breakdown: dict[str, float] = defaultdict(float)
     totals = [0.0, 0.0]  # compute-bound, memory-bound ns
     embed, head = ops.head_ops(s, b)
-    layer_ops = (ops.norm_ops(ops.NORM_IN, s, b.tokens) + ops.attention_ops(s, b)
-                 + ops.norm_ops(ops.NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
+    layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b)
+                 + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
     for op_list, mult in ((layer_ops, num_layers), (embed, 1), (head, 1)):
         for module, key, work, traffic, group in op_list:
             t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
@@ -128,17 +147,24 @@ def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
             busy[module] += t
             breakdown[key] += t * mult
             totals[t_c < t_m] += t * mult
-
-    comm_eff = _blend(pre.comm_eff, dec.comm_eff, w)
-    comm_attn, comm_mlp = _comm_ns(m, b, comm_eff)
+    comm_attn, comm_mlp = _comm_ns(m, b, _blend(pre.comm_eff, dec.comm_eff, w))
     busy[ATTENTION] += comm_attn
     busy[MLP] += comm_mlp
-    comm = (comm_attn + comm_mlp) * num_layers
     if comm_attn:
         breakdown["allreduce"] += comm_attn * num_layers
     if comm_mlp:
         breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
+    return DeviceTimes(busy, comm_attn, comm_mlp, breakdown, totals[0], totals[1])
 
+
+def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
+    """Times one step; see the module docstring for the model."""
+    s, p, dev = m.shape, m.params, m.device
+    pre, dec = p.prefill, p.decode
+    times = device_times(m, b)
+    busy, breakdown = times.busy, times.breakdown
+    comm = (times.comm_attn + times.comm_mlp) * s.layers_per_stage * s.pp
+    comm_eff = _blend(pre.comm_eff, dec.comm_eff, b.prefill_share)
     phase = pre if b.prefill.seqs else dec
     d_norm, d_attn = phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3
     layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]),
@@ -155,13 +181,13 @@ def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
         comm += (s.pp - 1) * send
         breakdown["pp_send"] = (s.pp - 1) * send
 
-    exposed = max(total - totals[0] - totals[1] - comm, 0.0)
+    exposed = max(total - times.compute - times.memory - comm, 0.0)
     overhead = phase.step_overhead_us * 1e3
     breakdown["dispatch"] = exposed
     if overhead:
         breakdown["step_overhead"] = overhead
     duration = total + overhead
     return pb.StepTiming(
-        duration_ns=round(duration), compute_ns=round(totals[0]), memory_ns=round(totals[1]),
+        duration_ns=round(duration), compute_ns=round(times.compute), memory_ns=round(times.memory),
         communication_ns=round(comm), dispatch_ns=round(exposed + overhead),
         energy_j=p.tdp_w * dev.num_devices * duration / NS, breakdown=breakdown)

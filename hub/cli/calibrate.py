@@ -61,5 +61,5 @@ def run_roofline(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
     for r in results:
-        log.warning("%s: held-out MAPE %.1f%% -> %.1f%%", r.hardware, r.before["all"], r.after["all"])
+        sys.stdout.write(f"{r.hardware}: held-out MAPE {r.before['all']:.1f}% -> {r.after['all']:.1f}%\n")
     return 0

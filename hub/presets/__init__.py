@@ -30,8 +30,7 @@ __all__ = [
 
 def _load(filename: str, key: str) -> list[dict[str, Any]]:
     text = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
-    entries = yaml.safe_load(text)[key]
-    assert isinstance(entries, list), f"{filename}: '{key}' must be a list"
+    entries: list[dict[str, Any]] = yaml.safe_load(text)[key]
     return entries
 
 

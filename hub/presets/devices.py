@@ -63,6 +63,10 @@ class DevicePreset(BaseModel):
             raise ValueError(f"sources missing for {missing}")
         return self
 
+    def __hash__(self) -> int:
+        # The dict fields are unhashable; equal presets share a name, so hashing it is consistent.
+        return hash(self.name)
+
     @property
     def mem_capacity_bytes(self) -> int:
         return int(self.mem_capacity_gib * 2**30)

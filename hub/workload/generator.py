@@ -112,7 +112,12 @@ def _num_requests(config: WorkloadConfig, tables: _TraceTables) -> int:
     if config.requests is not None:
         return config.requests
     # Validation guarantees a sequential source: take every row it has.
-    return min(len(tables.get(s)) - s.start_row for s in _sources(config) if s.sample == "sequential")
+    counts = {tables.get(s).label: len(tables.get(s)) - s.start_row for s in _sources(config)
+              if s.sample == "sequential"}
+    label, num = min(counts.items(), key=lambda item: item[1])
+    if num < 1:
+        raise ScenarioError(label, "start_row skips every data row, so there are no requests")
+    return num
 
 
 def _select_rows(config: WorkloadConfig, tables: _TraceTables, num: int,
@@ -144,7 +149,7 @@ def _arrivals_ns(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceS
     assert source is not None  # checked by WorkloadConfig
     column, unit = source.columns[0], source.columns[3]
     times = tables.get(source).times_ns(column, unit)[rows[source]]
-    relative = times - times.min()
+    relative: np.ndarray = times - times.min()
     if process.speedup != 1.0:
         relative = np.rint(relative / process.speedup).astype(np.int64)
     return relative

@@ -8,6 +8,7 @@ based lengths and arrivals are read in :mod:`cosim.hub.workload.generator`.
 from __future__ import annotations
 
 import math
+from typing import TypeAlias
 
 import numpy as np
 
@@ -16,8 +17,8 @@ from cosim.hub.workload.config import (
     PrefixConfig, UniformArrival, UniformLength,
 )
 
-SyntheticLength = FixedLength | UniformLength | NormalLength | LognormalLength
-SyntheticArrival = PoissonArrival | GammaArrival | UniformArrival | ConstantArrival
+SyntheticLength: TypeAlias = FixedLength | UniformLength | NormalLength | LognormalLength
+SyntheticArrival: TypeAlias = PoissonArrival | GammaArrival | UniformArrival | ConstantArrival
 
 
 def sample_lengths(dist: SyntheticLength, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -37,7 +38,9 @@ def sample_lengths(dist: SyntheticLength, n: int, rng: np.random.Generator) -> n
 
 def clip_lengths(values: np.ndarray, low: int, high: int | None) -> np.ndarray:
     """Clip lengths to ``low..high`` (no upper bound when ``high`` is None)."""
-    return np.clip(values, low, high if high is not None else np.iinfo(np.int64).max)
+    upper = high if high is not None else np.iinfo(np.int64).max
+    clipped: np.ndarray = np.clip(values, low, upper).astype(np.int64)
+    return clipped
 
 
 def sample_arrivals_ns(process: SyntheticArrival, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -69,7 +72,7 @@ def sample_prefixes(config: PrefixConfig, n: int, rng: np.random.Generator) -> n
         choice = rng.choice(config.num_prefixes, size=n, p=weights / weights.sum())
     else:
         choice = rng.integers(0, config.num_prefixes, size=n)
-    return np.where(has_prefix, choice, -1)
+    return np.where(has_prefix, choice, -1).astype(np.int64)
 
 
 def _to_ns(seconds: float) -> int:

@@ -70,7 +70,7 @@ class TraceTable:
                     if raw is None or raw == "":
                         raise ValueError("is empty")
                     values[i] = parse(raw)
-                except (ValueError, OverflowError) as err:
+                except (ValueError, TypeError, OverflowError) as err:
                     raise ScenarioError(f"{self.label}:{self._lines[i]}", f"{column}={raw!r} {err}") from None
             self._parsed[key] = values
         return self._parsed[key]
@@ -142,7 +142,7 @@ def _read_jsonl(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]
 
 def _parse_float(raw: Any) -> float:
     if isinstance(raw, bool):
-        raise ValueError("is not a number")
+        raise TypeError("is not a number")
     try:
         value = float(raw)
     except (TypeError, ValueError):
@@ -171,7 +171,7 @@ def _parse_datetime_ns(raw: Any) -> int:
     Fractions are kept to the nanosecond (datetime itself stops at microseconds).
     """
     if not isinstance(raw, str):
-        raise ValueError("is not a date-time string")
+        raise TypeError("is not a date-time string")
     text = raw.strip()
     base, _, frac = text.partition(".")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -217,7 +218,7 @@ def test_arrivals_do_not_depend_on_length_settings() -> None:
 def test_requests_are_sorted_and_numbered() -> None:
     requests = generate(make_workload(arrival={"process": "gamma", "rate_per_s": 100, "cv": 3}))
     assert [r.id for r in requests] == list(range(len(requests)))
-    assert all(a.arrival_ns <= b.arrival_ns for a, b in zip(requests, requests[1:]))
+    assert all(a.arrival_ns <= b.arrival_ns for a, b in itertools.pairwise(requests))
 
 
 def test_prefixes_are_shared_and_added_to_the_input() -> None:

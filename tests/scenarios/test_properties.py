@@ -1,0 +1,78 @@
+"""Invariants over random scenarios (hypothesis): every request finishes once with the tokens it asked
+for, KV blocks stay within capacity and are all free at the end, and runs are deterministic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cosim.hub.config import parse_config
+from cosim.hub.metrics import summary_json
+from cosim.hub.runner import Simulation, started_backends
+from tests.scenarios.helpers import client, scenario
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict:
+    block_size = draw(st.sampled_from([4, 16]))
+    max_in, max_out = 200, 40
+    blocks = draw(st.integers(min_value=-(-(max_in + max_out) // block_size) + 1, max_value=400))
+    common = dict(block_size=block_size, num_gpu_blocks=blocks,
+                  max_num_seqs=draw(st.integers(1, 16)), max_num_batched_tokens=draw(st.sampled_from([256, 2048])),
+                  preemption=draw(st.sampled_from(["recompute", "swap"])),
+                  swap_space_bytes=draw(st.sampled_from([0, 10**9])),
+                  enable_prefix_caching=draw(st.booleans()))
+    batching = draw(st.sampled_from(["static", "continuous", "chunked", "mixed"]))
+    if draw(st.booleans()):
+        clients = [client("p", role="prefill", batching=batching, **common),
+                   client("d", role="decode", batching=batching, **common)]
+    else:
+        clients = [client(f"c{i}", batching=batching, **common) for i in range(draw(st.integers(1, 3)))]
+    workload = {"requests": draw(st.integers(1, 25)),
+                "arrival": {"process": "poisson", "rate_per_s": draw(st.sampled_from([1e5, 1e6, 1e7]))},
+                "input_tokens": {"dist": "uniform", "low": 1, "high": max_in},
+                "output_tokens": {"dist": "uniform", "low": 1, "high": max_out}}
+    if draw(st.booleans()):
+        workload["prefix"] = {"num_prefixes": 2, "tokens": 64, "share": 0.5}
+        workload["input_tokens"]["high"] = max_in - 64
+    policy = draw(st.sampled_from(["round_robin", "random", "least_outstanding", "load_based", "heavy_light"]))
+    return scenario(clients=clients, per_token_ns=draw(st.sampled_from([0, 7])), workload=workload,
+                    router={"policy": policy, "heavy_threshold_tokens": 100}, seed=draw(st.integers(0, 5)))
+
+
+def simulate(raw: dict) -> Simulation:
+    config = parse_config(raw)
+    with started_backends(config, ["lin"]) as backends:
+        sim = Simulation(config, Path("."), backends)
+        assert sim.run() is None
+    return sim
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_invariants_hold_for_random_scenarios(raw: dict) -> None:
+    sim = simulate(raw)
+    requests = sim.coordinator.requests
+    assert sim.coordinator.num_finished == len(requests) == raw["workload"]["requests"]
+    for r in requests:
+        assert r.generated_tokens == r.output_tokens
+        assert r.arrival_ns <= r.first_token_ns <= r.finish_ns
+        assert all(s.enqueue_ns <= s.start_ns <= s.end_ns for s in r.stages)
+    for c in sim.clients:
+        kv = c.scheduler.kv
+        used = c.timeline.columns()["kv_blocks_used"]
+        assert used.size == 0 or used.max() <= kv.num_blocks
+        cached = sum(blocks for blocks, _ in kv._prefixes.values())
+        assert kv.num_used == cached, "every block not held by the prefix cache is free at the end"
+        assert not c.scheduler.running and not c.scheduler.waiting
+        ends = c.timeline.columns()["end_ns"]
+        assert (ends[1:] >= ends[:-1]).all(), "a client's steps never go back in time"
+
+
+@settings(max_examples=5, deadline=None)
+@given(scenarios())
+def test_same_config_and_seed_give_identical_summary(raw: dict) -> None:
+    first, second = simulate(raw), simulate(raw)
+    assert summary_json(first.summarize(0.0)) == summary_json(second.summarize(0.0))
