@@ -36,7 +36,11 @@ _IGNORED_KEYS = {"scheduling-policy", "local-reduction-delay", "L", "o", "g", "G
                  "peak-perf", "roofline-enabled", "trace-enabled", "replay-only", "track-local-mem",
                  "local-mem-trace-filename", "boost-mode", "intra-dimension-scheduling",
                  "inter-dimension-scheduling"}
-GIB_PER_GB = 2**30 / 1e9
+
+
+def gib_to_gbps(bandwidth: float) -> float:
+    """ASTRA-sim's bw × 2^30 / 1e9, in its order of operations so the bytes/ns match bit for bit."""
+    return bandwidth * (1 << 30) / 1e9
 
 
 class AstraInputError(ValueError):
@@ -85,7 +89,7 @@ def load_network_yml(path: str | Path) -> list[net_pb.TopologyDim]:
             raise AstraInputError(f"{where}: topology[{i}]", f"{name!r} is not Ring, FullyConnected or Switch")
         try:
             dims.append(net_pb.TopologyDim(kind=kind, npus=int(columns["npus_count"][i]),
-                                           bandwidth_gbps=float(columns["bandwidth"][i]) * GIB_PER_GB,
+                                           bandwidth_gbps=gib_to_gbps(float(columns["bandwidth"][i])),
                                            latency_ns=float(columns["latency"][i])))
         except (TypeError, ValueError) as err:
             raise AstraInputError(f"{where}: dimension {i}", f"bad number: {err}") from err

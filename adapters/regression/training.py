@@ -25,7 +25,7 @@ from cosim.v1 import types_pb2 as pb
 
 from . import data
 from .artifact import AttentionEntry, OperatorArtifact, OperatorEntry, OverheadEntry, StepArtifact
-from .curves import fit_grid, fit_table
+from .curves import Table, fit_grid, fit_table
 from .matching import build_operator_model
 from .operator_model import overhead_features
 from .step_model import StepLinearModel, train_step_entries
@@ -108,7 +108,7 @@ def _fit_attention(root: Path, ev: Evaluation) -> list[AttentionEntry]:
                            f"({prof.n_q_head}q/{prof.n_kv_head}kv, TP{prof.tp})", grids["decode"], grids["prefill"])]
 
 
-def _fit_all_reduce(root: Path, ev: Evaluation) -> dict[tuple[str, int], "data.np.ndarray"]:
+def _fit_all_reduce(root: Path, ev: Evaluation) -> dict[tuple[str, int], Table]:
     tables, rows = {}, []
     for (device, workers), arr in data.read_all_reduce(root).items():
         held = data.holdout_mask([f"ar|{device}|{workers}|{i}" for i in range(len(arr))])

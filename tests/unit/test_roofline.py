@@ -68,7 +68,7 @@ def test_decode_is_memory_bound_and_long_prefill_compute_bound() -> None:
     prefill = time_step(model, [(4096, 0)])
     assert decode.memory_ns > 20 * decode.compute_ns
     assert prefill.compute_ns > 5 * prefill.memory_ns
-    assert prefill.duration_ns > 10 * decode.duration_ns
+    assert prefill.duration_ns > 5 * decode.duration_ns
 
 
 def test_tensor_parallelism_halves_gemm_time_and_adds_all_reduce() -> None:

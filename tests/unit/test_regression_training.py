@@ -1,0 +1,61 @@
+"""Training pieces of the regression backend on synthetic data: tables, grids, the generic step CSV."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cosim.adapters.regression.artifact import load_artifact, save_artifact
+from cosim.adapters.regression.curves import fit_grid, fit_table
+from cosim.adapters.regression.data import holdout_mask, read_step_csv
+from cosim.adapters.regression.training import train_step
+
+
+def test_table_interpolates_and_extrapolates_in_proportion() -> None:
+    x = np.array([1.0, 2.0, 4.0, 4.0, 8.0])
+    table = fit_table(x, np.column_stack([x * 2, x * 0 + 1]), ("a", "b"), rel_tol=0.0)
+    assert table(3.0).tolist() == [6.0, 1.0]
+    assert table(16.0)[0] == pytest.approx(32.0) and table(0.5)[0] == 2.0
+
+
+def test_grid_is_bilinear_and_knows_its_domain() -> None:
+    xs, zs = np.meshgrid([1.0, 2.0], [0.0, 10.0, 20.0], indexing="ij")
+    keep = ~((xs == 2.0) & (zs == 20.0))  # a ragged lattice
+    grid = fit_grid(xs[keep], zs[keep], (xs + zs)[keep])
+    assert grid(1.5, 5.0) == pytest.approx(6.5)
+    assert grid.covers(1.0, 20.0) and not grid.covers(2.0, 20.0) and not grid.covers(3.0, 0.0)
+
+
+def test_holdout_split_is_fixed_and_keeps_configurations_together() -> None:
+    keys = [f"cfg{i // 3}" for i in range(300)]
+    mask = holdout_mask(keys)
+    assert mask.tolist() == holdout_mask(list(keys)).tolist()
+    assert all(len(set(mask[i:i + 3])) == 1 for i in range(0, 300, 3))
+    assert 0.1 < mask.mean() < 0.3
+
+
+def write_steps(path: Path, rows: list[str]) -> Path:
+    path.write_text("device,model,tensor_parallel,new_tokens,context_tokens,step_time_ms,config\n" + "\n".join(rows))
+    return path
+
+
+def test_generic_step_csv_trains_a_step_artifact(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(200):
+        batch = int(rng.integers(1, 32))
+        ctx = rng.integers(100, 2000, batch)
+        ms = 5.0 + 0.2 * batch + 0.001 * ctx.sum()
+        rows.append(f"h100,lab/model-x,1,{';'.join(['1'] * batch)},{';'.join(map(str, ctx))},{ms:.4f},c{i}")
+    artifact, evaluation = train_step([write_steps(tmp_path / "steps.csv", rows)])
+    assert [r.mape for r in evaluation.sections["step"]][0] < 0.01
+    save_artifact(artifact, tmp_path / "a.json")
+    assert load_artifact(tmp_path / "a.json").kind == "step"
+
+
+def test_malformed_step_csv_names_the_line(tmp_path: Path) -> None:
+    path = write_steps(tmp_path / "bad.csv", ["h100,m,1,1;1,5,3.0,c0"])
+    with pytest.raises(ValueError, match="line 2"):
+        read_step_csv(path)
