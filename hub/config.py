@@ -185,6 +185,12 @@ class ScenarioConfig(_Model):
         for needed, role in (("prefill", "decode"), ("decode", "prefill")):
             if role in roles and needed not in roles and "mixed" not in roles:
                 problems.append(("clients", f"a {role} client needs a {needed} (or mixed) client to pair with"))
+        served = {c.model for c in self.clients if c.role in ("mixed", "prefill")}
+        for model in self.workload.models or {}:
+            if model not in self.models:
+                problems.append((f"workload.models.{model}", f"unknown model; defined: {sorted(self.models)}"))
+            elif model not in served:
+                problems.append((f"workload.models.{model}", "no client serves stage 'prefill' of this model"))
         if self.network.backend is not None and self.network.backend not in self.backends:
             problems.append(("network.backend", f"unknown backend {self.network.backend!r}"))
         for metric, stats in self.slo.items():

@@ -254,7 +254,8 @@ class Simulation:
 
 def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: Sequence[str] = (),
         output_dir: str | Path | None = None, progress: bool | None = False,
-        base_dir: str | Path | None = None) -> RunResult:
+        base_dir: str | Path | None = None,
+        on_progress: Callable[[int, int, int], None] | None = None) -> RunResult:
     """Runs a scenario and returns its result.
 
     Args:
@@ -263,6 +264,7 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         output_dir: write the run folder here (default: the config's ``output.dir``, if any).
         progress: show a progress bar (None: when stderr is a terminal).
         base_dir: folder relative paths in the config resolve against.
+        on_progress: called with (completed requests, total requests, simulated ns) now and then.
 
     Raises:
         ScenarioError: the config is invalid.
@@ -281,7 +283,7 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     names = list(dict.fromkeys(c.backend for c in scenario.clients))
     with started_backends(scenario, names) as backends:
         simulation = Simulation(scenario, folder, backends)
-        error = simulation.run(progress=progress)
+        error = simulation.run(progress=progress, on_progress=on_progress)
         summary = simulation.summarize(time.perf_counter() - started)
     if error is not None:
         summary["error"] = str(error)

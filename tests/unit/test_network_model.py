@@ -12,11 +12,11 @@ from cosim.adapters.network.model import pipeline_ns, shard_pairs
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
+BW50 = 50 * 2**30 / 1e9  # network.yml "50 GB/s" in bytes/ns, as ASTRA-sim converts it
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "network"
 RING, FC, SWITCH = net_pb.TOPOLOGY_KIND_RING, net_pb.TOPOLOGY_KIND_FULLY_CONNECTED, net_pb.TOPOLOGY_KIND_SWITCH
 AR, AG, RS, A2A = (net_pb.COLLECTIVE_KIND_ALL_REDUCE, net_pb.COLLECTIVE_KIND_ALL_GATHER,
                    net_pb.COLLECTIVE_KIND_REDUCE_SCATTER, net_pb.COLLECTIVE_KIND_ALL_TO_ALL)
-GIB = 2**30 / 1e9  # x GIB is not always bit-equal to x * 2**30 / 1e9; fine where tests allow
 
 
 def make_model(dims: list[tuple[int, int, float, float]], endpoints: dict[str, list[int]] | None = None,
@@ -30,7 +30,7 @@ def make_model(dims: list[tuple[int, int, float, float]], endpoints: dict[str, l
 
 
 def ring8(**system: object) -> NetworkModel:
-    return make_model([(RING, 8, 50 * GIB, 500)], {"a": [0, 1], "b": [4, 5]}, endpoint_delay_ns=1, **system)
+    return make_model([(RING, 8, BW50, 500)], {"a": [0, 1], "b": [4, 5]}, endpoint_delay_ns=1, **system)
 
 
 def test_worked_example_all_reduce_is_41189_ns() -> None:
@@ -47,7 +47,7 @@ def test_worked_example_from_astra_sim_files() -> None:
 def test_ring_closed_forms_for_each_collective() -> None:
     model = ring8()
     assert model.collective_ns(RS, 1 << 20) == 7 * 2942 + 1
-    assert model.collective_ns(AG, 1 << 20) == 7 * (int(500 + (1 << 20) / (50 * GIB)) + 1) + 1  # shard semantics
+    assert model.collective_ns(AG, 1 << 20) == 7 * (int(500 + (1 << 20) / BW50) + 1) + 1  # shard semantics
     assert model.collective_ns(A2A, 1 << 20) == 28 * 2942 + 1
 
 
@@ -85,11 +85,12 @@ def test_dataset_splits_run_serially_in_one_dim() -> None:
 
 def test_multi_dim_chunks_pipeline_on_the_bottleneck_dim() -> None:
     """[Ring 8, Switch 4], 4 splits: splits x (dim-0 RS + AG), as the reference shows."""
-    model = make_model([(RING, 8, 50 * GIB, 500), (SWITCH, 4, 50 * GIB, 500)], endpoint_delay_ns=1,
+    model = make_model([(RING, 8, BW50, 500), (SWITCH, 4, BW50, 500)], endpoint_delay_ns=1,
                        preferred_dataset_splits=4,
                        collective_optimization=net_pb.COLLECTIVE_OPTIMIZATION_LOCAL_BW_AWARE)
     group = model.group("")
-    rs, ag = (int(500 + 32768 / (50 * GIB)) + 1) * 7 + 1, (int(500 + 4096 / (50 * GIB)) + 1) * 7 + 1
+    # chunk 256 KiB: RS sends 32 KiB per step; AG sends the 32 KiB shard it kept.
+    rs = ag = (int(500 + 32768 / BW50) + 1) * 7 + 1
     assert [p.dim for p in model.plan(AR, 1 << 18, group)] == [0, 1, 0]
     assert model.collective_ns(AR, 1 << 20) == 4 * (rs + ag)
 
@@ -101,12 +102,12 @@ def test_pipeline_adds_up_for_one_chunk() -> None:
 
 def test_transfer_uses_lowest_differing_dim_once() -> None:
     model = ring8()
-    assert model.transfer_ns("a", "b", 2 * 131072, 1) == int(4 * 500 + 131072 / (50 * GIB)) + 1
+    assert model.transfer_ns("a", "b", 2 * 131072, 1) == int(4 * 500 + 131072 / BW50) + 1
 
 
 def test_transfer_layers_are_injected_back_to_back() -> None:
     model = ring8()
-    per_layer = 32768 / (50 * GIB)
+    per_layer = 32768 / BW50
     assert model.transfer_ns("a", "b", 2 * 131072, 4) == 3 * int(per_layer) + int(2000 + per_layer) + 1
 
 
