@@ -108,8 +108,8 @@ class NetworkModel:
             if s == d:
                 continue  # the shard is already where it must go
             sizes = layer_sizes(shard, layers)
-            dim = self.topology.first_differing_dim(s, d)
-            inject = sum(self.topology.wire_ns(dim, 0, m) for m in sizes[:-1])
+            bandwidth = self.topology.path(s, d)[1]
+            inject = sum(int(m / bandwidth) for m in sizes[:-1])
             worst = max(worst, inject + self.topology.send_ns(s, d, sizes[-1]) + ep)
         return worst
 

@@ -86,18 +86,36 @@ class Topology:
         d = self.dims[dim]
         return int(hops * d.latency_ns + size_bytes / d.bandwidth_bpns)
 
+    def path(self, src: int, dst: int) -> tuple[float, float]:
+        """(Σ hops × latency, bottleneck bytes/ns) over the dimensions that differ."""
+        latency, bandwidth = 0.0, float("inf")
+        for dim, (a, b) in enumerate(zip(self.address(src), self.address(dst))):
+            if a != b:
+                latency += self.hops(dim, a, b) * self.dims[dim].latency_ns
+                bandwidth = min(bandwidth, self.dims[dim].bandwidth_bpns)
+        return latency, bandwidth
+
     def send_ns(self, src: int, dst: int, size_bytes: float) -> int:
         """Congestion-unaware send time of ``size_bytes`` from ``src`` to ``dst``.
 
-        The message travels in the lowest dimension whose coordinates differ,
-        charged once for serialization however many hops (ASTRA-sim's
-        analytical congestion-unaware backend). 0 when src == dst.
+        ⌊hops × latency + size / bw⌋, charged once for serialization however
+        many hops (cut-through), as ASTRA-sim's congestion-unaware backend.
+        ASTRA-sim sends in the lowest differing dimension only; its
+        collectives never differ in more than one, where this is the same. A
+        point-to-point transfer may cross several: then the latencies add up
+        and the slowest dimension's bandwidth serializes. 0 when src == dst.
         """
-        dim = self.first_differing_dim(src, dst)
-        if dim < 0:
+        if src == dst:
             return 0
-        hops = self.hops(dim, self.address(src)[dim], self.address(dst)[dim])
-        return self.wire_ns(dim, hops, size_bytes)
+        latency, bandwidth = self.path(src, dst)
+        if len(self.dims) == 1 or self.first_differing_dim(src, dst) == self._last_differing_dim(src, dst):
+            dim = self.first_differing_dim(src, dst)  # ASTRA-sim's own arithmetic, bit for bit
+            return self.wire_ns(dim, self.hops(dim, self.address(src)[dim], self.address(dst)[dim]), size_bytes)
+        return int(latency + size_bytes / bandwidth)
+
+    def _last_differing_dim(self, src: int, dst: int) -> int:
+        pairs = list(zip(self.address(src), self.address(dst)))
+        return max((i for i, (a, b) in enumerate(pairs) if a != b), default=-1)
 
     # --- congestion-aware routing -------------------------------------------------
 

@@ -38,7 +38,8 @@ class ModelPreset(BaseModel):
     tie_word_embeddings: bool = Field(default=False, description="LM head shares the embedding matrix.")
     qkv_bias: bool = Field(default=False, description="q/k/v projections have biases (Qwen2).")
     qk_norm: bool = Field(default=False, description="Per-head RMSNorm on queries and keys (Qwen3).")
-    max_position_embeddings: int = Field(default=0, ge=0, description="Longest context the model supports; 0 = unknown.")
+    max_position_embeddings: int = Field(
+        default=0, ge=0, description="Longest context the model supports; 0 = unknown.")
     num_params: int = Field(default=0, ge=0, description="Published total parameters; 0 = derive from the shape.")
     source: str = Field(description="Where the shape was taken from (the config.json).")
 

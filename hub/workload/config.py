@@ -214,7 +214,8 @@ class PrefixConfig(_Config):
     tokens: int = Field(ge=1, description="Length of each prefix (tokens).")
     share: float = Field(default=1.0, ge=0, le=1, description="Fraction of requests that carry a prefix.")
     popularity: Literal["uniform", "zipf"] = Field(
-        default="uniform", description="How requests pick a prefix: uniformly, or Zipf (prefix k with weight 1/k**zipf_s).")
+        default="uniform",
+        description="How requests pick a prefix: uniformly, or Zipf (prefix k with weight 1/k**zipf_s).")
     zipf_s: float = Field(default=1.0, gt=0, description="Zipf exponent when popularity is zipf.")
 
 

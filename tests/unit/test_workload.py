@@ -63,7 +63,8 @@ def test_uniform_lengths_include_both_ends() -> None:
 
 
 def test_lognormal_sigma_is_of_the_underlying_normal() -> None:
-    values = inputs(generate(make_workload(requests=20000, input_tokens={"dist": "lognormal", "mean": 1024, "sigma": 0.5})))
+    dist = {"dist": "lognormal", "mean": 1024, "sigma": 0.5}
+    values = inputs(generate(make_workload(requests=20000, input_tokens=dist)))
     assert np.log(values).std() == pytest.approx(0.5, rel=0.03)
 
 
