@@ -86,15 +86,14 @@ class Coordinator:
                             enqueue_ns=self.kernel.now_ns)
         request.stages.append(stage)
         seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=0,
-                       target_generated=request.output_tokens if whole else 1, order=0)
+                       target_generated=request.output_tokens if whole else 1, order=0,
+                       prefix_id=request.prefix_id)
         self._hand_over(client, seq)
 
     def _hand_over(self, client: LLMClient, seq: Sequence) -> None:
         request = seq.request
         client.outstanding += 1
         client.outstanding_input_tokens += request.input_tokens
-        if request.prefix_id is not None and seq.num_computed == 0:
-            request.cached_tokens = client.scheduler.kv.attach_prefix(seq, request.prefix_id, request.prefix_tokens)
         client.submit(seq)
 
     def on_stage_done(self, seq: Sequence, now_ns: int) -> None:

@@ -56,7 +56,8 @@ def validate_system(spec: net_pb.NetworkSessionSpec, *, field: str = "spec") -> 
                 raise InvalidArgument(where, "DOUBLE_BINARY_TREE", "is only implemented for all_reduce")
             npus = spec.dims[d].npus
             if algorithm == HD_ALG and npus & (npus - 1):
-                raise InvalidArgument(where, "HALVING_DOUBLING", f"needs a power-of-two dimension, dims[{d}] has {npus}")
+                raise InvalidArgument(where, "HALVING_DOUBLING",
+                                      f"needs a power-of-two dimension, dims[{d}] has {npus}")
     for name in ("endpoint_delay_ns", "local_mem_bandwidth_gbps"):
         if getattr(system, name) < 0:
             raise InvalidArgument(f"{field}.system.{name}", getattr(system, name), "must be >= 0")

@@ -176,8 +176,8 @@ def render(configs: Sequence[Config], params: dict[Key, Efficiency]) -> tuple[st
                      f"{p.latency_ns:.0f} |")
     lines += ["", "Efficiencies above 1 mean the nominal figure is conservative (the NVLink bridge pairs "
               "move ~350 GB/s one way); the A40 pair (`a40_pairwise_nvlink 2x2`) runs at ~4 GB/s, so its "
-              "traffic does not use NVLink.", "", "## Node SKUs", ""] + [f"- `{s.name}`: {s.note}; local memory {s.local_mem_gbps:g} GB/s."
-                                          for s in SKUS.values()]
+              "traffic does not use NVLink.", "", "## Node SKUs", ""]
+    lines += [f"- `{s.name}`: {s.note}; local memory {s.local_mem_gbps:g} GB/s." for s in SKUS.values()]
     return "\n".join(lines) + "\n", float(pooled.mean())
 
 

@@ -232,7 +232,7 @@ def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str
         InvalidArgument: an option is unknown or a value is out of range.
     """
     values: dict[str, Any] = {}
-    profile = options.get("profile", "auto")
+    profile = options.get("profile", "none")
     if not isinstance(profile, str):
         raise InvalidArgument("spec.options.profile", profile, "must be auto, none, a profile name or a path")
     _apply(values, load_profile(profile, device), f"profile[{profile}]", strict=True)

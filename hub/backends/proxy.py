@@ -1,10 +1,13 @@
-"""A runtime session seen from a client: step timings with a cache.
+"""A runtime session seen from a client: step timings with a cache and lookahead.
 
-The client hands over the per-sequence token arrays of a step; the proxy
-answers from its cache keyed by the exact batch signature, or asks the
-backend. :meth:`RuntimeSessionProxy.prefetch` sends several future batches in
-one PredictSteps call (exact lookahead) and caches the answers, so the
-step-by-step simulation is unchanged while RPCs are batched.
+The client hands over the per-sequence token arrays of a step, and the
+batches its scheduler predicts will follow (exact decode lookahead). The
+proxy answers from its cache keyed by the exact batch signature; on a miss it
+sends the step and the predicted batches in one PredictSteps call and caches
+every answer. Because each step is still looked up by its exact signature,
+results are byte-identical to asking step by step; a wrong prediction only
+costs backend work. How far to look ahead adapts to how many predictions
+were used since the last miss, so bursty arrivals do not waste backend time.
 """
 
 from __future__ import annotations
@@ -40,45 +43,48 @@ class RuntimeSessionProxy:
         max_cache_entries: LRU bound, so long runs keep bounded memory.
     """
 
-    def __init__(self, client: RuntimeClient, session_id: str, *, cache: bool = True,
-                 max_cache_entries: int = 200_000) -> None:
+    MIN_LOOKAHEAD, MAX_LOOKAHEAD = 4, 256
+
+    def __init__(self, client: RuntimeClient, session_id: str, *, cache: bool = True, lookahead: bool = True,
+                 max_cache_entries: int = 20_000) -> None:
         self.client, self.session_id = client, session_id
         self.use_cache, self.max_cache_entries = cache, max_cache_entries
+        self.lookahead = lookahead and cache
         self._cache: OrderedDict[Signature, Timing] = OrderedDict()
+        self._hits_since_miss = 0
         self.num_lookups = 0
         self.num_hits = 0
         self.num_out_of_range = 0
+        self.num_predicted = 0
 
     def _store(self, key: Signature, timing: Timing) -> None:
         self._cache[key] = timing
         if len(self._cache) > self.max_cache_entries:
             self._cache.popitem(last=False)
 
-    def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int) -> Timing:
-        """Timing of one step."""
+    def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int,
+                  ahead: Sequence[Signature] = ()) -> Timing:
+        """Timing of one step; on a miss, ``ahead`` (predicted next batches) rides along in the same call."""
         key = (tuple(new_tokens), tuple(context_tokens))
         self.num_lookups += 1
         if self.use_cache:
             hit = self._cache.get(key)
             if hit is not None:
                 self.num_hits += 1
+                self._hits_since_miss += 1
                 return hit
-        batch = pb.StepBatch(new_tokens=key[0], context_tokens=key[1])
-        timing = self._convert(self.client.predict_steps(self.session_id, [batch], sim_time_ns=now_ns)[0])
+        keys = [key]
+        if self.lookahead and ahead:
+            depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss))
+            keys += [k for k in ahead[:depth] if k != key and k not in self._cache]
+            self.num_predicted += len(keys) - 1
+        self._hits_since_miss = 0
+        batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]
+        timings = [self._convert(t) for t in self.client.predict_steps(self.session_id, batches, sim_time_ns=now_ns)]
         if self.use_cache:
-            self._store(key, timing)
-        return timing
-
-    def prefetch(self, batches: Sequence[Signature], *, now_ns: int) -> None:
-        """Times future batches in one call and caches them (only those not cached yet)."""
-        if not self.use_cache:
-            return
-        missing = [key for key in dict.fromkeys(batches) if key not in self._cache]
-        if not missing:
-            return
-        request = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in missing]
-        for key, timing in zip(missing, self.client.predict_steps(self.session_id, request, sim_time_ns=now_ns)):
-            self._store(key, self._convert(timing))
+            for k, timing in zip(keys, timings):
+                self._store(k, timing)
+        return timings[0]
 
     def _convert(self, timing: pb.StepTiming) -> Timing:
         if timing.out_of_range:

@@ -18,7 +18,12 @@ from ..errors import CosimError, ScenarioError
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
     "run",
+    "predict",
+    "calibrate",
     "serve",
+    "hub",
+    "submit",
+    "health",
 )
 
 

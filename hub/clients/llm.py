@@ -18,7 +18,8 @@ from ..scheduling import Scheduler, Sequence, Step
 class TimingSource(Protocol):
     """Anything that times a step from its token arrays (the backend proxy)."""
 
-    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int) -> "TimingLike": ...
+    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
+                  ahead: Seq[tuple[tuple[int, ...], tuple[int, ...]]] = ()) -> "TimingLike": ...
 
 
 class TimingLike(Protocol):
@@ -37,16 +38,18 @@ class LLMClient:
         on_stage_done: called with each sequence whose stage finished.
         serves: stage kinds this client serves (``prefill``, ``decode``).
         host_bandwidth_gbps: device-host bandwidth for swapped KV.
+        max_lookahead: most future decode batches predicted per step (0: none).
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, timing: TimingSource,
                  on_stage_done: Callable[[Sequence, int], None], serves: frozenset[str],
-                 host_bandwidth_gbps: float = 25.0) -> None:
+                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256) -> None:
         self.info, self.name = info, info.name
         self.kernel, self.scheduler, self.timing = kernel, scheduler, timing
         self.on_stage_done = on_stage_done
         self.serves = serves
         self.host_bandwidth_gbps = host_bandwidth_gbps
+        self.max_lookahead = max_lookahead
         self.timeline = ClientTimeline()
         self.busy = False
         self._wake_pending = False
@@ -78,7 +81,8 @@ class LLMClient:
         if not step.seqs:
             return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
-        timing = self.timing.step_time(step.num_new, step.context, now_ns=now)
+        ahead = self.scheduler.lookahead(step, self.max_lookahead) if self.max_lookahead else []
+        timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
         if step.swap_bytes:
             duration += int(step.swap_bytes / self.host_bandwidth_gbps)

@@ -79,17 +79,16 @@ class BlockManager:
         seq.num_blocks += num_blocks
         return True
 
-    def attach_prefix(self, seq: Sequence, prefix_id: str, prefix_tokens: int) -> int:
-        """Shares cached prefix blocks with a sequence that has computed nothing yet.
+    def attach_prefix(self, seq: Sequence, prefix_tokens: int) -> int:
+        """Shares cached blocks of ``seq.prefix_id`` with a sequence being admitted.
 
         Returns the prompt tokens served from the cache (whole blocks only; at
         least one prompt token is always left to compute, as vLLM does).
         """
-        if not self.enable_prefix_caching or seq.num_computed:
+        if not self.enable_prefix_caching or seq.num_computed or seq.prefix_id is None:
             return 0
         self.prefix_lookups += 1
-        seq.prefix_id = prefix_id
-        entry = self._prefixes.get(prefix_id)
+        entry = self._prefixes.get(seq.prefix_id)
         if entry is None:
             return 0
         usable = min(entry[0], (min(prefix_tokens, seq.num_tokens - 1)) // self.block_size)
@@ -97,10 +96,17 @@ class BlockManager:
             return 0
         self.prefix_hits += 1
         entry[1] += 1
-        self._prefixes.move_to_end(prefix_id)
+        self._prefixes.move_to_end(seq.prefix_id)
         seq.prefix_blocks = usable
         seq.num_computed = usable * self.block_size
         return seq.num_computed
+
+    def detach_prefix(self, seq: Sequence) -> None:
+        """Undoes :meth:`attach_prefix` for a sequence that could not be admitted after all."""
+        if seq.prefix_blocks:
+            self._prefixes[seq.prefix_id][1] -= 1  # type: ignore[index]
+            seq.prefix_blocks = 0
+            seq.num_computed = 0
 
     def release(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
         """Frees a sequence's blocks. With prefix caching, the full blocks of

@@ -126,22 +126,53 @@ class Scheduler:
         while self.waiting and len(step.seqs) < self.config.max_num_seqs and \
                 len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
+            cached = self.kv.attach_prefix(seq, seq.request.prefix_tokens)
             need = seq.remaining_tokens
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
-            if num <= 0 or (whole_prompts and num > budget and (step.seqs or self.running)):
+            if num <= 0 or (whole_prompts and num > budget and (step.seqs or self.running)) or \
+                    not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
+                self.kv.detach_prefix(seq)
                 break
             if seq.state == SWAPPED:
-                if not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
-                    break
                 self._swap_in(seq, step)
-            if not self.kv.grow(seq, num):
-                break
+            self.kv.grow(seq, num)
+            if cached:
+                seq.request.cached_tokens = cached
             self.waiting.pop(0)
             seq.state = RUNNING
             self.running.append(seq)
             step.add(seq, num)
             budget -= num
         return step
+
+    # -- lookahead -----------------------------------------------------------
+    def lookahead(self, step: Step, max_steps: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """The decode-only batches that follow ``step`` if no work arrives.
+
+        Once every running sequence is decoding, each later step is the same
+        sequences with contexts one longer, until the first one finishes (or a
+        preemption, which only makes a prediction unused). A waiting request
+        that ``step`` could not admit stays out until a sequence finishes, so
+        the batches up to then are exact. Returns at most ``max_steps``
+        (new_tokens, context_tokens) signatures; empty when prediction stops
+        at once (a prompt still in chunks).
+        """
+        scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
+        contexts: list[int] = []
+        min_left = max_steps
+        for seq in self.running:
+            computed = seq.num_computed + scheduled.get(id(seq), 0)
+            sampled = computed >= seq.num_tokens
+            if seq.num_tokens + sampled - computed != 1:
+                return []  # still prefilling after this step
+            left = seq.target_generated - seq.request.generated_tokens - sampled
+            if left > 0:
+                contexts.append(computed)
+                min_left = min(min_left, left)
+        if not contexts:
+            return []
+        ones = (1,) * len(contexts)
+        return [(ones, tuple(c + i for c in contexts)) for i in range(min_left)]
 
     # -- preemption ----------------------------------------------------------
     def _preempt(self, seq: Sequence) -> None:

@@ -32,7 +32,9 @@ def test_transfer_json(capsys: pytest.CaptureFixture[str]) -> None:
                 "--src-npus", "0,1", "--dst-npus", "8,9", "--size-bytes", str(1 << 30), "--layers", "32",
                 "--json"]) == 0
     duration = json.loads(capsys.readouterr().out)["duration_ns"]
-    assert 35e6 < duration < 45e6  # 512 MiB per NPU over 25 GiB/s links
+    # 512 MiB per NPU in 32 layers of 2^24 B at 25 GiB/s = 26.84 B/ns: 31 x 625000 injected back to back,
+    # then the last layer: floor(2 hops x 2000 + 625000) + endpoint delay 10.
+    assert duration == 31 * 625000 + 629000 + 10
 
 
 def test_npu_out_of_range_names_the_option() -> None:

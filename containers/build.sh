@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Builds the cosim image (default cosim:local) with no container registry:
+#   1. the base image (containers/build-base.sh, unless BASE names another image),
+#   2. wheels of cosim and its dependencies, built on this host with pip,
+#   3. `docker build` from those wheels alone.
+#
+#   containers/build.sh                          # local base image
+#   BASE=python:3.11-slim containers/build.sh    # where a registry exists
+#
+# Reruns are fast: the base image and the dependency wheels are kept (refreshed when
+# pyproject.toml changes) and Docker caches the dependency layer.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+HERE="$ROOT/containers"
+BASE=${BASE:-cosim/base:local}
+IMAGE=${COSIM_IMAGE:-cosim:local}
+PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
+[[ -x "$PYTHON" ]] || PYTHON=python3
+WHEELS="$HERE/.build/wheels"
+
+if [[ "$BASE" == "cosim/base:local" ]]; then
+  "$HERE/build-base.sh"
+fi
+
+# Every optional dependency group but dev (genz, scalesim, ... when declared), so the
+# image serves every adapter.
+EXTRAS=$("$PYTHON" - "$ROOT/pyproject.toml" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    groups = tomllib.load(f)["project"].get("optional-dependencies", {})
+print(",".join(g for g in groups if g != "dev"))
+PY
+)
+STAMP="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)-$EXTRAS"
+if [[ "$(cat "$WHEELS/deps/.stamp" 2>/dev/null)" != "$STAMP" ]]; then
+  echo "building dependency wheels (extras: ${EXTRAS:-none})"
+  rm -rf "$WHEELS/deps"
+  "$PYTHON" -m pip wheel --quiet --wheel-dir "$WHEELS/deps" "$ROOT${EXTRAS:+[$EXTRAS]}"
+  rm -f "$WHEELS"/deps/cosim-*.whl
+  echo "$STAMP" > "$WHEELS/deps/.stamp"
+fi
+rm -rf "$WHEELS/app"
+"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELS/app" "$ROOT"
+
+docker build --build-arg BASE="$BASE" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"

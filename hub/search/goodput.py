@@ -1,0 +1,263 @@
+"""Goodput: the highest request rate at which a scenario's SLOs hold (BestServe §3.5, Algorithm 8).
+
+Main names: :func:`goodput` (``cosim.goodput``), :class:`GoodputResult`, :class:`RatePoint`.
+
+The search follows BestServe: T_min, the end-to-end time of one mean-sized
+request served alone, sets the bracket [0.1 / T_min, 1.2 / T_min]; the SLO
+must hold at the low end (else goodput is 0). Batching lets a deployment
+serve far more than 1 / T_min, so the high end doubles until the SLO fails.
+The feasibility test replaces BestServe's tau = 0.1 with confidence bounds
+over R seeded replications (see :mod:`cosim.hub.search.stats`). The same R
+seeds are used at every rate (common random numbers: the Poisson gaps of
+seed s at rate 2x are those at rate x, halved), so the comparison between
+two rates is not blurred by different draws.
+
+Bisection then narrows two boundaries to within ``tolerance`` (relative):
+
+- the lower one, between the highest rate shown FEASIBLE and the next rate tested;
+- the upper one, between the lowest rate shown INFEASIBLE and the rate tested before it.
+
+``goodput_rps`` is the highest FEASIBLE rate: the SLOs hold there with the
+stated confidence. ``interval_rps`` is [that rate, lowest INFEASIBLE rate]:
+rates in between are within simulation noise of the SLO boundary.
+``estimate_rps`` interpolates where the mean statistic crosses its target.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ScenarioError
+from . import scenario as sc
+from .stats import Bound, Verdict, bounds, judge, point_feasible
+
+log = logging.getLogger(__name__)
+
+Mapper = Callable[[Callable[..., dict[str, float]], Sequence[tuple[Any, ...]]], list[dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class RatePoint:
+    """The verdict at one request rate.
+
+    Attributes:
+        rate_per_s: requests per second offered.
+        verdict: feasible, undecided or infeasible (see :mod:`cosim.hub.search.stats`).
+        bounds: per SLO statistic, its mean and confidence bounds across the replications.
+    """
+
+    rate_per_s: float
+    verdict: Verdict
+    bounds: tuple[Bound, ...]
+
+    @property
+    def worst_ratio(self) -> float:
+        """max over SLO statistics of mean / target (<= 1: the point estimate meets every SLO)."""
+        return max(b.mean / b.target for b in self.bounds)
+
+
+@dataclass
+class GoodputResult:
+    """What :func:`goodput` found.
+
+    Attributes:
+        goodput_rps: highest rate at which every SLO holds with probability >= ``confidence`` (0 if none).
+        interval_rps: (goodput_rps, lowest rate at which an SLO is violated with that confidence; inf if
+            none was found below the search's cap).
+        estimate_rps: rate where the mean of the worst SLO statistic crosses its target (interpolated).
+        confidence: joint confidence level of the feasibility test.
+        replications: runs per rate; ``seeds`` are their seeds (the same at every rate).
+        tolerance: relative width to which both boundaries were narrowed.
+        num_runs: simulations it took, including the single-request run.
+        single_request_s: T_min, the end-to-end time of one mean-sized request alone.
+        points: every rate tested, by rate.
+        slo: the SLOs tested.
+        note: why the search stopped early, if it did.
+    """
+
+    goodput_rps: float
+    interval_rps: tuple[float, float]
+    estimate_rps: float
+    confidence: float
+    replications: int
+    seeds: list[int]
+    tolerance: float
+    num_runs: int
+    single_request_s: float
+    points: list[RatePoint] = field(default_factory=list)
+    slo: dict[str, dict[str, float]] = field(default_factory=dict)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (inf becomes None)."""
+        data = asdict(self)
+        data["interval_rps"] = [_finite(v) for v in self.interval_rps]
+        data["points"] = [{"rate_per_s": p.rate_per_s, "verdict": p.verdict.value,
+                           "bounds": [{k: _finite(v) if isinstance(v, float) else v for k, v in asdict(b).items()}
+                                      for b in p.bounds]} for p in self.points]
+        return data
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _serial_map(fn: Callable[..., dict[str, float]], args: Sequence[tuple[Any, ...]]) -> list[dict[str, float]]:
+    return [fn(*a) for a in args]
+
+
+class _RateSearch:
+    """The bisection state of one scenario: every rate tested so far and its verdict."""
+
+    def __init__(self, data: dict[str, Any], base_dir: Path, *, seeds: list[int], confidence: float,
+                 mapper: Mapper, trace_rate: float | None) -> None:
+        self.data, self.base_dir, self.seeds = data, base_dir, seeds
+        self.confidence, self.mapper, self.trace_rate = confidence, mapper, trace_rate
+        self.points: dict[float, RatePoint] = {}
+        self.num_runs = 0
+
+    def test(self, rate: float) -> RatePoint:
+        """Runs every seed at ``rate`` (once; repeats are looked up) and judges the result."""
+        if rate in self.points:
+            return self.points[rate]
+        scenario = sc.with_rate(self.data, rate, trace_rate=self.trace_rate)
+        runs = self.mapper(sc.replicate, [(scenario, str(self.base_dir), s) for s in self.seeds])
+        self.num_runs += len(runs)
+        keys = [(m, s) for m, stats in self.data["slo"].items() for s in stats]
+        samples = {key: [r[f"{key[0]}.{key[1]}"] for r in runs] for key in keys}
+        found = bounds(samples, self.data["slo"], self.confidence)
+        point = RatePoint(rate, judge(found), tuple(found))
+        self.points[rate] = point
+        log.info("rate %.4g/s: %s (%s)", rate, point.verdict.value,
+                 ", ".join(f"{b.metric}.{b.statistic} {b.mean:.4g} [{b.lower:.4g}, {b.upper:.4g}] vs {b.target:g}"
+                           for b in found))
+        return point
+
+    def sorted_points(self) -> list[RatePoint]:
+        return [self.points[r] for r in sorted(self.points)]
+
+    def next_rate(self, tolerance: float) -> float | None:
+        """The midpoint of the wider-than-tolerance boundary gap, or None when both are narrow."""
+        rates = sorted(self.points)
+        infeasible = [r for r in rates if self.points[r].verdict is Verdict.INFEASIBLE]
+        cap = infeasible[0] if infeasible else math.inf
+        feasible = [r for r in rates if self.points[r].verdict is Verdict.FEASIBLE and r < cap]
+        if feasible:
+            low = feasible[-1]
+            above = [r for r in rates if r > low]
+            if above and above[0] - low > tolerance * low:
+                return (low + above[0]) / 2
+        if infeasible:
+            below = [r for r in rates if r < cap]
+            if below and cap - below[-1] > tolerance * below[-1]:
+                return (below[-1] + cap) / 2
+        return None
+
+
+def _estimate(points: list[RatePoint]) -> float:
+    """Where the worst mean/target ratio crosses 1, interpolated linearly between tested rates."""
+    good = [p for p in points if point_feasible(p.bounds)]
+    if not good:
+        return 0.0
+    low = good[-1]
+    above = [p for p in points if p.rate_per_s > low.rate_per_s]
+    if not above:
+        return low.rate_per_s
+    high = above[0]
+    r0, r1 = low.worst_ratio, high.worst_ratio
+    if not math.isfinite(r1) or r1 <= r0:
+        return (low.rate_per_s + high.rate_per_s) / 2
+    return low.rate_per_s + (1.0 - r0) / (r1 - r0) * (high.rate_per_s - low.rate_per_s)
+
+
+def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: str | Path | None = None,
+            confidence: float = 0.9, replications: int = 5, tolerance: float = 0.05,
+            requests: int | None = None, seed: int | None = None, lower_rate: float | None = None,
+            upper_rate: float | None = None, max_runs: int = 400, max_doublings: int = 12,
+            executor: Executor | None = None) -> GoodputResult:
+    """Finds the highest request rate at which the scenario's SLOs hold (``cosim goodput``).
+
+    Args:
+        config: a scenario path, mapping or parsed config; its ``slo`` is what must hold.
+        overrides: ``key=value`` assignments, as ``cosim run --set``.
+        base_dir: folder relative paths resolve against (default: the config's, or the cwd).
+        confidence: joint confidence of the feasibility test, in (0, 1).
+        replications: seeded runs per rate (>= 2 for an interval; 1 is BestServe with tau = 0).
+        tolerance: relative width to which the SLO boundaries are narrowed.
+        requests: requests per run (default: the workload's).
+        seed: first seed; replication k uses seed + k (default: the config's seed).
+        lower_rate, upper_rate: the initial bracket (default: 0.1 / T_min and 1.2 / T_min).
+        max_runs: stop bisecting (and say so in ``note``) after this many simulations.
+        max_doublings: how often the upper end may double while the SLOs still hold.
+        executor: runs the replications of one rate in parallel (e.g. a process pool).
+
+    Returns:
+        The goodput, its interval, and every rate tested.
+
+    Raises:
+        ScenarioError: the scenario has no SLO, no rate to vary, or bad arguments.
+    """
+    if not 0 < confidence < 1:
+        raise ScenarioError("confidence", f"must be in (0, 1), got {confidence}")
+    if replications < 1 or tolerance <= 0:
+        raise ScenarioError("replications", f"need replications >= 1 and tolerance > 0, got {replications}, "
+                                            f"{tolerance}")
+    data, folder = sc.as_mapping(config, overrides=tuple(overrides), base_dir=base_dir)
+    if not any(data["slo"].values()):
+        raise ScenarioError("slo", "goodput needs an SLO, e.g. slo: {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}")
+    if requests is not None:
+        data["workload"]["requests"] = requests
+    trace_rate = sc.base_rate(data, folder) if data["workload"]["arrival"]["process"] == "trace" else None
+    sc.with_rate(data, 1.0, trace_rate=trace_rate)  # fails early for a process without a rate
+    first = data["seed"] if seed is None else seed
+    seeds = [first + k for k in range(replications)]
+    mapper: Mapper = _serial_map if executor is None else (lambda fn, args: list(executor.map(fn, *zip(*args))))
+    search = _RateSearch(data, folder, seeds=seeds, confidence=confidence, mapper=mapper, trace_rate=trace_rate)
+
+    t_min = sc.single_request_s(data, folder)
+    search.num_runs += 1
+    low = lower_rate if lower_rate is not None else 0.1 / t_min
+    high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
+    note = _bracket(search, low, high, max_doublings)
+    while not note and (rate := search.next_rate(tolerance)) is not None:
+        if search.num_runs + replications > max_runs:
+            note = f"stopped after {search.num_runs} runs (max_runs); the interval is wider than the tolerance"
+            break
+        search.test(rate)
+    return _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
+
+
+def _bracket(search: _RateSearch, low: float, high: float, max_doublings: int) -> str:
+    """Tests the bracket's ends, doubling the upper one until an SLO fails; a note if the search must stop."""
+    if search.test(low).verdict is not Verdict.FEASIBLE:
+        return f"the SLOs are not shown to hold even at {low:.4g} requests/s (the pessimistic rate)"
+    for _ in range(max_doublings + 1):
+        if search.test(high).verdict is Verdict.INFEASIBLE:
+            return ""
+        high *= 2
+    return f"the SLOs still hold at {high / 2:.4g} requests/s; raise max_doublings or upper_rate"
+
+
+def _result(search: _RateSearch, *, confidence: float, tolerance: float, t_min: float, note: str) -> GoodputResult:
+    points = search.sorted_points()
+    infeasible = [p.rate_per_s for p in points if p.verdict is Verdict.INFEASIBLE]
+    cap = infeasible[0] if infeasible else math.inf
+    feasible = [p.rate_per_s for p in points if p.verdict is Verdict.FEASIBLE and p.rate_per_s < cap]
+    best = feasible[-1] if feasible else 0.0
+    slo = {m: dict(stats) for m, stats in search.data["slo"].items()}
+    return GoodputResult(goodput_rps=best, interval_rps=(best, cap), estimate_rps=_estimate(points),
+                         confidence=confidence, replications=len(search.seeds), seeds=list(search.seeds),
+                         tolerance=tolerance, num_runs=search.num_runs, single_request_s=t_min, points=points,
+                         slo=slo, note=note)
+
+
+def summarize_points(result: GoodputResult) -> Mapping[str, Any]:
+    """A compact view for tables: goodput, interval ends, estimate, runs."""
+    return {"goodput_rps": result.goodput_rps, "goodput_upper_rps": _finite(result.interval_rps[1]),
+            "goodput_estimate_rps": result.estimate_rps, "runs": result.num_runs}

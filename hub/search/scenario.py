@@ -1,0 +1,119 @@
+"""Scenario plumbing shared by the goodput and deployment searches.
+
+Main names: :func:`as_mapping` (any config form -> plain mapping and base
+folder), :func:`with_rate` (the same scenario at another request rate),
+:func:`single_request` (the scenario reduced to one mean-sized request),
+:func:`replicate` (one seeded run -> the SLO statistics it observed).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..config import ScenarioConfig, load_config, parse_config
+from ..errors import HubError, ScenarioError
+from ..runner import run
+from ..workload import generate_requests
+
+log = logging.getLogger(__name__)
+
+ConfigLike = ScenarioConfig | Mapping[str, Any] | str | Path
+_RATED = ("poisson", "gamma", "uniform")
+
+
+def as_mapping(config: ConfigLike, *, overrides: tuple[str, ...] | list[str] = (),
+               base_dir: str | Path | None = None) -> tuple[dict[str, Any], Path]:
+    """A validated scenario as a plain (JSON-ready) mapping, and the folder its relative paths resolve against.
+
+    The output folder is cleared: searches run many scenarios and keep only their statistics.
+    """
+    if isinstance(config, (str, Path)):
+        scenario, folder = load_config(config, overrides=overrides)
+    elif isinstance(config, ScenarioConfig):
+        scenario = parse_config(config.model_dump(mode="json"), overrides=overrides) if overrides else config
+        folder = Path.cwd()
+    else:
+        scenario, folder = parse_config(config, overrides=overrides), Path.cwd()
+    data = scenario.model_dump(mode="json")
+    data["output"] = {"dir": None, "plots": False}
+    return data, Path(base_dir).resolve() if base_dir is not None else folder
+
+
+def base_rate(data: Mapping[str, Any], base_dir: Path) -> float:
+    """Mean arrival rate of a trace-driven workload at speedup 1 (requests per second)."""
+    scenario = parse_config({**data, "workload": {**data["workload"],
+                                                  "arrival": {**data["workload"]["arrival"], "speedup": 1.0}}})
+    specs = generate_requests(scenario.workload, np.random.default_rng(scenario.seed), base_dir=base_dir)
+    span_s = (specs[-1].arrival_ns - specs[0].arrival_ns) / 1e9
+    if len(specs) < 2 or span_s <= 0:
+        raise ScenarioError("workload.arrival", "the trace's arrivals span no time; goodput needs a rate to vary")
+    return (len(specs) - 1) / span_s
+
+
+def with_rate(data: Mapping[str, Any], rate_per_s: float, *, trace_rate: float | None = None) -> dict[str, Any]:
+    """The scenario with its arrival process at ``rate_per_s`` (a trace replayed faster or slower).
+
+    Raises:
+        ScenarioError: the arrival process has no rate (``constant``).
+    """
+    arrival = dict(data["workload"]["arrival"])
+    if arrival["process"] in _RATED:
+        arrival["rate_per_s"] = rate_per_s
+    elif arrival["process"] == "trace" and trace_rate:
+        arrival["speedup"] = rate_per_s / trace_rate
+    else:
+        raise ScenarioError("workload.arrival.process", f"goodput varies the request rate, which "
+                                                        f"{arrival['process']!r} arrivals do not have; use poisson, "
+                                                        f"gamma, uniform or trace")
+    return {**data, "workload": {**data["workload"], "arrival": arrival}}
+
+
+def single_request(data: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The scenario with one request of the workload's mean input and output length, alone."""
+    scenario = parse_config(data)
+    specs = generate_requests(scenario.workload, np.random.default_rng(scenario.seed), base_dir=base_dir)
+    mean_in = max(1, round(float(np.mean([s.input_tokens for s in specs]))))
+    mean_out = max(1, round(float(np.mean([s.output_tokens for s in specs]))))
+    workload: dict[str, Any] = {"requests": 1, "arrival": {"process": "constant"},
+                                "input_tokens": {"dist": "fixed", "value": mean_in},
+                                "output_tokens": {"dist": "fixed", "value": mean_out}}
+    if data["workload"].get("models"):
+        workload["models"] = data["workload"]["models"]
+    return {**copy.deepcopy(dict(data)), "workload": workload}
+
+
+def single_request_s(data: Mapping[str, Any], base_dir: Path) -> float:
+    """T_min of BestServe: end-to-end seconds of one mean-sized request served alone."""
+    result = run(single_request(data, base_dir), base_dir=base_dir)
+    value = result.summary["latency"]["e2e_s"]["mean"]
+    if not value or value <= 0:
+        raise ScenarioError("workload", "a single request took no simulated time; cannot bound the request rate")
+    return float(value)
+
+
+def replicate(data: Mapping[str, Any], base_dir: str, seed: int) -> dict[str, float]:
+    """Runs the scenario with ``seed``; returns each SLO statistic it observed, keyed ``metric.statistic``.
+
+    A statistic with no completed request behind it is inf (the SLO is not
+    met); one the workload cannot have (TPOT of one-token answers) is 0. A run
+    whose requests never finish counts as inf for every statistic.
+    """
+    scenario = {**data, "seed": seed}
+    try:
+        summary = run(scenario, base_dir=base_dir).summary
+    except HubError as err:
+        log.info("seed %d: run did not finish (%s); counting the SLO as violated", seed, err)
+        return {f"{m}.{s}": math.inf for m, stats in data["slo"].items() for s in stats}
+    completed = summary["requests"]["completed"]
+    values: dict[str, float] = {}
+    for metric, stats in summary["slo"].items():
+        for stat, entry in stats.items():
+            observed = entry["observed"]
+            values[f"{metric}.{stat}"] = math.inf if not completed else float(observed or 0.0)
+    return values

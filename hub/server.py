@@ -1,0 +1,238 @@
+"""The hub as a gRPC service (``cosim hub``): HubService + health + reflection.
+
+``Run`` runs a submitted config on a worker thread and streams the runner's
+progress; the last update carries ``summary.json`` (or the error, and the
+stream then ends with a status: INVALID_ARGUMENT for a bad config,
+UNAVAILABLE for a backend that stayed down, CANCELLED when the submitter went
+away). Each run gets its own folder under ``runs_dir``; ``GetReport`` returns
+its files, partial ones included. Backend names resolve through the hub's
+:class:`~cosim.hub.registry.BackendRegistry`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import re
+import threading
+import time
+import uuid
+from concurrent import futures
+from pathlib import Path
+from typing import Any, Iterator
+
+import grpc
+import yaml
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from cosim.v1 import hub_service_pb2 as hub_pb
+from cosim.v1 import hub_service_pb2_grpc as hub_grpc
+from cosim.v1 import memory_service_pb2_grpc as mem_grpc
+from cosim.v1 import network_service_pb2_grpc as net_grpc
+from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
+from cosim.v1 import types_pb2 as pb
+
+from .config import ScenarioConfig, parse_config
+from .errors import BackendError, CosimError, HubError, ScenarioError
+from .registry import BackendRegistry
+from .runner import run
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = "cosim.v1.HubService"
+# Reports carry whole run folders (trace.json, plots): lift gRPC's 4 MB default.
+MESSAGE_OPTIONS = [("grpc.max_send_message_length", 512 << 20), ("grpc.max_receive_message_length", 512 << 20)]
+_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$")
+_STATUS = {ScenarioError: grpc.StatusCode.INVALID_ARGUMENT, BackendError: grpc.StatusCode.UNAVAILABLE,
+           HubError: grpc.StatusCode.INTERNAL}
+
+
+class RunCancelled(CosimError):
+    """The submitter went away; the run stops at its next progress report."""
+
+
+class HubServicer(hub_grpc.HubServiceServicer):
+    """Runs submitted scenarios on the hub's backends.
+
+    Args:
+        runs_dir: where run folders go (one per run, named by run id).
+        registry: addresses of backends named in submitted configs.
+        data_dir: folder relative paths in submitted configs (traces) resolve against.
+        allow_launch: let submitted configs start ``command:`` and ``image:`` backends
+            on the hub's machine (off by default: a submitted config is untrusted input).
+    """
+
+    def __init__(self, runs_dir: str | Path, *, registry: BackendRegistry | None = None,
+                 data_dir: str | Path = ".", allow_launch: bool = False) -> None:
+        self.runs_dir = Path(runs_dir)
+        self.registry = registry or BackendRegistry()
+        self.data_dir = Path(data_dir)
+        self.allow_launch = allow_launch
+
+    def prepare(self, request: hub_pb.RunRequest) -> ScenarioConfig:
+        """Parses, overrides, checks and resolves a submitted config.
+
+        Raises:
+            ScenarioError: invalid YAML or config, or a launch this hub does not allow.
+        """
+        try:
+            data = yaml.safe_load(request.config_yaml)
+        except yaml.YAMLError as err:
+            raise ScenarioError("config", f"not valid YAML: {err}") from None
+        if not isinstance(data, dict):
+            raise ScenarioError("config", "a config is a YAML mapping with keys models, hardware, backends, ...")
+        config = self.registry.resolve(parse_config(data, overrides=list(request.overrides)))
+        if not self.allow_launch:
+            for name, backend in config.backends.items():
+                if backend.source in ("command", "image"):
+                    raise ScenarioError(
+                        f"backends.{name}.{backend.source}",
+                        "this hub does not start commands or containers for submitted configs; give the backend "
+                        "an address:, register it with the hub (--backends), or start the hub with --allow-launch")
+        return config
+
+    def Run(self, request: hub_pb.RunRequest, context: grpc.ServicerContext) -> Iterator[hub_pb.RunUpdate]:
+        try:
+            config = self.prepare(request)
+        except ScenarioError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+        folder = self.runs_dir / run_id
+        log.info("run %s: %d clients, %d requests", run_id, len(config.clients), config.workload.requests)
+        updates: queue.Queue[hub_pb.RunUpdate | BaseException | None] = queue.Queue()
+        last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.requests)
+
+        def on_progress(completed: int, total: int, sim_ns: int) -> None:
+            if not context.is_active():
+                raise RunCancelled("the submitter disconnected")
+            updates.put(hub_pb.RunUpdate(run_id=run_id, completed_requests=completed, total_requests=total,
+                                         sim_time_ns=sim_ns))
+
+        def work() -> None:
+            try:
+                run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress)
+                updates.put(None)
+            except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
+                updates.put(err)
+
+        threading.Thread(target=work, name=f"run-{run_id}", daemon=True).start()
+        yield last  # the run id, at once
+        while isinstance(item := updates.get(), hub_pb.RunUpdate):
+            last = item
+            yield item
+        final = hub_pb.RunUpdate(run_id=run_id, completed_requests=last.completed_requests,
+                                 total_requests=last.total_requests, sim_time_ns=last.sim_time_ns,
+                                 summary_json=_read(folder / "summary.json"))
+        if item is None:
+            log.info("run %s finished", run_id)
+            yield final
+            return
+        final.error = str(item)
+        code = next((c for t, c in _STATUS.items() if isinstance(item, t)), grpc.StatusCode.INTERNAL)
+        if isinstance(item, RunCancelled):
+            code = grpc.StatusCode.CANCELLED
+        if code == grpc.StatusCode.INTERNAL and not isinstance(item, CosimError):
+            log.error("run %s failed", run_id, exc_info=item)
+        else:
+            log.warning("run %s failed: %s", run_id, item)
+        yield final
+        context.set_code(code)
+        context.set_details(str(item))
+
+    def GetReport(self, request: hub_pb.GetReportRequest, context: grpc.ServicerContext) -> hub_pb.GetReportResponse:
+        folder = self.runs_dir / request.run_id
+        if not _RUN_ID.match(request.run_id) or not folder.is_dir():
+            context.abort(grpc.StatusCode.NOT_FOUND, f"run_id={request.run_id!r}: no such run on this hub")
+        files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+        return hub_pb.GetReportResponse(files=files)
+
+    def ListBackends(self, request: hub_pb.ListBackendsRequest,
+                     context: grpc.ServicerContext) -> hub_pb.ListBackendsResponse:
+        entries = sorted(self.registry.addresses.items())
+        with futures.ThreadPoolExecutor(max_workers=max(1, min(8, len(entries)))) as pool:
+            statuses = list(pool.map(lambda item: probe_backend(*item), entries))
+        return hub_pb.ListBackendsResponse(backends=statuses)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+
+
+def probe_backend(name: str, address: str, *, timeout_s: float = 2.0) -> hub_pb.BackendStatus:
+    """Health and Describe of the backend at ``address`` (whichever service it serves)."""
+    status = hub_pb.BackendStatus(name=name, address=address)
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
+        except grpc.RpcError as err:
+            log.info("backend %s at %s: health check failed: %s", name, address, err.code())  # type: ignore[attr-defined]
+            return status
+        status.healthy = reply.status == health_pb2.HealthCheckResponse.SERVING
+        if not status.healthy:
+            return status
+        for stub in (rt_grpc.RuntimeBackendServiceStub, mem_grpc.MemoryBackendServiceStub,
+                     net_grpc.NetworkBackendServiceStub):
+            try:
+                status.info.CopyFrom(stub(channel).Describe(pb.DescribeRequest(), timeout=timeout_s).info)
+                break
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                    break
+    return status
+
+
+class HubServer:
+    """A running hub: HubService, health and reflection on one port.
+
+    Args:
+        servicer: the HubService implementation.
+        host: interface to bind (``0.0.0.0`` in containers).
+        port: port to listen on; 0 picks a free one.
+    """
+
+    def __init__(self, servicer: HubServicer, *, host: str = "127.0.0.1", port: int = 0,
+                 max_workers: int = 8) -> None:
+        self.servicer = servicer
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=MESSAGE_OPTIONS)
+        hub_grpc.add_HubServiceServicer_to_server(servicer, self._server)
+        self._health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self._server)
+        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        if self.port == 0:
+            raise OSError(f"could not bind the hub to {host}:{port}")
+        self.address = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]') else host}:{self.port}"
+
+    def start(self) -> "HubServer":
+        """Starts serving and marks the hub SERVING."""
+        self._server.start()
+        for service in ("", SERVICE_NAME):
+            self._health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info("hub listening on %s (runs in %s)", self.address, self.servicer.runs_dir)
+        return self
+
+    def stop(self, grace: float | None = 0) -> None:
+        """Marks the hub NOT_SERVING and stops, letting calls finish for ``grace`` s."""
+        self._health.enter_graceful_shutdown()
+        self._server.stop(grace).wait()
+
+    def wait(self) -> None:
+        """Blocks until the server stops."""
+        self._server.wait_for_termination()
+
+    def __enter__(self) -> "HubServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def summary_of(update: hub_pb.RunUpdate) -> dict[str, Any]:
+    """The summary a final RunUpdate carries (empty if none)."""
+    return dict(json.loads(update.summary_json)) if update.summary_json else {}
