@@ -5,11 +5,15 @@ The Python API mirrors the CLI::
     import cosim
     result = cosim.run("examples/quickstart.yaml", overrides=["seed=3"])
     result.summary["latency"]["ttft_s"]["p90"]
+    cosim.goodput("examples/quickstart.yaml").goodput_rps       # highest rate meeting the SLOs
+    cosim.search("examples/search/math_reasoning.yaml").rows    # deployments ranked per dollar
 """
 
 from cosim.hub.errors import BackendError, CosimError, HubError, ScenarioError
 from cosim.hub.runner import RunResult, run
+from cosim.hub.search import GoodputResult, SearchResult, goodput, search
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendError", "CosimError", "HubError", "RunResult", "ScenarioError", "run"]
+__all__ = ["BackendError", "CosimError", "GoodputResult", "HubError", "RunResult", "ScenarioError", "SearchResult",
+           "goodput", "run", "search"]

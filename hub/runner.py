@@ -23,6 +23,7 @@ from cosim.v1 import types_pb2 as pb
 from . import presets
 from .backends import (BUILTIN_BACKENDS, LaunchedBackend, RuntimeClient, attach_address, launch_command,
                        launch_image, launch_python)
+from .backends.inprocess import in_process_runtime_client
 from .backends.proxy import RuntimeSessionProxy
 from .clients.llm import LLMClient
 from .config import BackendConfig, ClientConfig, ScenarioConfig, load_config, parse_config
@@ -138,13 +139,22 @@ def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
 
 
 @contextlib.contextmanager
-def started_backends(config: ScenarioConfig, names: Sequence[str]) -> Iterator[dict[str, RuntimeClient]]:
-    """Starts (or attaches to) each named backend; stops what it started on exit."""
+def started_backends(config: ScenarioConfig, names: Sequence[str], *,
+                     in_process: bool = False) -> Iterator[dict[str, RuntimeClient]]:
+    """Starts (or attaches to) each named backend; stops what it started on exit.
+
+    ``in_process`` calls built-in and ``python:`` backends without gRPC (for
+    ``cosim bench``'s measure of the gRPC boundary; runs never use it).
+    """
     launched: list[LaunchedBackend] = []
     clients: dict[str, RuntimeClient] = {}
     try:
         for name in names:
             backend = config.backends[name]
+            reference = BUILTIN_BACKENDS[backend.kind] if backend.kind else backend.python
+            if in_process and reference:
+                clients[name] = in_process_runtime_client(name, reference)
+                continue
             handle = _launch(name, backend)
             launched.append(handle)
             clients[name] = RuntimeClient(name, handle.address, deadline_s=backend.deadline_s)
@@ -239,7 +249,7 @@ class Simulation:
         """summary.json content, with backend statistics."""
         lookups = sum(p.num_lookups for p in self.proxies.values())
         hits = sum(p.num_hits for p in self.proxies.values())
-        rpcs = sum(p.client.num_calls for p in self.proxies.values())
+        rpcs = sum(client.num_calls for client in {id(p.client): p.client for p in self.proxies.values()}.values())
         extra = {
             "backends": {"steps_timed": lookups, "cache_hit_rate": round(hits / lookups, 6) if lookups else 0.0,
                          "rpcs": rpcs,

@@ -2,28 +2,25 @@
 
 An access first waits the level's fixed latency, then streams its bytes. The
 streaming accesses of a channel split its bandwidth equally (processor
-sharing), so each start or finish changes everyone's rate; the channel keeps
-fractional-nanosecond times internally and callers round with
-:func:`~cosim.adapters.memory.formula.to_ns`.
+sharing), so each start or finish changes everyone's rate.
+
+Because every streaming flow gets the same rate, the channel tracks one
+number, ``service_bytes``: bytes each streaming flow has received since the
+channel was last idle. A flow joining at service S with B bytes is done when
+service reaches S + B, so flows finish in the order of those thresholds (a
+heap) and each event costs O(log n). Times are fractional nanoseconds here;
+callers round with :func:`~cosim.adapters.memory.formula.to_ns`.
 
 Main name: :class:`SharedChannel`.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
+import heapq
 import math
 
 # A flow is done when less than this fraction of its bytes is left (float noise).
 _DONE_FRACTION = 1e-9
-
-
-@dataclasses.dataclass
-class _Flow:
-    join_ns: float  # when the latency is over and streaming starts
-    size_bytes: float
-    remaining_bytes: float
 
 
 class SharedChannel:
@@ -37,11 +34,20 @@ class SharedChannel:
     def __init__(self, bandwidth_gbps: float, clock_ns: float = 0.0) -> None:
         self.bandwidth = bandwidth_gbps
         self.clock_ns = clock_ns
-        self.flows: dict[int, _Flow] = {}
+        self.service_bytes = 0.0
+        self.streaming: list[tuple[float, int, float]] = []  # heap of (done at service, id, size)
+        self.waiting: list[tuple[float, int, float]] = []    # heap of (join_ns, id, size)
+
+    def __len__(self) -> int:
+        """Accesses in flight (waiting out their latency or streaming)."""
+        return len(self.streaming) + len(self.waiting)
 
     def start(self, access_id: int, latency_ns: int, size_bytes: int) -> None:
         """Starts an access at the channel's clock (call :meth:`run_until` first)."""
-        self.flows[access_id] = _Flow(self.clock_ns + latency_ns, float(size_bytes), float(size_bytes))
+        if latency_ns > 0:
+            heapq.heappush(self.waiting, (self.clock_ns + latency_ns, access_id, float(size_bytes)))
+        else:
+            heapq.heappush(self.streaming, (self.service_bytes + size_bytes, access_id, float(size_bytes)))
 
     def run_until(self, until_ns: float) -> list[tuple[float, int]]:
         """Moves the clock to ``until_ns`` and returns the flows finished on the way.
@@ -50,38 +56,38 @@ class SharedChannel:
             ``(finish_ns, access_id)`` pairs in finishing order.
 
         NOTE: between two consecutive events (a flow joining or finishing) the
-        set of streaming flows is fixed, so each advances at bandwidth / count;
+        number of streaming flows is fixed, so service grows at bandwidth / n;
         the loop jumps from event to event and stops at ``until_ns``.
         """
         finished: list[tuple[float, int]] = []
-        while self.flows:
-            active = {i: f for i, f in self.flows.items() if f.join_ns <= self.clock_ns}
-            next_join = min((f.join_ns for f in self.flows.values() if f.join_ns > self.clock_ns), default=math.inf)
-            rate = self.bandwidth / len(active) if active else 0.0
-            least_bytes = min((f.remaining_bytes for f in active.values()), default=math.inf)
-            next_finish = self.clock_ns + least_bytes / rate if active else math.inf
+        while self.streaming or self.waiting:
+            next_join = self.waiting[0][0] if self.waiting else math.inf
+            rate = self.bandwidth / len(self.streaming) if self.streaming else 0.0
+            next_finish = (self.clock_ns + (self.streaming[0][0] - self.service_bytes) / rate
+                           if self.streaming else math.inf)
             if min(next_join, next_finish) > until_ns:
-                for flow in active.values():
-                    flow.remaining_bytes -= (until_ns - self.clock_ns) * rate
+                self.service_bytes += (until_ns - self.clock_ns) * rate
                 break
             if next_join < next_finish:
-                for flow in active.values():
-                    flow.remaining_bytes -= (next_join - self.clock_ns) * rate
+                self.service_bytes += (next_join - self.clock_ns) * rate
                 self.clock_ns = next_join
+                while self.waiting and self.waiting[0][0] <= self.clock_ns:
+                    _, access_id, size = heapq.heappop(self.waiting)
+                    heapq.heappush(self.streaming, (self.service_bytes + size, access_id, size))
                 continue
-            # Every streaming flow moved exactly least_bytes; the smallest ones are done.
-            # Deciding by bytes, not by clock arithmetic, keeps the loop finite at large clocks.
-            self.clock_ns = next_finish
-            for access_id, flow in active.items():
-                flow.remaining_bytes -= least_bytes
-                if flow.remaining_bytes <= flow.size_bytes * _DONE_FRACTION:
-                    finished.append((next_finish, access_id))
-                    del self.flows[access_id]
+            # Setting service to the threshold, not adding rate x time, keeps the
+            # finishing flow exact and the loop finite at large clocks.
+            self.clock_ns, self.service_bytes = next_finish, self.streaming[0][0]
+            while self.streaming and self.streaming[0][0] - self.service_bytes <= self.streaming[0][2] * _DONE_FRACTION:
+                finished.append((next_finish, heapq.heappop(self.streaming)[1]))
+            if not self.streaming:
+                self.service_bytes = 0.0  # idle: restart the count, bounding float growth
         if until_ns != math.inf:
             self.clock_ns = max(self.clock_ns, until_ns)
         return finished
 
     def projected(self) -> dict[int, float]:
-        """Finish time of every flow in flight if nothing else starts (provisional)."""
-        twin = copy.deepcopy(self)
+        """Finish time of every access in flight if nothing else starts (provisional)."""
+        twin = SharedChannel(self.bandwidth, self.clock_ns)
+        twin.service_bytes, twin.streaming, twin.waiting = self.service_bytes, list(self.streaming), list(self.waiting)
         return {access_id: finish_ns for finish_ns, access_id in twin.run_until(math.inf)}

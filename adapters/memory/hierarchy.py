@@ -10,8 +10,9 @@ Protocol, as the hub sees it:
 2. ``Advance(until_ns)`` moves the session clock to ``until_ns`` and returns
    every access finished at or before it (by time, then id), and
    ``next_event_ns``, the earliest provisional finish still pending (-1 if
-   none). The hub puts that time in its event queue; a later Access may push
-   it back, never forward of the hub's clock.
+   none). The hub puts that time in its event queue. A later Access can only
+   delay what is already in flight (it takes a share of the bandwidth); its
+   own provisional finishes come back in its results.
 
 Contents. Each level is an LRU store keyed by ``MemoryAccess.key`` (a prefix
 id). A level with ``shared_by`` is one store and one bandwidth for the
@@ -102,7 +103,9 @@ class Hierarchy:
         for result, access in zip(results, accesses):
             if access.id in self.in_flight:
                 channel = self.in_flight[access.id].channel
-                finish = projections.setdefault(id(channel), channel.projected())[access.id]
+                if id(channel) not in projections:
+                    projections[id(channel)] = channel.projected()
+                finish = projections[id(channel)][access.id]
                 result.duration_ns = to_ns(finish) - access.now_ns
             else:
                 result.duration_ns = self.finished[access.id] - access.now_ns
@@ -113,7 +116,7 @@ class Hierarchy:
         self._move_clock(until_ns, field="until_ns")
         done = sorted((completion_ns, access_id) for access_id, completion_ns in self.finished.items())
         self.finished.clear()
-        pending = [finish for inst in self.instances.values() if inst.channel.flows
+        pending = [finish for inst in self.instances.values() if inst.channel
                    for finish in inst.channel.projected().values()]
         return pb.AdvanceResponse(
             completions=[pb.Completion(id=access_id, completion_ns=t) for t, access_id in done],

@@ -42,9 +42,11 @@ class BackendClient:
         attempts: tries for idempotent calls before giving up.
     """
 
-    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, attempts: int = 5) -> None:
+    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, attempts: int = 5,
+                 stub: Any = None) -> None:
         self.name, self.address, self.deadline_s = name, address, deadline_s
-        self.channel = grpc.insecure_channel(address, options=[
+        # A given stub (see inprocess.py) replaces the channel.
+        self.channel = None if stub is not None else grpc.insecure_channel(address, options=[
             ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts),
@@ -71,7 +73,8 @@ class BackendClient:
                                client=self.client, sim_time_ns=sim_time_ns) from err
 
     def close(self) -> None:
-        self.channel.close()
+        if self.channel is not None:
+            self.channel.close()
 
 
 class RuntimeClient(BackendClient):
@@ -79,7 +82,8 @@ class RuntimeClient(BackendClient):
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
-        self.stub = rt_grpc.RuntimeBackendServiceStub(self.channel)
+        self.stub = kwargs["stub"] if kwargs.get("stub") is not None else \
+            rt_grpc.RuntimeBackendServiceStub(self.channel)
 
     def describe(self) -> pb.BackendInfo:
         return self.call(self.stub.Describe, pb.DescribeRequest()).info

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from cosim.v1 import types_pb2 as pb
 
@@ -63,8 +63,9 @@ class RuntimeSessionProxy:
             self._cache.popitem(last=False)
 
     def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int,
-                  ahead: Sequence[Signature] = ()) -> Timing:
-        """Timing of one step; on a miss, ``ahead`` (predicted next batches) rides along in the same call."""
+                  ahead: Callable[[int], Sequence[Signature]] | None = None) -> Timing:
+        """Timing of one step. On a miss, ``ahead(n)`` (up to n predicted next
+        batches) rides along in the same call."""
         key = (tuple(new_tokens), tuple(context_tokens))
         self.num_lookups += 1
         if self.use_cache:
@@ -74,9 +75,9 @@ class RuntimeSessionProxy:
                 self._hits_since_miss += 1
                 return hit
         keys = [key]
-        if self.lookahead and ahead:
+        if self.lookahead and ahead is not None:
             depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss))
-            keys += [k for k in ahead[:depth] if k != key and k not in self._cache]
+            keys += [k for k in ahead(depth) if k != key and k not in self._cache]
             self.num_predicted += len(keys) - 1
         self._hits_since_miss = 0
         batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]

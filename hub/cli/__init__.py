@@ -18,8 +18,11 @@ from ..errors import CosimError, ScenarioError
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
     "run",
+    "goodput",
+    "search",
     "predict",
     "calibrate",
+    "train",
     "serve",
     "hub",
     "submit",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-PREDICT_MODULES = ("predict_step", "predict_network")
+PREDICT_MODULES = ("predict_step", "predict_network", "predict_kv")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -19,7 +19,8 @@ class TimingSource(Protocol):
     """Anything that times a step from its token arrays (the backend proxy)."""
 
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
-                  ahead: Seq[tuple[tuple[int, ...], tuple[int, ...]]] = ()) -> "TimingLike": ...
+                  ahead: Callable[[int], Seq[tuple[tuple[int, ...], tuple[int, ...]]]] | None = None
+                  ) -> "TimingLike": ...
 
 
 class TimingLike(Protocol):
@@ -81,7 +82,8 @@ class LLMClient:
         if not step.seqs:
             return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
-        ahead = self.scheduler.lookahead(step, self.max_lookahead) if self.max_lookahead else []
+        ahead = (lambda depth: self.scheduler.lookahead(step, min(depth, self.max_lookahead))) \
+            if self.max_lookahead else None
         timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
         if step.swap_bytes:

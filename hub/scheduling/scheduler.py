@@ -150,16 +150,17 @@ class Scheduler:
         """The decode-only batches that follow ``step`` if no work arrives.
 
         Once every running sequence is decoding, each later step is the same
-        sequences with contexts one longer, until the first one finishes (or a
-        preemption, which only makes a prediction unused). A waiting request
-        that ``step`` could not admit stays out until a sequence finishes, so
-        the batches up to then are exact. Returns at most ``max_steps``
-        (new_tokens, context_tokens) signatures; empty when prediction stops
-        at once (a prompt still in chunks).
+        sequences with contexts one longer; a sequence leaves after its last
+        token. A waiting request that ``step`` could not admit can only get in
+        when one leaves, so with a non-empty queue the prediction stops at the
+        first departure (static batching never admits mid-batch). A preemption
+        only makes predictions unused. Returns at most ``max_steps``
+        (new_tokens, context_tokens) signatures; none while a prompt is still
+        being chunked.
         """
         scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
         contexts: list[int] = []
-        min_left = max_steps
+        lefts: list[int] = []
         for seq in self.running:
             computed = seq.num_computed + scheduled.get(id(seq), 0)
             sampled = computed >= seq.num_tokens
@@ -168,11 +169,22 @@ class Scheduler:
             left = seq.target_generated - seq.request.generated_tokens - sampled
             if left > 0:
                 contexts.append(computed)
-                min_left = min(min_left, left)
-        if not contexts:
-            return []
-        ones = (1,) * len(contexts)
-        return [(ones, tuple(c + i for c in contexts)) for i in range(min_left)]
+                lefts.append(left)
+        through_departures = not self.waiting or self.config.batching == "static"
+        batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        while contexts and len(batches) < max_steps:
+            run = min(lefts)
+            if through_departures:
+                run = min(run, max_steps - len(batches))
+            else:
+                run = min(run, max_steps)
+            ones = (1,) * len(contexts)
+            batches += [(ones, tuple([c + i for c in contexts])) for i in range(run)]
+            if not through_departures:
+                break
+            kept = [(c + run, left - run) for c, left in zip(contexts, lefts) if left > run]
+            contexts, lefts = [c for c, _ in kept], [left for _, left in kept]
+        return batches[:max_steps]
 
     # -- preemption ----------------------------------------------------------
     def _preempt(self, seq: Sequence) -> None:

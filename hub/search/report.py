@@ -15,9 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
@@ -89,6 +86,9 @@ def markdown(rows: Sequence[Row]) -> str:
 
 def plot_pareto(path: Path, rows: Sequence[Row], title: str = "") -> None:
     """Goodput against cost per hour, one marker per deployment kind, the Pareto front joined."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # late: only searches that write plot
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot(1, 1, 1)
     live = [r for r in rows if r["status"] == "ok"]

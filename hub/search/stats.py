@@ -31,8 +31,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from scipy import stats as scipy_stats  # a dependency of scikit-learn, already required
-
 
 class Verdict(str, enum.Enum):
     """Outcome of the feasibility test at one request rate."""
@@ -64,7 +62,9 @@ def t_quantile(level: float, num: int) -> float:
     """One-sided Student-t quantile at ``level`` with ``num - 1`` degrees of freedom (0 for one sample)."""
     if num < 2:
         return 0.0
-    return float(scipy_stats.t.ppf(level, num - 1))
+    from scipy import stats  # a dependency of scikit-learn; imported late so `import cosim` stays quick
+
+    return float(stats.t.ppf(level, num - 1))
 
 
 def confidence_bounds(values: Sequence[float], level: float) -> tuple[float, float, float]:

@@ -168,3 +168,15 @@ def test_dedicated_levels_keep_separate_contents_per_client() -> None:
     do(STORE, "k", client="x")
     assert do(LOOKUP, "k", client="y").level == -1
     assert do(LOOKUP, "k", client="x").level == 0
+
+
+def test_processor_sharing_conserves_work_and_orders_by_size() -> None:
+    """Flows started together finish smallest first; the last finishes when all bytes have moved."""
+    channel = SharedChannel(4.0, clock_ns=10**15)  # a late clock must not stall the event loop
+    for access_id, size in enumerate([400, 100, 300, 200]):
+        channel.start(access_id, 0, size)
+    finishes = channel.run_until(float("inf"))
+    assert [access_id for _, access_id in finishes] == [1, 3, 2, 0]
+    # 100 B at 1 B/ns each (4 flows), then 100 more at 4/3, 100 more at 2, the last 100 alone at 4.
+    assert [t - 10**15 for t, _ in finishes] == pytest.approx([100, 175, 225, 250])
+    assert len(channel) == 0

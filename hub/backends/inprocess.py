@@ -1,0 +1,57 @@
+"""Calling a backend's servicer directly, without gRPC.
+
+Used by ``cosim bench`` to measure what the gRPC boundary costs: the same
+backend, the same servicer code (sessions, validation), no channel. Runs
+always go over gRPC.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import grpc
+
+from .clients import RuntimeClient
+
+
+class DirectRpcError(grpc.RpcError):
+    """What a servicer's ``context.abort`` raises when called directly."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class _Context:
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        raise DirectRpcError(code, details)
+
+
+class DirectStub:
+    """Looks like a generated stub; each method calls the servicer in this thread."""
+
+    def __init__(self, servicer: Any) -> None:
+        self._servicer = servicer
+
+    def __getattr__(self, rpc: str) -> Callable[..., Any]:
+        method = getattr(self._servicer, rpc)
+
+        def call(request: Any, timeout: float | None = None) -> Any:
+            return method(request, _Context())
+
+        call._method = rpc  # type: ignore[attr-defined]
+        return call
+
+
+def in_process_runtime_client(name: str, reference: str) -> RuntimeClient:
+    """A RuntimeClient whose calls go straight to a fresh ``module:Class`` backend's servicer."""
+    from cosim.adapters.sdk import load_backend
+    from cosim.adapters.sdk.servicers import RuntimeServicer
+
+    return RuntimeClient(name, "in-process", stub=DirectStub(RuntimeServicer(load_backend(reference))))
