@@ -40,7 +40,14 @@ if [[ "$(cat "$WHEELS/deps/.stamp" 2>/dev/null)" != "$STAMP" ]]; then
   rm -f "$WHEELS"/deps/cosim-*.whl
   echo "$STAMP" > "$WHEELS/deps/.stamp"
 fi
+# cosim from a clean copy of the working tree (tracked and new files, nothing ignored),
+# so stale build/ output never reaches the image.
+SRC=$(mktemp -d /tmp/cosim-src.XXXXXX)
+trap 'rm -rf "$SRC"' EXIT
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c '[ -e "{}" ] && echo "{}"' \
+   | tar -c -T - -f -) | tar -x -C "$SRC"
 rm -rf "$WHEELS/app"
-"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELS/app" "$ROOT"
+"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELS/app" "$SRC" 2>"$SRC/wheel.log" \
+  || { cat "$SRC/wheel.log" >&2; exit 1; }
 
 docker build --build-arg BASE="$BASE" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"

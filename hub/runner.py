@@ -197,7 +197,8 @@ class Simulation:
             if "INVALID_ARGUMENT" in err.message:
                 raise ScenarioError(where, f"backend {cfg.backend!r} rejected the client: {err.message}") from None
             raise
-        proxy = RuntimeSessionProxy(backend, opened.session_id, cache=self.config.backends[cfg.backend].cache)
+        proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name,
+                                    cache=self.config.backends[cfg.backend].cache)
         self.proxies[cfg.name] = proxy
         blocks = kv_capacity_blocks(cfg, model, hardware, where)
         info = ClientInfo(name=cfg.name, role=cfg.role, model=cfg.model, backend=cfg.backend,

@@ -52,12 +52,14 @@ class BackendClient:
             stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_exponential(multiplier=0.05, max=2.0),
             retry=tenacity.retry_if_exception(_is_transient), reraise=True)
-        self.client = ""  # the hub client a failure is reported for
         self.num_calls = 0
 
     def call(self, rpc: Callable[..., T], request: Any, *, idempotent: bool = True,
-             sim_time_ns: int | None = None) -> T:
-        """Calls ``rpc(request)`` with the deadline, retrying transient faults if idempotent."""
+             sim_time_ns: int | None = None, client: str = "") -> T:
+        """Calls ``rpc(request)`` with the deadline, retrying transient faults if idempotent.
+
+        ``client`` names the hub client the call is for, in the error if it fails.
+        """
         self.num_calls += 1
         try:
             if idempotent:
@@ -70,7 +72,7 @@ class BackendClient:
             method = getattr(rpc, "_method", b"")
             raise BackendError(f"{code.name}: {details}{hint}", backend=self.name, address=self.address,
                                rpc=method.decode() if isinstance(method, bytes) else str(method),
-                               client=self.client, sim_time_ns=sim_time_ns) from err
+                               client=client, sim_time_ns=sim_time_ns) from err
 
     def close(self) -> None:
         if self.channel is not None:
@@ -92,12 +94,12 @@ class RuntimeClient(BackendClient):
         return self.call(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
 
     def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch],
-                      *, sim_time_ns: int | None = None) -> list[pb.StepTiming]:
+                      *, sim_time_ns: int | None = None, client: str = "") -> list[pb.StepTiming]:
         reply = self.call(self.stub.PredictSteps, rt_pb.PredictStepsRequest(session_id=session_id, batches=batches),
-                          sim_time_ns=sim_time_ns)
+                          sim_time_ns=sim_time_ns, client=client)
         if len(reply.timings) != len(batches):
             raise BackendError(f"returned {len(reply.timings)} timings for {len(batches)} batches",
-                               backend=self.name, address=self.address, rpc="PredictSteps", client=self.client,
+                               backend=self.name, address=self.address, rpc="PredictSteps", client=client,
                                sim_time_ns=sim_time_ns)
         return list(reply.timings)
 

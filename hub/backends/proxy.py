@@ -39,15 +39,16 @@ class RuntimeSessionProxy:
     Args:
         client: the backend's gRPC client.
         session_id: the open session.
+        client_name: the hub client the session serves (named in errors).
         cache: whether to cache timings (a backend is deterministic per session).
         max_cache_entries: LRU bound, so long runs keep bounded memory.
     """
 
     MIN_LOOKAHEAD, MAX_LOOKAHEAD = 4, 256
 
-    def __init__(self, client: RuntimeClient, session_id: str, *, cache: bool = True, lookahead: bool = True,
-                 max_cache_entries: int = 20_000) -> None:
-        self.client, self.session_id = client, session_id
+    def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
+                 lookahead: bool = True, max_cache_entries: int = 20_000) -> None:
+        self.client, self.session_id, self.client_name = client, session_id, client_name
         self.use_cache, self.max_cache_entries = cache, max_cache_entries
         self.lookahead = lookahead and cache
         self._cache: OrderedDict[Signature, Timing] = OrderedDict()
@@ -81,7 +82,8 @@ class RuntimeSessionProxy:
             self.num_predicted += len(keys) - 1
         self._hits_since_miss = 0
         batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]
-        timings = [self._convert(t) for t in self.client.predict_steps(self.session_id, batches, sim_time_ns=now_ns)]
+        timings = [self._convert(t) for t in self.client.predict_steps(self.session_id, batches, sim_time_ns=now_ns,
+                                                                          client=self.client_name)]
         if self.use_cache:
             for k, timing in zip(keys, timings):
                 self._store(k, timing)

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "predict",
     "calibrate",
     "train",
+    "bench",
     "serve",
     "hub",
     "submit",

@@ -189,7 +189,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("lab-rust-roofline listening on {}", listener.local_addr()?);
 
     let (mut health, health_service) = tonic_health::server::health_reporter();
-    health.set_serving::<RuntimeBackendServiceServer<LabBackend>>().await;
+    health
+        .set_service_status("cosim.v1.RuntimeBackendService", tonic_health::ServingStatus::Serving)
+        .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::DESCRIPTORS)
         .build_v1alpha()?;

@@ -1,0 +1,65 @@
+"""``cosim bench``: fixed scenarios that measure how fast the hub simulates.
+
+Each scenario (examples/bench/*.yaml) runs twice in one process: once with
+its backends over gRPC on loopback (as every run does) and once with the
+same backends called in-process, so ``grpc_over_inprocess`` is the price of
+the process boundary. Reported per scenario: simulated requests and steps
+per wall second, backend RPCs per step, timing-cache hit rate, peak RSS.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import load_config
+from .errors import ScenarioError
+from .runner import Simulation, started_backends
+
+BENCH_DIR = Path(__file__).resolve().parents[1] / "examples" / "bench"
+SCENARIOS = ("chat-10k", "disagg-long", "mixed")
+
+
+def _timed_run(name: str, overrides: list[str], *, in_process: bool) -> tuple[float, Simulation]:
+    path = BENCH_DIR / f"{name}.yaml"
+    if not path.exists():
+        raise ScenarioError(str(path), f"benchmark scenario {name!r} not found; known: {', '.join(SCENARIOS)}")
+    config, folder = load_config(path, overrides=overrides)
+    started = time.perf_counter()
+    backends = list(dict.fromkeys(c.backend for c in config.clients))
+    with started_backends(config, backends, in_process=in_process) as clients:
+        simulation = Simulation(config, folder, clients)
+        error = simulation.run(progress=False)
+    if error is not None:
+        raise error
+    return time.perf_counter() - started, simulation
+
+
+def run_bench(name: str, *, requests: int | None = None, compare_in_process: bool = True) -> dict[str, Any]:
+    """Runs one benchmark scenario and returns its figures (the keys of ``cosim bench --json``)."""
+    overrides = [f"workload.requests={requests}"] if requests else []
+    wall_s, sim = _timed_run(name, overrides, in_process=False)
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    summary = sim.summarize(wall_s)
+    steps = sum(len(c.timeline) for c in sim.clients)
+    completed = summary["requests"]["completed"]
+    figures: dict[str, Any] = {
+        "scenario": name,
+        "requests": completed,
+        "wall_s": round(wall_s, 3),
+        "requests_per_wall_s": round(completed / wall_s, 1),
+        "steps_per_wall_s": round(steps / wall_s, 1),
+        "rpcs_per_step": round(summary["backends"]["rpcs"] / steps, 4) if steps else 0.0,
+        "cache_hit_rate": summary["backends"]["cache_hit_rate"],
+        "peak_rss_mb": round(peak_rss_mb, 1),
+        "grpc_over_inprocess": None,
+        "steps": steps,
+        "sim_time_s": summary["sim_time_s"],
+    }
+    if compare_in_process:
+        inproc_wall_s, _ = _timed_run(name, overrides, in_process=True)
+        figures["inprocess_wall_s"] = round(inproc_wall_s, 3)
+        figures["grpc_over_inprocess"] = round(wall_s / inproc_wall_s, 3)
+    return figures

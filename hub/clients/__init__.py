@@ -1,0 +1,1 @@
+"""Hub clients: serving instances (scheduler + cluster) driven by the coordinator."""
