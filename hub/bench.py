@@ -16,7 +16,7 @@ from typing import Any
 
 from .config import load_config
 from .errors import ScenarioError
-from .runner import Simulation, started_backends
+from .runner import Simulation, backend_names, started_backends
 
 BENCH_DIR = Path(__file__).resolve().parents[1] / "examples" / "bench"
 SCENARIOS = ("chat-10k", "disagg-long", "mixed")
@@ -28,8 +28,7 @@ def _timed_run(name: str, overrides: list[str], *, in_process: bool) -> tuple[fl
         raise ScenarioError(str(path), f"benchmark scenario {name!r} not found; known: {', '.join(SCENARIOS)}")
     config, folder = load_config(path, overrides=overrides)
     started = time.perf_counter()
-    backends = list(dict.fromkeys(c.backend for c in config.clients))
-    with started_backends(config, backends, in_process=in_process) as clients:
+    with started_backends(config, backend_names(config), in_process=in_process) as clients:
         simulation = Simulation(config, folder, clients)
         error = simulation.run(progress=False)
     if error is not None:

@@ -121,10 +121,31 @@ class LinkConfig(_Model):
     latency_s: float = Field(10e-6, ge=0, description="fixed latency per transfer, seconds")
 
 
+class TopologyDimConfig(_Model):
+    """One dimension of the network topology (ASTRA-sim network.yml)."""
+
+    kind: Literal["ring", "fully_connected", "switch"] = Field(description="basic topology of the dimension")
+    npus: int = Field(gt=1, description="NPUs in the dimension")
+    bandwidth_gbps: float = Field(gt=0, description="link bandwidth, GB/s (decimal)")
+    latency_ns: float = Field(0.0, ge=0, description="latency per hop, ns")
+
+
 class NetworkConfig(_Model):
-    """How data moves between clients (KV caches, retrieved context)."""
+    """How data moves between clients (KV caches, retrieved context).
+
+    With a network ``backend``, each client's devices become NPUs of
+    ``topology`` (in client order), and every transfer is timed by the backend:
+    ``predict`` is congestion-unaware; ``congestion_aware`` runs the backend
+    time-synchronized, so concurrent transfers slow each other down. Without
+    one, transfers take ``link`` latency plus size over bandwidth.
+    """
 
     backend: str | None = Field(None, description="a key of `backends` of a network backend; none = `link`")
+    mode: Literal["predict", "congestion_aware"] = Field("predict", description="how the backend is run")
+    topology: list[TopologyDimConfig] | None = Field(
+        None, description="dimensions, dim 0 first; default one switch over every client device at the slowest "
+                          "device's inter-node bandwidth")
+    kv_layers: int = Field(1, ge=1, description="KV sent as this many back-to-back messages (layer by layer)")
     link: LinkConfig = Field(default_factory=LinkConfig)
 
 

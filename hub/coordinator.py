@@ -21,7 +21,7 @@ from typing import Callable, Protocol
 
 from .clients.llm import LLMClient
 from .errors import ScenarioError
-from .kernel import ARRIVAL, DONE, Kernel
+from .kernel import ARRIVAL, Kernel
 from .records import RequestRecord, StageRecord
 from .router import Router
 from .scheduling import Sequence
@@ -29,9 +29,9 @@ from .workload import RequestSpec
 
 
 class TransferService(Protocol):
-    """Times a data transfer between two clients."""
+    """Moves data between two clients: ``on_done(duration_ns)`` runs when it arrives."""
 
-    def duration_ns(self, src: str, dst: str, size_bytes: int, *, now_ns: int) -> int: ...
+    def start(self, src: str, dst: str, size_bytes: int, on_done: Callable[[int], None]) -> None: ...
 
 
 class Coordinator:
@@ -107,11 +107,13 @@ class Coordinator:
         options = self.candidates("decode", request.model)
         decode_only = [c for c in options if "prefill" not in c.serves]
         client = self.router.choose(decode_only or options, request)
+        if client.name == seq.stage.client:
+            self._start_decode(request, client, 0)
+            return
         size = int(self.kv_bytes_per_token[request.model] * request.input_tokens)
-        duration = self.transfers.duration_ns(seq.stage.client, client.name, size, now_ns=now_ns) \
-            if client.name != seq.stage.client else 0
         self.transfer_bytes += size
-        self.kernel.call_at(now_ns + duration, DONE, self._start_decode, request, client, duration)
+        self.transfers.start(seq.stage.client, client.name, size,
+                             lambda duration_ns: self._start_decode(request, client, duration_ns))
 
     def _start_decode(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
         stage = StageRecord(kind="decode", client=client.name, enqueue_ns=self.kernel.now_ns, transfer_ns=transfer_ns)

@@ -18,11 +18,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 from google.protobuf import struct_pb2
 
+from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
 from . import presets
-from .backends import (BUILTIN_BACKENDS, LaunchedBackend, RuntimeClient, attach_address, launch_command,
-                       launch_image, launch_python)
+from .backends import (BUILTIN_BACKENDS, BackendClient, LaunchedBackend, NetworkClient, RuntimeClient,
+                       attach_address, launch_command, launch_image, launch_python)
 from .backends.inprocess import in_process_runtime_client
 from .backends.proxy import RuntimeSessionProxy
 from .clients.llm import LLMClient
@@ -34,7 +35,7 @@ from .metrics import ProgressBar, summarize, write_run_folder
 from .records import ClientInfo, RequestRecord
 from .router import Router
 from .scheduling import BlockManager, Scheduler
-from .transfers import LinkTransfers
+from .transfers import LinkTransfers, NetworkTransfers
 from .workload import generate_requests
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,28 @@ def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardwar
     return blocks
 
 
+def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.HardwareSpec]) -> net_pb.NetworkSessionSpec:
+    """The network session of a scenario: its topology, and each client's devices as consecutive NPUs."""
+    endpoints, offset = [], 0
+    for client in config.clients:
+        endpoints.append(net_pb.Endpoint(name=client.name, npu_ids=range(offset, offset + client.hardware.count)))
+        offset += client.hardware.count
+    network = config.network
+    if network.topology:
+        dims = [net_pb.TopologyDim(kind=_TOPOLOGY_KINDS[d.kind], npus=d.npus, bandwidth_gbps=d.bandwidth_gbps,
+                                   latency_ns=d.latency_ns) for d in network.topology]
+    else:
+        slowest = min(spec.inter_node_gbps for spec in hardware.values())
+        dims = [net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=max(2, offset), bandwidth_gbps=slowest,
+                                   latency_ns=network.link.latency_s * 1e9 / 2)]
+    mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if network.mode == "congestion_aware" else pb.SYNC_MODE_PREDICT
+    return net_pb.NetworkSessionSpec(client="hub", dims=dims, endpoints=endpoints, mode=mode)
+
+
+_TOPOLOGY_KINDS = {"ring": net_pb.TOPOLOGY_KIND_RING, "fully_connected": net_pb.TOPOLOGY_KIND_FULLY_CONNECTED,
+                   "switch": net_pb.TOPOLOGY_KIND_SWITCH}
+
+
 def _session_options(options: Mapping[str, Any]) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     struct.update(dict(options))
@@ -140,24 +163,27 @@ def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
 
 @contextlib.contextmanager
 def started_backends(config: ScenarioConfig, names: Sequence[str], *,
-                     in_process: bool = False) -> Iterator[dict[str, RuntimeClient]]:
+                     in_process: bool = False) -> Iterator[dict[str, BackendClient]]:
     """Starts (or attaches to) each named backend; stops what it started on exit.
 
-    ``in_process`` calls built-in and ``python:`` backends without gRPC (for
-    ``cosim bench``'s measure of the gRPC boundary; runs never use it).
+    The network backend named in ``network.backend`` gets a NetworkClient,
+    every other one a RuntimeClient. ``in_process`` calls built-in and
+    ``python:`` runtime backends without gRPC (for ``cosim bench``'s measure
+    of the gRPC boundary; runs never use it).
     """
     launched: list[LaunchedBackend] = []
-    clients: dict[str, RuntimeClient] = {}
+    clients: dict[str, BackendClient] = {}
     try:
         for name in names:
             backend = config.backends[name]
+            kind = NetworkClient if name == config.network.backend else RuntimeClient
             reference = BUILTIN_BACKENDS[backend.kind] if backend.kind else backend.python
-            if in_process and reference:
+            if in_process and reference and kind is RuntimeClient:
                 clients[name] = in_process_runtime_client(name, reference)
                 continue
             handle = _launch(name, backend)
             launched.append(handle)
-            clients[name] = RuntimeClient(name, handle.address, deadline_s=backend.deadline_s)
+            clients[name] = kind(name, handle.address, deadline_s=backend.deadline_s)
         yield clients
     finally:
         for client in clients.values():
@@ -166,26 +192,55 @@ def started_backends(config: ScenarioConfig, names: Sequence[str], *,
             handle.stop()
 
 
+def backend_names(config: ScenarioConfig) -> list[str]:
+    """The backends a scenario uses, clients' first."""
+    names = [c.backend for c in config.clients]
+    if config.network.backend:
+        names.append(config.network.backend)
+    return list(dict.fromkeys(names))
+
+
 class Simulation:
     """One scenario, built and ready to run (see :func:`run`)."""
 
-    def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, RuntimeClient]) -> None:
+    def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient]) -> None:
         self.config, self.base_dir = config, base_dir
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel()
         self.proxies: dict[str, RuntimeSessionProxy] = {}
         self.infos: list[ClientInfo] = []
-        clients = [self._build_client(i, c, backends[c.backend]) for i, c in enumerate(config.clients)]
+        self.hardware_specs: dict[str, pb.HardwareSpec] = {}
+        clients = [self._build_client(i, c, backends[c.backend]) for i, c in enumerate(config.clients)]  # type: ignore[arg-type]
         models = {c.model for c in config.clients}
         kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in models}
         self.coordinator = Coordinator(kernel=self.kernel, clients=clients, router=Router(config.router, self.rng),
-                                       transfers=LinkTransfers(config.network.link), kv_bytes_per_token=kv_bytes)
+                                       transfers=self._transfers(backends), kv_bytes_per_token=kv_bytes)
         self.clients = clients
+
+    def _transfers(self, backends: Mapping[str, BackendClient]) -> LinkTransfers | NetworkTransfers:
+        """The transfer service: the network backend's session, or the plain link."""
+        network = self.config.network
+        if network.backend is None:
+            return LinkTransfers(self.kernel, network.link)
+        client = backends[network.backend]
+        assert isinstance(client, NetworkClient)
+        time_synchronized = network.mode == "congestion_aware"
+        spec = network_session_spec(self.config, self.hardware_specs)
+        try:
+            opened = client.open_session(spec)
+        except BackendError as err:
+            if "INVALID_ARGUMENT" in err.message:
+                raise ScenarioError("network", f"backend {network.backend!r} rejected the topology: "
+                                               f"{err.message}") from None
+            raise
+        return NetworkTransfers(self.kernel, client, opened.session_id, time_synchronized=time_synchronized,
+                                layers=network.kv_layers)
 
     def _build_client(self, index: int, cfg: ClientConfig, backend: RuntimeClient) -> LLMClient:
         where = f"clients[{index}]"
         model = resolve_model(self.config, cfg.model)
         hardware = resolve_hardware(self.config, cfg, where)
+        self.hardware_specs[cfg.name] = hardware
         spec = pb.SessionSpec(
             client=cfg.name, model=model.to_model_spec(), hardware=hardware,
             parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
@@ -291,8 +346,7 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     folder = Path(base_dir) if base_dir is not None else folder
     out = output_dir if output_dir is not None else scenario.output.dir
     started = time.perf_counter()
-    names = list(dict.fromkeys(c.backend for c in scenario.clients))
-    with started_backends(scenario, names) as backends:
+    with started_backends(scenario, backend_names(scenario)) as backends:
         simulation = Simulation(scenario, folder, backends)
         error = simulation.run(progress=progress, on_progress=on_progress)
         summary = simulation.summarize(time.perf_counter() - started)

@@ -1,20 +1,83 @@
-"""Inter-client transfers over a plain link (bandwidth + latency).
+"""Inter-client transfers: a plain link, or a network backend (either mode).
 
-The default when the config names no network backend: a transfer of ``S``
-bytes takes ``latency + S / bandwidth``, with no contention, truncated to ns.
+Every transfer service has ``start(src, dst, size_bytes, on_done)``: the
+transfer starts now and ``on_done(duration_ns)`` runs at its completion, as a
+kernel event. The time-synchronized service keeps the backend's clock in
+step with the hub's: it schedules the backend's ``next_event_ns`` as an event
+and calls ``Advance`` there (conservative synchronization).
 """
 
 from __future__ import annotations
 
+import itertools
+from typing import Callable
+
+from cosim.v1 import network_service_pb2 as net_pb
+
+from .backends.clients import NetworkClient
 from .config import LinkConfig
+from .kernel import DONE, Kernel
+
+OnDone = Callable[[int], None]
 
 
 class LinkTransfers:
-    """Times transfers on one documented link shared by every client pair."""
+    """One documented link shared by every client pair: latency + size / bandwidth, no contention."""
 
-    def __init__(self, link: LinkConfig) -> None:
+    def __init__(self, kernel: Kernel, link: LinkConfig) -> None:
+        self.kernel = kernel
         self.bytes_per_ns = link.bandwidth_gbps  # GB/s (decimal) is bytes per ns
         self.latency_ns = int(round(link.latency_s * 1e9))
 
-    def duration_ns(self, src: str, dst: str, size_bytes: int, *, now_ns: int) -> int:
-        return self.latency_ns + int(size_bytes / self.bytes_per_ns)
+    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
+        duration = self.latency_ns + int(size_bytes / self.bytes_per_ns)
+        self.kernel.call_at(self.kernel.now_ns + duration, DONE, on_done, duration)
+
+
+class NetworkTransfers:
+    """Transfers timed by a network backend session.
+
+    Args:
+        kernel: the event kernel.
+        client: the network backend's gRPC client.
+        session_id: a session whose endpoints are the hub's client names.
+        time_synchronized: the session is congestion-aware (Advance protocol).
+        layers: KV sent as this many back-to-back messages.
+    """
+
+    def __init__(self, kernel: Kernel, client: NetworkClient, session_id: str, *, time_synchronized: bool,
+                 layers: int = 1) -> None:
+        self.kernel, self.client, self.session_id = kernel, client, session_id
+        self.time_synchronized, self.layers = time_synchronized, layers
+        self._ids = itertools.count(1)
+        self._pending: dict[int, tuple[int, OnDone]] = {}  # id -> (start_ns, on_done)
+        self._sync_at: int | None = None
+
+    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
+        now = self.kernel.now_ns
+        transfer = net_pb.PointToPoint(id=next(self._ids), src=src, dst=dst, size_bytes=max(1, size_bytes),
+                                       layers=self.layers, now_ns=now)
+        (result,) = self.client.transfer(self.session_id, [transfer], stateful=self.time_synchronized,
+                                         sim_time_ns=now)
+        if not self.time_synchronized:
+            self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns)
+            return
+        self._pending[transfer.id] = (now, on_done)
+        self._sync(now + result.duration_ns)
+
+    def _sync(self, time_ns: int) -> None:
+        """Makes sure the hub advances the backend at ``time_ns`` (the earliest known completion)."""
+        if self._sync_at is None or time_ns < self._sync_at:
+            self._sync_at = time_ns
+            self.kernel.call_at(time_ns, DONE, self._advance, time_ns)
+
+    def _advance(self, time_ns: int) -> None:
+        if time_ns != self._sync_at:
+            return  # superseded by an earlier sync point
+        self._sync_at = None
+        reply = self.client.advance(self.session_id, time_ns)
+        for completion in reply.completions:
+            start_ns, on_done = self._pending.pop(completion.id)
+            on_done(completion.completion_ns - start_ns)
+        if reply.next_event_ns >= 0:
+            self._sync(reply.next_event_ns)

@@ -14,6 +14,10 @@ Session options (``SessionSpec.options``):
   default: the committed ``artifacts/operator.json``.
 - ``kind``: ``operator`` or ``step``, to pick a committed default artifact
   without naming a file (ignored when ``artifact`` is given).
+- ``profile_bundle``: path of an LLMServingSim v2 profile bundle; selects the
+  profile-bundle predictor (:mod:`.profiles`) instead of an artifact, with its
+  own options (``profile_tp``, ``step_overhead_us``, ``seq_overhead_us``,
+  ``link_gbps``, ``link_latency_us``, ``skew``).
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from cosim.v1 import types_pb2 as pb
 from .artifact import DEFAULT_ARTIFACTS, OperatorArtifact, load_artifact
 from .matching import build_operator_model, find_step_entry
 from .operator_model import OperatorStepModel
+from .profiles import PROFILE_OPTION_KEYS, ProfileStepModel, open_profile_model
 from .step_model import StepLinearModel
 
 log = logging.getLogger(__name__)
 
-OPTION_KEYS = ("artifact", "kind")
+OPTION_KEYS = ("artifact", "kind", *PROFILE_OPTION_KEYS)
 
 
 def _options(spec: pb.SessionSpec) -> dict[str, Any]:
@@ -62,7 +67,7 @@ class RegressionBackend(RuntimeBackend):
     description = "step times from fits to measured kernels (Vidur) or engine steps (Splitwise)"
     capabilities: ClassVar[tuple[str, ...]] = ("mixed_batches", "out_of_range_flag")
 
-    def open_session(self, spec: pb.SessionSpec) -> OperatorStepModel | StepLinearModel:
+    def open_session(self, spec: pb.SessionSpec) -> OperatorStepModel | StepLinearModel | ProfileStepModel:
         """Loads the session's artifact and picks its entry.
 
         Raises:
@@ -70,6 +75,8 @@ class RegressionBackend(RuntimeBackend):
                 for the device, model or TP (the message lists what is known).
         """
         options = _options(spec)
+        if "profile_bundle" in options:
+            return open_profile_model(spec, options)
         path = _artifact_path(options)
         try:
             artifact = load_artifact(path)
@@ -85,5 +92,5 @@ class RegressionBackend(RuntimeBackend):
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         """Timing of one step; ``out_of_range`` is set outside the training data."""
-        model: OperatorStepModel | StepLinearModel = session.state
+        model: OperatorStepModel | StepLinearModel | ProfileStepModel = session.state
         return model.predict(list(batch.new_tokens), list(batch.context_tokens))

@@ -1,0 +1,56 @@
+"""Opening a profile-bundle session from a SessionSpec and its options.
+
+Options (``SessionSpec.options``), all optional but ``profile_bundle``:
+``profile_bundle`` (bundle folder), ``profile_tp`` (TP folder to read;
+default ``parallelism.tensor``), ``step_overhead_us``, ``seq_overhead_us``,
+``link_gbps``, ``link_latency_us``, ``skew`` (see :class:`ProfileOptions`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from cosim.adapters.sdk import InvalidArgument
+from cosim.v1 import types_pb2 as pb
+
+from .bundle import BundleError, load_bundle
+from .step_model import ModelShape, ProfileOptions, ProfileStepModel
+
+_FLOAT_KEYS = ("step_overhead_us", "seq_overhead_us", "link_gbps", "link_latency_us")
+PROFILE_OPTION_KEYS = ("profile_bundle", "profile_tp", "skew", *_FLOAT_KEYS)
+
+
+def _profile_options(options: Mapping[str, Any]) -> ProfileOptions:
+    values: dict[str, Any] = {}
+    for key in _FLOAT_KEYS:
+        if key in options:
+            value = options[key]
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidArgument(f"spec.options.{key}", value, "must be a number >= 0")
+            values[key] = float(value)
+    if "link_gbps" in values and values["link_gbps"] <= 0:
+        raise InvalidArgument("spec.options.link_gbps", values["link_gbps"], "must be > 0")
+    if "skew" in options:
+        values["skew"] = bool(options["skew"])
+    return ProfileOptions(**values)
+
+
+def open_profile_model(spec: pb.SessionSpec, options: Mapping[str, Any]) -> ProfileStepModel:
+    """The profile-bundle predictor of one session.
+
+    Raises:
+        InvalidArgument: a bad option, or a bundle that cannot be read for this TP.
+    """
+    tp = int(options.get("profile_tp", spec.parallelism.tensor or 1))
+    path = str(options["profile_bundle"])
+    try:
+        tables = load_bundle(path, tp)
+    except (BundleError, OSError, KeyError) as err:
+        raise InvalidArgument("spec.options.profile_bundle", path, f"cannot be loaded: {err}") from err
+    model = spec.model
+    shape = ModelShape(num_layers=model.num_layers, hidden_size=model.hidden_size, num_experts=model.num_experts,
+                       experts_per_token=model.experts_per_token, tp=spec.parallelism.tensor or 1,
+                       ep=spec.parallelism.expert or 1)
+    if tables.moe is not None and not model.num_experts:
+        raise InvalidArgument("spec.model.num_experts", 0, f"bundle {path} is a MoE model; the spec is dense")
+    return ProfileStepModel(tables, shape, _profile_options(options))
