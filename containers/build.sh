@@ -23,13 +23,13 @@ if [[ "$BASE" == "cosim/base:local" ]]; then
   "$HERE/build-base.sh"
 fi
 
-# Every optional dependency group but dev (genz, scalesim, ... when declared), so the
-# image serves every adapter.
-EXTRAS=$("$PYTHON" - "$ROOT/pyproject.toml" <<'PY'
+# Optional dependency groups the adapters need (those pyproject.toml declares).
+WANTED=${COSIM_EXTRAS:-genz,scalesim,astrasim}
+EXTRAS=$("$PYTHON" - "$ROOT/pyproject.toml" "$WANTED" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     groups = tomllib.load(f)["project"].get("optional-dependencies", {})
-print(",".join(g for g in groups if g != "dev"))
+print(",".join(g for g in sys.argv[2].split(",") if g in groups))
 PY
 )
 STAMP="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)-$EXTRAS"
@@ -50,4 +50,10 @@ rm -rf "$WHEELS/app"
 "$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELS/app" "$SRC" 2>"$SRC/wheel.log" \
   || { cat "$SRC/wheel.log" >&2; exit 1; }
 
+OLD=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 docker build --build-arg BASE="$BASE" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"
+# Drop what the rebuild replaced: the previous image and stale dependency stages
+# (the newest deps stage is the build cache; keep it).
+NEW=$(docker image inspect -f '{{.Id}}' "$IMAGE")
+if [[ -n "$OLD" && "$OLD" != "$NEW" ]]; then docker rmi "$OLD" >/dev/null 2>&1 || true; fi
+docker images -q --filter label=cosim.stage=deps | tail -n +2 | xargs -r docker rmi >/dev/null 2>&1 || true

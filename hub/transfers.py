@@ -10,15 +10,12 @@ and calls ``Advance`` there (conservative synchronization).
 from __future__ import annotations
 
 import itertools
-from typing import Callable
-
 from cosim.v1 import network_service_pb2 as net_pb
 
 from .backends.clients import NetworkClient
 from .config import LinkConfig
 from .kernel import DONE, Kernel
-
-OnDone = Callable[[int], None]
+from .timesync import OnDone, TimeSync
 
 
 class LinkTransfers:
@@ -48,36 +45,18 @@ class NetworkTransfers:
     def __init__(self, kernel: Kernel, client: NetworkClient, session_id: str, *, time_synchronized: bool,
                  layers: int = 1) -> None:
         self.kernel, self.client, self.session_id = kernel, client, session_id
-        self.time_synchronized, self.layers = time_synchronized, layers
+        self.layers = layers
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[int, OnDone]] = {}  # id -> (start_ns, on_done)
-        self._sync_at: int | None = None
+        self._sync = TimeSync(kernel, lambda until_ns: client.advance(session_id, until_ns)) \
+            if time_synchronized else None
 
     def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
         now = self.kernel.now_ns
         transfer = net_pb.PointToPoint(id=next(self._ids), src=src, dst=dst, size_bytes=max(1, size_bytes),
                                        layers=self.layers, now_ns=now)
-        (result,) = self.client.transfer(self.session_id, [transfer], stateful=self.time_synchronized,
+        (result,) = self.client.transfer(self.session_id, [transfer], stateful=self._sync is not None,
                                          sim_time_ns=now)
-        if not self.time_synchronized:
+        if self._sync is None:
             self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns)
-            return
-        self._pending[transfer.id] = (now, on_done)
-        self._sync(now + result.duration_ns)
-
-    def _sync(self, time_ns: int) -> None:
-        """Makes sure the hub advances the backend at ``time_ns`` (the earliest known completion)."""
-        if self._sync_at is None or time_ns < self._sync_at:
-            self._sync_at = time_ns
-            self.kernel.call_at(time_ns, DONE, self._advance, time_ns)
-
-    def _advance(self, time_ns: int) -> None:
-        if time_ns != self._sync_at:
-            return  # superseded by an earlier sync point
-        self._sync_at = None
-        reply = self.client.advance(self.session_id, time_ns)
-        for completion in reply.completions:
-            start_ns, on_done = self._pending.pop(completion.id)
-            on_done(completion.completion_ns - start_ns)
-        if reply.next_event_ns >= 0:
-            self._sync(reply.next_event_ns)
+        else:
+            self._sync.submitted(transfer.id, now + result.duration_ns, on_done)

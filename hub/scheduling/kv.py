@@ -3,7 +3,14 @@
 Capacity is a number of blocks of ``block_size`` tokens. A sequence owns
 ``ceil(num_computed / block_size)`` blocks minus the full blocks it shares
 through the prefix cache. Prefix blocks stay cached after their last user
-finishes and are evicted least-recently-used when space is needed.
+finishes and are evicted least-recently-used when space is needed, tail
+blocks first (a cached chain stays a valid, shorter prefix).
+
+With prefix caching on, a sequence preempted by recompute leaves its full
+blocks cached (:meth:`BlockManager.park`), as vLLM's block pool keeps freed
+blocks' hashes until they are reused: when it is readmitted it gets back the
+part nobody evicted meanwhile (:meth:`BlockManager.resume`) and recomputes
+only the rest.
 """
 
 from __future__ import annotations
@@ -51,7 +58,12 @@ class BlockManager:
     def _take(self, num_blocks: int) -> bool:
         if num_blocks > self.num_free:
             for prefix_id in [p for p, (_, users) in self._prefixes.items() if users == 0]:
-                self.num_free += self._prefixes.pop(prefix_id)[0]
+                entry = self._prefixes[prefix_id]
+                evicted = min(entry[0], num_blocks - self.num_free)  # only what is missing, tail first
+                entry[0] -= evicted
+                self.num_free += evicted
+                if entry[0] == 0:
+                    del self._prefixes[prefix_id]
                 if num_blocks <= self.num_free:
                     break
         if num_blocks > self.num_free:
@@ -123,6 +135,60 @@ class BlockManager:
         self.num_free += seq.num_blocks
         seq.num_blocks = 0
         seq.prefix_blocks = 0
+
+    # -- preempted sequences' KV kept as evictable cache (vLLM V1 with prefix caching) --
+    @staticmethod
+    def _parked_key(seq: Sequence) -> str:
+        return f"\x00parked:{id(seq)}"
+
+    def park(self, seq: Sequence) -> None:
+        """Releases a preempted sequence's blocks, keeping its full blocks cached and evictable.
+
+        Without prefix caching, or for a sequence sharing a prefix entry, this is :meth:`release`.
+        """
+        full = min(seq.num_blocks, seq.num_computed // self.block_size)
+        if self.enable_prefix_caching and not seq.prefix_blocks and full > 0:
+            self._prefixes[self._parked_key(seq)] = [full, 0]
+            seq.num_blocks -= full
+        self.release(seq)
+
+    def resume(self, seq: Sequence) -> int:
+        """Re-attaches what is left of a parked sequence's blocks; returns the tokens they hold.
+
+        The blocks are pinned until :meth:`commit_resume` (admitted) or :meth:`undo_resume`.
+        """
+        entry = self._prefixes.get(self._parked_key(seq))
+        if entry is None or seq.num_computed or seq.prefix_blocks:
+            return 0
+        usable = min(entry[0], (seq.num_tokens - 1) // self.block_size)  # one token is always computed
+        if usable <= 0:
+            return 0
+        entry[1] += 1
+        seq.prefix_blocks = usable
+        seq.num_computed = usable * self.block_size
+        return seq.num_computed
+
+    def commit_resume(self, seq: Sequence) -> None:
+        """Turns the blocks :meth:`resume` pinned into the sequence's own blocks."""
+        entry = self._prefixes.pop(self._parked_key(seq))
+        self.num_free += entry[0] - seq.prefix_blocks  # blocks past the usable part are freed
+        seq.num_blocks += seq.prefix_blocks
+        seq.prefix_blocks = 0
+
+    def undo_resume(self, seq: Sequence) -> None:
+        """Unpins a parked sequence that could not be admitted after all."""
+        self._prefixes[self._parked_key(seq)][1] -= 1
+        seq.prefix_blocks = 0
+        seq.num_computed = 0
+
+    def is_parked(self, seq: Sequence) -> bool:
+        return self._parked_key(seq) in self._prefixes
+
+    def drop_parked(self, seq: Sequence) -> None:
+        """Frees a parked sequence's cached blocks (it will not come back)."""
+        entry = self._prefixes.pop(self._parked_key(seq), None)
+        if entry is not None:
+            self.num_free += entry[0]
 
     def check(self) -> None:
         """Asserts the accounting invariant (used by tests)."""

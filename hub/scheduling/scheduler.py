@@ -92,7 +92,10 @@ class Scheduler:
         if policy == "mixed":
             step = self._schedule_running(Step(), budget=None)
             return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=True)
+        preemptions = self.num_preemptions
         step = self._schedule_running(Step(), budget=self.token_budget)
+        if self.num_preemptions != preemptions:
+            return step  # vLLM V1 admits no waiting request in a step that preempted
         return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=False)
 
     def _schedule_static(self) -> Step:
@@ -126,16 +129,21 @@ class Scheduler:
         while self.waiting and len(step.seqs) < self.config.max_num_seqs and \
                 len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0]
-            cached = self.kv.attach_prefix(seq, seq.request.prefix_tokens)
+            resumed = self.kv.resume(seq)  # a preempted sequence's KV still cached (prefix caching)
+            cached = 0 if resumed else self.kv.attach_prefix(seq, seq.request.prefix_tokens)
             need = seq.remaining_tokens
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
             if num <= 0 or (whole_prompts and num > budget and (step.seqs or self.running)) or \
                     not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
+                if resumed:
+                    self.kv.undo_resume(seq)
                 self.kv.detach_prefix(seq)
                 break
             if seq.state == SWAPPED:
                 self._swap_in(seq, step)
             self.kv.grow(seq, num)
+            if resumed:
+                self.kv.commit_resume(seq)
             if cached:
                 seq.request.cached_tokens = cached
             self.waiting.pop(0)
@@ -200,7 +208,7 @@ class Scheduler:
             seq.num_blocks = 0
             seq.state = SWAPPED
         else:
-            self.kv.release(seq)
+            self.kv.park(seq)  # with prefix caching its full blocks stay cached until evicted
             seq.num_computed = 0
             seq.state = WAITING
         self.waiting.insert(0, seq)
