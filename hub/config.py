@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ScenarioError
+from .pipelines import LLM_STAGES, TemplateConfig, resolve_templates
 from .workload import WorkloadConfig
 
 
@@ -103,15 +104,85 @@ class SchedulerConfig(_Model):
 Role = Literal["mixed", "prefill", "decode"]
 
 
+class ServiceTimeConfig(_Model):
+    """Service time of a pre/post-processing stage: linear in its tokens, plus an optional model prefill."""
+
+    base_s: float = Field(0.0, ge=0, description="fixed time per stage, seconds")
+    per_token_s: float = Field(0.0, ge=0, description="time per token (prompt for preprocess, output for "
+                                                      "postprocess), seconds: normalization, tokenization")
+
+
+class RagConfig(_Model):
+    """Retrieval of a RAG client: IVF-PQ search on a device, top-k documents added to the prompt.
+
+    Times follow a roofline over the search's arithmetic and bytes (docs/multistage.md), as RAGO does.
+    """
+
+    retrieval_device: str = Field(description="a key of `hardware`: the device that searches the index")
+    centroids: int = Field(4_000_000, gt=0, description="IVF centroids")
+    probes: int = Field(50, gt=0, description="centroids probed per query")
+    points_per_probe: int = Field(5_000, gt=0, description="vectors scanned per probed centroid")
+    dim: int = Field(768, gt=0, description="vector dimension")
+    pq_code_bytes: int = Field(64, gt=0, description="bytes of one PQ code (sub-quantizers)")
+    top_k: int = Field(20, gt=0, description="documents added to the prompt")
+    doc_tokens: int = Field(512, gt=0, description="tokens per document")
+    compute_efficiency: float = Field(0.3, gt=0, le=1, description="share of the device's peak the search reaches")
+    memory_efficiency: float = Field(0.7, gt=0, le=1, description="share of the device's bandwidth it reaches")
+    embed_link_gbps: float = Field(32.0, gt=0, description="GB/s from the embedding device to the retrieval "
+                                                          "device when they differ")
+    context_bytes_per_token: float = Field(4.0, gt=0, description="bytes per retrieved-text token sent to prefill")
+
+
+class KVRetrievalConfig(_Model):
+    """Where a KV-retrieval client fetches stored KV: a memory backend over a hierarchy of levels."""
+
+    levels: list[dict[str, Any]] = Field(min_length=1, description="MemoryLevel fields per level, nearest first "
+                                                                  "(name, capacity_bytes, bandwidth_gbps, "
+                                                                  "latency_ns, hit_rate, shared_by)")
+    mode: Literal["predict", "time_synchronized"] = Field("predict", description="hit rates, or LRU contents "
+                                                                               "with shared bandwidth")
+    parallel_decode_transfer: bool = Field(False, description="disaggregated: fetch the KV to the decode client "
+                                                              "at the same time as to the prefill client (MIST)")
+
+
+ClientKind = Literal["llm", "preprocess", "postprocess", "rag", "kv_retrieval"]
+
+
 class ClientConfig(_Model):
-    """One serving instance: a scheduler and a cluster, timed by one backend."""
+    """One serving instance: a scheduler and a cluster, timed by one backend.
+
+    ``kind: llm`` (the default) serves prefill/decode/reason; the other kinds
+    serve one pipeline stage on ``servers`` FIFO servers: ``preprocess`` and
+    ``postprocess`` (``service`` times, plus a prefill of ``model`` when set,
+    e.g. a toxicity filter or reward model), ``rag`` (embedding = prefill of
+    ``model`` on ``backend``, then ``rag`` retrieval), ``kv_retrieval``
+    (``memory`` on the memory backend ``backend``).
+    """
 
     name: str = Field(description="unique client name")
-    model: str = Field(description="a key of `models`")
+    kind: ClientKind = Field("llm", description="the stage kind the client serves")
+    model: str | None = Field(None, description="a key of `models` (llm: served; rag: embedder; "
+                                                "pre/postprocess: classifier or reward model)")
     role: Role = Field("mixed", description="mixed serves prefill and decode; prefill/decode disaggregate")
-    backend: str = Field(description="a key of `backends` (a runtime backend)")
-    hardware: ClientHardware
+    backend: str | None = Field(None, description="a key of `backends` (runtime; memory for kv_retrieval)")
+    hardware: ClientHardware | None = None
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
+    servers: int = Field(1, gt=0, description="non-llm kinds: stages served at once (cores)")
+    service: ServiceTimeConfig = Field(default_factory=ServiceTimeConfig)
+    rag: RagConfig | None = None
+    memory: KVRetrievalConfig | None = None
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> "ClientConfig":
+        needs = {"llm": ("model", "backend", "hardware"), "rag": ("model", "backend", "hardware", "rag"),
+                 "kv_retrieval": ("backend", "memory")}.get(self.kind, ())
+        missing = [field for field in needs if getattr(self, field) is None]
+        if missing:
+            raise ValueError(f"a {self.kind} client needs {', '.join(missing)}")
+        if self.model is not None and self.kind in ("preprocess", "postprocess") and \
+                (self.backend is None or self.hardware is None):
+            raise ValueError(f"a model-based {self.kind} client needs backend and hardware")
+        return self
 
 
 class LinkConfig(_Model):
@@ -182,6 +253,8 @@ class ScenarioConfig(_Model):
     clients: list[ClientConfig] = Field(min_length=1)
     router: RouterConfig = Field(default_factory=RouterConfig)
     workload: WorkloadConfig
+    templates: dict[str, TemplateConfig] = Field(default_factory=dict,
+                                                 description="request pipelines beside the built-in ones")
     slo: dict[str, dict[str, float]] = Field(default_factory=dict,
                                              description="e.g. {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}")
     output: OutputConfig = Field(default_factory=OutputConfig)
@@ -197,16 +270,20 @@ class ScenarioConfig(_Model):
             names.add(client.name)
             for field, table in (("model", self.models), ("backend", self.backends)):
                 value = getattr(client, field)
-                if value not in table:
+                if value is not None and value not in table:
                     problems.append((f"{where}.{field}", f"unknown {field} {value!r}; defined: {sorted(table)}"))
-            if client.hardware.device not in self.hardware:
-                problems.append((f"{where}.hardware.device",
-                                 f"unknown device {client.hardware.device!r}; defined: {sorted(self.hardware)}"))
-        roles = {c.role for c in self.clients}
+            devices = [("hardware.device", client.hardware.device)] if client.hardware else []
+            if client.rag:
+                devices.append(("rag.retrieval_device", client.rag.retrieval_device))
+            for field, device in devices:
+                if device not in self.hardware:
+                    problems.append((f"{where}.{field}", f"unknown device {device!r}; defined: {sorted(self.hardware)}"))
+        problems += self._check_pipelines()
+        roles = {c.role for c in self.clients if c.kind == "llm"}
         for needed, role in (("prefill", "decode"), ("decode", "prefill")):
             if role in roles and needed not in roles and "mixed" not in roles:
                 problems.append(("clients", f"a {role} client needs a {needed} (or mixed) client to pair with"))
-        served = {c.model for c in self.clients if c.role in ("mixed", "prefill")}
+        served = {c.model for c in self.clients if c.kind == "llm" and c.role in ("mixed", "prefill")}
         for model in self.workload.models or {}:
             if model not in self.models:
                 problems.append((f"workload.models.{model}", f"unknown model; defined: {sorted(self.models)}"))
@@ -228,6 +305,29 @@ class ScenarioConfig(_Model):
         if problems:
             raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
         return self
+
+
+    def _check_pipelines(self) -> list[tuple[str, str]]:
+        """Every stage of every template in use has a client (of the template's model, for LLM stages)."""
+        problems = []
+        templates = resolve_templates(self.templates)
+        llm_models = {c.model for c in self.clients if c.kind == "llm"}
+        kinds = {c.kind for c in self.clients}
+        for name in self.workload.templates or {}:
+            where = f"workload.templates.{name}"
+            if name not in templates:
+                problems.append((where, f"unknown template; defined: {sorted(templates)}"))
+                continue
+            template = templates[name]
+            model = template.model or (self.clients[0].model if self.clients else None)
+            if template.model is not None and template.model not in self.models:
+                problems.append((f"templates.{name}.model", f"unknown model {template.model!r}"))
+            elif model not in llm_models:
+                problems.append((where, f"no llm client serves model {model!r} for stage 'prefill'"))
+            for stage in template.stages:
+                if stage not in LLM_STAGES and stage not in kinds:
+                    problems.append((where, f"stage {stage!r} has no client of kind {stage!r}"))
+        return problems
 
 
 def _format_location(loc: Sequence[int | str]) -> str:

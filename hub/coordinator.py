@@ -1,27 +1,31 @@
-"""The coordinator: MIST Algorithm 1 for prefill/decode serving.
+"""The coordinator: MIST Algorithm 1 over multi-stage request pipelines.
 
 Three kinds of events drive it:
 
 - **stage push** (a request arrives, or its previous stage ended): route the
-  stage to a client that serves that kind and model, start a transfer if the
-  stage's input lives elsewhere (a prefill client's KV for a decode client),
+  stage to a client that serves that kind (and the request's model, for LLM
+  stages), start a transfer when the stage's input lives elsewhere (a RAG
+  client's retrieved context, a prefill client's KV for a decode client),
   and hand the stage to the client when the data is there;
-- **client step** (inside :class:`LLMClient`): finished stages come back
-  through :meth:`Coordinator.on_stage_done`;
+- **client step** (inside the clients): finished stages come back through
+  :meth:`Coordinator.on_llm_done` or :meth:`Coordinator.on_service_done`;
 - **transfer done**: the stage is enqueued on its client.
 
-A request on a ``mixed`` client runs prefill and decode as one ``generate``
-stage; with ``prefill`` and ``decode`` clients it runs a ``prefill`` stage
-(which yields the first token), a KV transfer, and a ``decode`` stage.
+The LLM stages of a pipeline (prefill, then decode and/or reason) run as one
+sequence on a ``mixed`` client; with ``prefill`` and ``decode`` clients the
+prefill client yields the first token and the rest runs on a decode client
+after the KV transfer.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence as Seq
 
 from .clients.llm import LLMClient
+from .clients.service import ServiceClient
 from .errors import ScenarioError
 from .kernel import ARRIVAL, Kernel
+from .pipelines import LLM_STAGES, Pipeline, decode_kind
 from .records import RequestRecord, StageRecord
 from .router import Router
 from .scheduling import Sequence
@@ -39,7 +43,8 @@ class Coordinator:
 
     Args:
         kernel: the event kernel.
-        clients: every LLM client, in config order.
+        clients: LLM clients, in config order.
+        services: clients of the other stage kinds, in config order.
         router: picks among candidate clients.
         transfers: times inter-client transfers.
         kv_bytes_per_token: per model name, KV bytes of one token (all layers).
@@ -47,62 +52,102 @@ class Coordinator:
     """
 
     def __init__(self, *, kernel: Kernel, clients: list[LLMClient], router: Router, transfers: TransferService,
-                 kv_bytes_per_token: dict[str, float],
+                 kv_bytes_per_token: dict[str, float], services: Seq[ServiceClient] = (),
                  on_request_done: Callable[[RequestRecord], None] = lambda r: None) -> None:
         self.kernel, self.router, self.transfers = kernel, router, transfers
         self.clients = clients
+        self.services = list(services)
         self.kv_bytes_per_token = kv_bytes_per_token
         self.on_request_done = on_request_done
+        self.on_prefix_recomputed: Callable[[RequestRecord], None] = lambda r: None
         self.requests: list[RequestRecord] = []
         self.num_finished = 0
         self.transfer_bytes = 0
         for client in clients:
-            client.on_stage_done = self.on_stage_done
+            client.on_stage_done = self.on_llm_done
+        for service in self.services:
+            service.on_stage_done = self.on_service_done
 
     # -- arrivals ----------------------------------------------------------
-    def schedule_arrivals(self, specs: list[RequestSpec], default_model: str) -> None:
+    def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
         """Creates the request records and schedules their arrivals."""
-        for spec in specs:
-            record = RequestRecord(id=spec.id, model=spec.model or default_model, arrival_ns=spec.arrival_ns,
+        for spec, pipeline in zip(specs, pipelines):
+            record = RequestRecord(id=spec.id, model=pipeline.model, arrival_ns=spec.arrival_ns,
                                    input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
-                                   prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens)
+                                   prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens,
+                                   template=pipeline.template, pipeline=pipeline.stages)
             self.requests.append(record)
-            self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_prefill, record)
+            self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record)
 
     def candidates(self, kind: str, model: str) -> list[LLMClient]:
-        """Clients serving stage ``kind`` of ``model``, in config order."""
+        """LLM clients serving stage ``kind`` of ``model``, in config order."""
         return [c for c in self.clients if kind in c.serves and c.info.model == model]
 
     # -- stage push --------------------------------------------------------
-    def push_prefill(self, request: RequestRecord) -> None:
-        """A request arrived: route its prefill (or whole generation)."""
+    def push_stage(self, request: RequestRecord) -> None:
+        """Routes the request's next stage, or finishes the request."""
+        if request.stage_index >= len(request.pipeline):
+            request.finish_ns = self.kernel.now_ns
+            self.num_finished += 1
+            self.on_request_done(request)
+            return
+        kind = request.pipeline[request.stage_index]
+        if kind in LLM_STAGES:
+            self._push_prefill(request)
+            return
+        options = [s for s in self.services if s.kind == kind]
+        if not options:
+            raise ScenarioError("clients", f"no client serves stage {kind!r} (template {request.template!r})")
+        service = self.router.choose(options, request)  # type: ignore[arg-type]
+        stage = StageRecord(kind=kind, client=service.name, enqueue_ns=self.kernel.now_ns)
+        request.stages.append(stage)
+        service.submit(request, stage)
+
+    def on_service_done(self, request: RequestRecord, stage: StageRecord) -> None:
+        """A pre/post-processing, RAG or KV-retrieval stage ended."""
+        request.stage_index += 1
+        if stage.kind == "rag":
+            request.data_at = stage.client
+        self.push_stage(request)
+
+    def _push_prefill(self, request: RequestRecord) -> None:
         options = self.candidates("prefill", request.model)
         if not options:
             raise ScenarioError("clients", f"no client serves stage 'prefill' of model {request.model!r} "
-                                           f"(request {request.id})")
+                                           f"(template {request.template!r}, request {request.id})")
         client = self.router.choose(options, request)
+        if request.data_at and request.context_bytes:
+            source, request.data_at = request.data_at, ""
+            self.transfer_bytes += request.context_bytes
+            self.transfers.start(source, client.name, request.context_bytes,
+                                 lambda ns: self._start_prefill(request, client, ns))
+            return
+        self._start_prefill(request, client, 0)
+
+    def _start_prefill(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
         whole = "decode" in client.serves
-        stage = StageRecord(kind="generate" if whole else "prefill", client=client.name,
-                            enqueue_ns=self.kernel.now_ns)
+        stage = StageRecord(kind="prefill", client=client.name, enqueue_ns=self.kernel.now_ns,
+                            transfer_ns=transfer_ns)
         request.stages.append(stage)
-        seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=0,
+        seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=request.retrieved_tokens,
                        target_generated=request.output_tokens if whole else 1, order=0,
-                       prefix_id=request.prefix_id)
+                       prefix_id=request.prefix_id if not request.retrieved_tokens else None)
         self._hand_over(client, seq)
 
     def _hand_over(self, client: LLMClient, seq: Sequence) -> None:
-        request = seq.request
         client.outstanding += 1
-        client.outstanding_input_tokens += request.input_tokens
+        client.outstanding_input_tokens += seq.request.input_tokens
         client.submit(seq)
 
-    def on_stage_done(self, seq: Sequence, now_ns: int) -> None:
-        """A client finished a stage: push the request's next stage or finish it."""
+    def on_llm_done(self, seq: Sequence, now_ns: int) -> None:
+        """An LLM client finished its part: decode elsewhere, or move past the LLM stages."""
         request = seq.request
         if request.generated_tokens >= request.output_tokens:
-            request.finish_ns = now_ns
-            self.num_finished += 1
-            self.on_request_done(request)
+            if "kv_retrieval" in request.pipeline and request.prefix_tokens and not request.retrieved_tokens:
+                self.on_prefix_recomputed(request)
+            while request.stage_index < len(request.pipeline) and request.pipeline[request.stage_index] in LLM_STAGES:
+                request.stage_index += 1
+            self.push_stage(request)
             return
         options = self.candidates("decode", request.model)
         decode_only = [c for c in options if "prefill" not in c.serves]
@@ -116,7 +161,8 @@ class Coordinator:
                              lambda duration_ns: self._start_decode(request, client, duration_ns))
 
     def _start_decode(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
-        stage = StageRecord(kind="decode", client=client.name, enqueue_ns=self.kernel.now_ns, transfer_ns=transfer_ns)
+        stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=self.kernel.now_ns,
+                            transfer_ns=transfer_ns)
         request.stages.append(stage)
         seq = Sequence(request, stage, num_tokens=request.input_tokens + request.generated_tokens,
                        num_computed=request.input_tokens + request.generated_tokens - 1,

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Mapping, Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .records import RequestRecord
 from .workload import RequestSpec
 from .workload.config import FixedLength, LognormalLength, NormalLength, UniformLength
 from .workload.sampling import clip_lengths, sample_lengths
@@ -157,3 +158,8 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
                                       prefix_fraction=template.kv_prefix.fraction))
     order = sorted(range(len(result)), key=lambda k: result[k].id)
     return [result[k] for k in order], [pipelines[k] for k in order]
+
+
+def decode_kind(request: RequestRecord) -> str:
+    """What generation after the first token is called in reports: ``reason`` or ``decode``."""
+    return "reason" if "reason" in request.pipeline else "decode"

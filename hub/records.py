@@ -47,6 +47,12 @@ class RequestRecord:
     cached_tokens: int = 0  # prompt tokens served from a prefix cache
     prefix_id: str | None = None
     prefix_tokens: int = 0
+    template: str = "chat"
+    pipeline: tuple[str, ...] = ("prefill", "decode")
+    stage_index: int = 0  # next pipeline stage to push
+    retrieved_tokens: int = 0  # prompt tokens whose KV a kv_retrieval stage fetched
+    context_bytes: int = 0  # retrieved text a RAG stage sends on to prefill
+    data_at: str = ""  # client holding data the next stage needs
     stages: list[StageRecord] = field(default_factory=list)
 
     @property

@@ -20,8 +20,10 @@ from .records import RequestRecord
 
 
 def client_load(client: LLMClient, metric: str) -> int:
-    """A client's load by the configured metric."""
-    scheduler = client.scheduler
+    """A client's load by the configured metric (stages in flight for non-LLM clients)."""
+    scheduler = getattr(client, "scheduler", None)
+    if scheduler is None:
+        return client.outstanding
     if metric == "input_tokens":
         return client.outstanding_input_tokens
     if metric == "kv_tokens":

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Callable, Protocol, Sequence as Seq
 
 from ..kernel import DONE, WAKE, Kernel
-from ..records import ClientInfo, ClientTimeline
+from ..pipelines import decode_kind
+from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import Scheduler, Sequence, Step
 
 
@@ -109,6 +110,8 @@ class LLMClient:
             seq.num_tokens += 1
             if request.first_token_ns < 0:
                 request.first_token_ns = now
+                if seq.target_generated > 1:
+                    self._begin_decode_stage(seq, now)
             else:
                 request.max_tbt_ns = max(request.max_tbt_ns, now - request.last_token_ns)
             request.last_token_ns = now
@@ -127,3 +130,9 @@ class LLMClient:
             self.outstanding_input_tokens -= seq.request.input_tokens
             self.on_stage_done(seq, now)
         self.wake()
+
+    def _begin_decode_stage(self, seq: Sequence, now: int) -> None:
+        """Splits a request's stage on this client at its first token: prefill ends, decode begins."""
+        seq.stage.end_ns = now
+        seq.stage = StageRecord(kind=decode_kind(seq.request), client=self.name, enqueue_ns=now, start_ns=now)
+        seq.request.stages.append(seq.stage)

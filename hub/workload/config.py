@@ -230,6 +230,8 @@ class WorkloadConfig(_Config):
     input_tokens: LengthDist = Field(description="Prompt length distribution.")
     output_tokens: LengthDist = Field(description="Output length distribution.")
     prefix: PrefixConfig | None = Field(default=None, description="Shared prefixes for prefix caching; none if unset.")
+    templates: dict[str, float] | None = Field(
+        default=None, description="Pipeline mix: template name -> relative weight (> 0); unset = prefill+decode.")
     models: dict[str, float] | None = Field(
         default=None, description="Model mix: model name -> relative weight (> 0); unset = the single model.")
 

@@ -1,0 +1,216 @@
+"""One scenario assembled for a run: clients, coordinator, kernel; then run and summarize.
+
+:class:`Simulation` opens one backend session per client (LLM clients and
+model-based stage clients on runtime backends, KV-retrieval clients on memory
+backends, transfers on the network backend), generates the workload with its
+pipelines, and runs the event loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from cosim.v1 import types_pb2 as pb
+
+from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
+from .backends.proxy import RuntimeSessionProxy
+from .clients.llm import LLMClient
+from .clients.service import ServiceClient
+from .clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
+from .config import ClientConfig, ScenarioConfig
+from .coordinator import Coordinator
+from .errors import BackendError, CosimError, HubError, ScenarioError
+from .kernel import Kernel
+from .metrics import ProgressBar, summarize
+from .pipelines import Pipeline, assign_pipelines, resolve_templates
+from .records import ClientInfo, RequestRecord
+from .resolve import (FIDELITY, device_spec, kv_capacity_blocks, memory_session_spec, network_session_spec,
+                      resolve_hardware, resolve_model, session_options)
+from .router import Router
+from .scheduling import BlockManager, Scheduler
+from .transfers import LinkTransfers, NetworkTransfers
+from .workload import generate_requests
+
+_SERVES = {"mixed": frozenset({"prefill", "decode"}), "prefill": frozenset({"prefill"}),
+           "decode": frozenset({"decode"})}
+
+
+def _opened(where: str, backend: str, call: Callable[[], Any]) -> Any:
+    """Opens a session, turning a backend's INVALID_ARGUMENT into a scenario error located at ``where``."""
+    try:
+        return call()
+    except BackendError as err:
+        if "INVALID_ARGUMENT" in err.message:
+            raise ScenarioError(where, f"backend {backend!r} rejected it: {err.message}") from None
+        raise
+
+
+class Simulation:
+    """One scenario, built and ready to run (see :func:`cosim.hub.runner.run`)."""
+
+    def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient]) -> None:
+        self.config, self.base_dir, self.backends = config, base_dir, backends
+        self.rng = np.random.default_rng(config.seed)
+        self.kernel = Kernel()
+        self.proxies: dict[str, RuntimeSessionProxy] = {}
+        self.infos: list[ClientInfo] = []
+        self.hardware_specs: dict[str, pb.HardwareSpec] = {}
+        llm_models = {c.model for c in config.clients if c.kind == "llm" and c.model}
+        self.kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in llm_models}
+        self.kv_timers: list[KVRetrievalTimer] = []
+        self.clients: list[LLMClient] = []
+        self.services: list[ServiceClient] = []
+        for index, cfg in enumerate(config.clients):
+            if cfg.kind == "llm":
+                self.clients.append(self._build_llm(index, cfg))
+            else:
+                self.services.append(self._build_service(index, cfg))
+        self.coordinator = Coordinator(kernel=self.kernel, clients=self.clients, services=self.services,
+                                       router=Router(config.router, self.rng), transfers=self._transfers(),
+                                       kv_bytes_per_token=self.kv_bytes)
+        if self.kv_timers:
+            self.coordinator.on_prefix_recomputed = self.kv_timers[0].store
+
+    # -- assembly ------------------------------------------------------------
+    def _runtime_session(self, where: str, cfg: ClientConfig) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
+        """Opens a runtime session for a client's model on its cluster; returns its timing proxy."""
+        assert cfg.model and cfg.backend and cfg.hardware
+        backend = self.backends[cfg.backend]
+        assert isinstance(backend, RuntimeClient)
+        hardware = resolve_hardware(self.config, cfg, where)
+        self.hardware_specs[cfg.name] = hardware
+        spec = pb.SessionSpec(
+            client=cfg.name, model=resolve_model(self.config, cfg.model).to_model_spec(), hardware=hardware,
+            parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
+                                       expert=cfg.hardware.expert_parallel),
+            options=session_options(self.config.backends[cfg.backend].options))
+        opened = _opened(where, cfg.backend, lambda: backend.open_session(spec))
+        proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name,
+                                    cache=self.config.backends[cfg.backend].cache)
+        self.proxies[cfg.name] = proxy
+        return proxy, opened
+
+    def _info(self, cfg: ClientConfig, opened: pb.OpenSessionResponse | None, **extra: Any) -> ClientInfo:
+        hardware = self.hardware_specs.get(cfg.name)
+        info = ClientInfo(name=cfg.name, role=cfg.role if cfg.kind == "llm" else cfg.kind, model=cfg.model or "",
+                          backend=cfg.backend or "-",
+                          fidelity=FIDELITY.get(opened.info.fidelity, "unspecified") if opened else "analytical",
+                          device=hardware.device if hardware else "-",
+                          num_devices=cfg.hardware.count if cfg.hardware else 0,
+                          price_per_hour_usd=float(hardware.extra.get("price_per_hour_usd", 0.0)) if hardware else 0.0,
+                          **extra)
+        self.infos.append(info)
+        return info
+
+    def _build_llm(self, index: int, cfg: ClientConfig) -> LLMClient:
+        where = f"clients[{index}]"
+        proxy, opened = self._runtime_session(where, cfg)
+        model = resolve_model(self.config, cfg.model)  # type: ignore[arg-type]
+        blocks = kv_capacity_blocks(cfg, model, self.hardware_specs[cfg.name], where)
+        info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size)
+        kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
+        scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token())
+        return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, timing=proxy,
+                         on_stage_done=lambda seq, now: None, serves=_SERVES[cfg.role],
+                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps)
+
+    def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
+        where = f"clients[{index}]"
+        opened = None
+        if cfg.kind == "kv_retrieval":
+            memory = self.backends[cfg.backend]  # type: ignore[index]
+            assert isinstance(memory, MemoryClient) and cfg.memory is not None
+            spec = memory_session_spec(cfg)
+            session = _opened(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
+            timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id, self.kv_bytes)
+            self.kv_timers.append(timer)
+        elif cfg.kind == "rag":
+            proxy, opened = self._runtime_session(where, cfg)
+            assert cfg.rag is not None and cfg.hardware is not None
+            retrieval = device_spec(self.config, cfg.rag.retrieval_device, 1, "fp32")
+            timer = RagStageTimer(self.kernel, cfg.name, cfg.rag, proxy, embed_device=cfg.hardware.device,
+                                  retrieval_peak_tflops=retrieval.peak_tflops,
+                                  retrieval_bandwidth_gbps=retrieval.mem_bandwidth_gbps)
+        else:
+            proxy = None
+            if cfg.model is not None:
+                proxy, opened = self._runtime_session(where, cfg)
+            timer = LinearStageTimer(self.kernel, cfg.kind, cfg.service, proxy)
+        return ServiceClient(info=self._info(cfg, opened), kernel=self.kernel, kind=cfg.kind, servers=cfg.servers,
+                             timer=timer, on_stage_done=lambda request, stage: None)
+
+    def _transfers(self) -> LinkTransfers | NetworkTransfers:
+        """The transfer service: the network backend's session, or the plain link."""
+        network = self.config.network
+        if network.backend is None:
+            return LinkTransfers(self.kernel, network.link)
+        client = self.backends[network.backend]
+        assert isinstance(client, NetworkClient)
+        spec = network_session_spec(self.config, self.hardware_specs)
+        opened = _opened("network", network.backend, lambda: client.open_session(spec))
+        return NetworkTransfers(self.kernel, client, opened.session_id,
+                                time_synchronized=network.mode == "congestion_aware", layers=network.kv_layers)
+
+    # -- running -------------------------------------------------------------
+    def workload(self) -> tuple[list[Any], list[Pipeline]]:
+        """The requests and their pipelines (templates drawn by weight when the workload mixes them)."""
+        specs = generate_requests(self.config.workload, self.rng, base_dir=self.base_dir)
+        default_model = next(c.model for c in self.config.clients if c.kind == "llm")
+        weights = self.config.workload.templates or {"chat": 1.0}
+        return assign_pipelines(specs, weights, resolve_templates(self.config.templates), self.rng,
+                                default_model=str(default_model))
+
+    def run(self, *, progress: bool | None = None,
+            on_progress: Callable[[int, int, int], None] | None = None) -> CosimError | None:
+        """Generates the workload and runs the event loop; returns the error that stopped it, if any."""
+        specs, pipelines = self.workload()
+        self.coordinator.schedule_arrivals(specs, pipelines)
+        total = len(specs)
+        bar = ProgressBar(total, enabled=progress)
+        state = {"last": 0}
+
+        def report(_request: RequestRecord) -> None:
+            done = self.coordinator.num_finished
+            if done - state["last"] >= max(1, total // 200) or done == total:
+                state["last"] = done
+                bar.update(done, self.kernel.now_ns)
+                if on_progress:
+                    on_progress(done, total, self.kernel.now_ns)
+
+        self.coordinator.on_request_done = report
+        try:
+            self.kernel.run()
+        except CosimError as err:
+            return err
+        finally:
+            bar.close()
+        unfinished = [r for r in self.coordinator.requests if not r.is_finished]
+        if unfinished:
+            first = unfinished[0]
+            return HubError(f"{len(unfinished)} requests never finished (first: request {first.id} with "
+                            f"{first.input_tokens} prompt tokens); a prompt may not fit any client's KV cache")
+        return None
+
+    def summarize(self, wall_time_s: float) -> dict[str, Any]:
+        """summary.json content, with backend statistics."""
+        proxies = self.proxies.values()
+        lookups = sum(p.num_lookups for p in proxies)
+        hits = sum(p.num_hits for p in proxies)
+        rpcs = sum(client.num_calls for client in self.backends.values())
+        extra: dict[str, Any] = {
+            "backends": {"steps_timed": lookups, "cache_hit_rate": round(hits / lookups, 6) if lookups else 0.0,
+                         "rpcs": rpcs, "out_of_range_steps": sum(p.num_out_of_range for p in proxies)},
+            "kv_transfer_bytes": self.coordinator.transfer_bytes,
+            "seed": self.config.seed,
+        }
+        if self.kv_timers:
+            lookups_kv = sum(t.num_lookups for t in self.kv_timers)
+            extra["kv_retrieval"] = {"lookups": lookups_kv,
+                                     "hit_rate": round(sum(t.num_hits for t in self.kv_timers) / lookups_kv, 6)
+                                     if lookups_kv else 0.0}
+        timelines = {c.name: c.timeline for c in [*self.clients, *self.services]}
+        return summarize(self.coordinator.requests, self.infos, timelines, slo=self.config.slo,
+                         sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)
