@@ -131,6 +131,8 @@ class RagConfig(_Model):
     embed_link_gbps: float = Field(32.0, gt=0, description="GB/s from the embedding device to the retrieval "
                                                           "device when they differ")
     context_bytes_per_token: float = Field(4.0, gt=0, description="bytes per retrieved-text token sent to prefill")
+    max_query_tokens: int | None = Field(None, gt=0, description="the embedder reads at most this many prompt "
+                                                                "tokens (512 for BERT-style encoders)")
 
 
 class KVRetrievalConfig(_Model):

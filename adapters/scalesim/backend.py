@@ -9,9 +9,10 @@ A step's duration is ``compute + memory + communication``, not overlapped:
   ``2 (tp-1)/tp x bytes / hardware.intra_node_gbps``.
 
 Computation reuse (LLMServingSim §III-E): one decoder layer is simulated
-and its time multiplied by the number of layers, and each GEMM shape is
-simulated once per session (``reuse``), optionally with M bucketed
-(``bucket_m``).
+and its time multiplied by the number of layers, and each GEMM shape, and each
+SCALE-Sim run behind it, is simulated once per session (``reuse``), with M
+optionally bucketed (``bucket_m``). Without reuse, shapes repeated within
+a step are still simulated once, but nothing is kept between steps.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
 from .config import ArrayConfig, array_config
-from .engine import GemmCycles, simulate_gemm
+from .engine import GemmCycles, RunMemo, simulate_gemm
 from .workload import Gemm, Shape, make_shape, step_work
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class ScaleSimState:
     mem_bandwidth: float  # bytes/s
     link_bandwidth: float  # bytes/s
     gemms: dict[Gemm, GemmCycles] = field(default_factory=dict)
+    runs: RunMemo = field(default_factory=dict)
     steps: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(default_factory=OrderedDict)
     num_simulations: int = 0
 
@@ -80,6 +82,7 @@ class ScaleSimBackend(RuntimeBackend):
             return state.steps[key]
         if not state.config.reuse:
             state.gemms.clear()  # without reuse every step simulates its shapes afresh
+            state.runs.clear()
         timing = self._time(state, list(key[0]), list(key[1]))
         state.steps[key] = timing
         if len(state.steps) > STEP_CACHE_SIZE:
@@ -114,7 +117,7 @@ class ScaleSimBackend(RuntimeBackend):
             return GemmCycles(a.compute + w * (b.compute - a.compute), a.stall + w * (b.stall - a.stall),
                               a.prefetch + w * (b.prefetch - a.prefetch), 0)
         if gemm not in state.gemms:
-            result = simulate_gemm(state.config, m, n, k)
+            result = simulate_gemm(state.config, m, n, k, state.runs)
             state.num_simulations += result.num_simulated
             state.gemms[gemm] = result
         return state.gemms[gemm]

@@ -137,8 +137,25 @@ def _run(config: ArrayConfig, m: int, n: int, k: int) -> tuple[float, float, flo
     return float(compute), float(stall), float(overall - compute)
 
 
-def simulate_gemm(config: ArrayConfig, m: int, n: int, k: int) -> GemmCycles:
-    """Cycles of (M x K) . (K x N) on one array, reduced per the module docstring."""
+RunMemo = dict[tuple[int, int, int], tuple[float, float, float]]
+
+
+def _memo_run(config: ArrayConfig, memo: RunMemo | None, dims: tuple[int, int, int]) -> tuple[tuple[float, float, float], int]:
+    """A SCALE-Sim run from ``memo`` when there (0 new runs), else a fresh one (1)."""
+    if memo is not None and dims in memo:
+        return memo[dims], 0
+    result = _run(config, *dims)
+    if memo is not None:
+        memo[dims] = result
+    return result, 1
+
+
+def simulate_gemm(config: ArrayConfig, m: int, n: int, k: int, memo: RunMemo | None = None) -> GemmCycles:
+    """Cycles of (M x K) . (K x N) on one array, reduced per the module docstring.
+
+    ``memo`` keeps SCALE-Sim runs by their (reduced) dimensions, so GEMMs
+    that reduce to the same runs (e.g. every M beyond ``max_stream``) share them.
+    """
     s_r, s_c, t = spatial_dims(config.dataflow, m, n, k)
     folds_r, folds_c = math.ceil(s_r / config.rows), math.ceil(s_c / config.cols)
     if config.max_folds:
@@ -146,11 +163,11 @@ def simulate_gemm(config: ArrayConfig, m: int, n: int, k: int) -> GemmCycles:
         s_c = min(s_c, config.cols * config.max_folds)
     scale = folds_r * folds_c / (math.ceil(s_r / config.rows) * math.ceil(s_c / config.cols))
     if not config.max_stream or t <= config.max_stream:
-        compute, stall, prefetch = _run(config, *gemm_dims(config.dataflow, s_r, s_c, t))
-        return GemmCycles(compute * scale, stall * scale, prefetch)
+        (compute, stall, prefetch), runs = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, t))
+        return GemmCycles(compute * scale, stall * scale, prefetch, num_simulated=runs)
     long_t, short_t = config.max_stream, config.max_stream // 2
-    c1, s1, prefetch = _run(config, *gemm_dims(config.dataflow, s_r, s_c, long_t))
-    c2, s2, _ = _run(config, *gemm_dims(config.dataflow, s_r, s_c, short_t))
+    (c1, s1, prefetch), runs1 = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, long_t))
+    (c2, s2, _), runs2 = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, short_t))
     reach = (t - long_t) / (long_t - short_t)
     compute, stall = c1 + (c1 - c2) * reach, max(0.0, s1 + (s1 - s2) * reach)
-    return GemmCycles(compute * scale, stall * scale, prefetch, num_simulated=2)
+    return GemmCycles(compute * scale, stall * scale, prefetch, num_simulated=runs1 + runs2)

@@ -79,7 +79,8 @@ class RagStageTimer:
 
     def serve(self, request: RequestRecord, finish: Callable[[], None]) -> None:
         now = self.kernel.now_ns
-        embed_ns = self.embedding.step_time([request.input_tokens], [0], now_ns=now).duration_ns
+        query = min(request.input_tokens, self.config.max_query_tokens or request.input_tokens)
+        embed_ns = self.embedding.step_time([query], [0], now_ns=now).duration_ns
         parts = (("rag:embedding", embed_ns), ("rag:embed_transfer", self.embed_transfer_ns),
                  ("rag:retrieval", self.retrieval_ns))
         for kind, duration in parts:

@@ -14,6 +14,7 @@ from .report import format_table
 from .run_folder import summary_json, write_run_folder
 from .slo import SLO_METRICS, SLO_STATISTICS, validate_slo
 from .stats import RequestMetrics, request_metrics
+from .breakdown import plot_breakdown, stage_breakdown, stage_table
 from .summary import attributed_client, summarize
 
 __all__ = [
@@ -23,7 +24,10 @@ __all__ = [
     "RequestMetrics",
     "attributed_client",
     "format_table",
+    "plot_breakdown",
     "request_metrics",
+    "stage_breakdown",
+    "stage_table",
     "summarize",
     "summary_json",
     "validate_slo",

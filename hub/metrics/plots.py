@@ -1,7 +1,8 @@
 """plots/*.png with matplotlib's Agg canvas (no pyplot, so no global figure state).
 
 Files: ``latency_cdf.png`` (TTFT, TPOT, E2E of completed requests),
-``throughput.png`` (completed requests/s and output tokens/s over simulated
+``breakdown.png`` (mean latency per stage component, per template; HERMES
+Fig. 9), ``throughput.png`` (completed requests/s and output tokens/s over simulated
 time), ``queue.png``, ``kv_usage.png`` and ``batch_size.png`` (per client over
 time; timelines are downsampled to at most :data:`MAX_POINTS` points each,
 keeping maxima for queue and KV, means for batch size).
@@ -17,6 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
+from .breakdown import plot_breakdown, stage_breakdown
 from .stats import NS_PER_S, request_metrics
 from .tables import downsample
 
@@ -103,6 +105,11 @@ def write_plots(folder: Path, requests: Sequence[RequestRecord], clients: Sequen
     """Writes every plot of the module docstring into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     plot_latency_cdf(folder / "latency_cdf.png", requests)
+    by_template: dict[str, list[RequestRecord]] = {}
+    for request in requests:
+        by_template.setdefault(request.template, []).append(request)
+    plot_breakdown(folder / "breakdown.png", {name: stage_breakdown(group) for name, group in by_template.items()},
+                   title="where the time goes (mean per request)")
     plot_throughput(folder / "throughput.png", requests, timelines, sim_time_ns)
     has_capacity = all(c.kv_capacity_blocks > 0 for c in clients if c.name in timelines)
     kv_label = "KV usage (fraction of blocks)" if clients and has_capacity else "KV blocks used"

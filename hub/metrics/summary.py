@@ -27,6 +27,7 @@ import numpy as np
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
 from .slo import Slo, meets_slo, slo_report, validate_slo
+from .breakdown import stage_breakdown, stage_table
 from .stats import NS_PER_S, RequestMetrics, clean, latency_block, request_metrics
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,8 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
     tokens = _token_columns(ordered)
     summary = _traffic_block(metrics, tokens, everyone, good, sim_time_s)
     summary["slo"] = slo_report(metrics, slo)
+    summary["stages"] = stage_table(ordered)
+    summary["breakdown_s"] = stage_breakdown(ordered)
     summary["sim_time_s"] = sim_time_s
     summary["wall_time_s"] = wall_time_s
 

@@ -1,0 +1,78 @@
+"""Where a request's time goes, stage by stage (HERMES Fig. 9).
+
+Per completed request, the latency splits into components: ``queue`` (every
+top-level stage's wait between hand-over and start), ``communication``
+(transfers of KV and retrieved context into a stage), and the service time
+of each stage kind (``rag:embedding``, ``rag:retrieval``, ``prefill``,
+``decode``, ...). A stage split into sub-stages (``rag`` into ``rag:*``) is
+counted through its sub-stages. The means of these components add up to the
+mean end-to-end latency when the pipeline has no gaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ..records import RequestRecord
+from .stats import NS_PER_S
+
+
+def stage_breakdown(requests: Sequence[RequestRecord]) -> dict[str, float]:
+    """Mean seconds per component over completed requests (components in pipeline order)."""
+    done = [r for r in requests if r.is_finished]
+    totals: dict[str, float] = {"queue": 0.0, "communication": 0.0}
+    for request in done:
+        split = {s.kind.split(":")[0] for s in request.stages if ":" in s.kind}
+        for stage in request.stages:
+            if stage.end_ns < 0:
+                continue
+            if ":" not in stage.kind:
+                totals["queue"] += stage.start_ns - stage.enqueue_ns
+                totals["communication"] += stage.transfer_ns
+                if stage.kind in split:
+                    continue
+            totals[stage.kind] = totals.get(stage.kind, 0.0) + stage.end_ns - stage.start_ns
+    return {kind: total / len(done) / NS_PER_S for kind, total in totals.items()} if done else {}
+
+
+def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
+    """Per stage kind: how many ran, and mean queue, service and transfer seconds (summary.json ``stages``)."""
+    sums: dict[str, list[float]] = {}
+    for request in requests:
+        for stage in request.stages:
+            if stage.end_ns < 0 or ":" in stage.kind:
+                continue
+            entry = sums.setdefault(stage.kind, [0, 0.0, 0.0, 0.0])
+            entry[0] += 1
+            entry[1] += stage.start_ns - stage.enqueue_ns
+            entry[2] += stage.end_ns - stage.start_ns
+            entry[3] += stage.transfer_ns
+    return {kind: {"count": int(n), "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
+                   "transfer_s": t / n / NS_PER_S} for kind, (n, q, s, t) in sums.items()}
+
+
+def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *, title: str = "") -> None:
+    """Stacked horizontal bars of mean latency per component, one bar per run (or template)."""
+    components: list[str] = []
+    for parts in breakdowns.values():
+        components += [c for c in parts if c not in components]
+    fig = Figure(figsize=(9, 1.2 + 0.5 * len(breakdowns)))
+    ax = fig.add_subplot(1, 1, 1)
+    labels = list(breakdowns)
+    left = [0.0] * len(labels)
+    for component in components:
+        widths = [breakdowns[label].get(component, 0.0) for label in labels]
+        ax.barh(labels, widths, left=left, label=component)
+        left = [a + b for a, b in zip(left, widths)]
+    ax.set_xlabel("mean latency (s)")
+    ax.invert_yaxis()
+    ax.legend(loc="lower right", fontsize="small", ncols=2)
+    if title:
+        ax.set_title(title)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
