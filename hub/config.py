@@ -132,7 +132,7 @@ class RagConfig(_Model):
                                                           "device when they differ")
     context_bytes_per_token: float = Field(4.0, gt=0, description="bytes per retrieved-text token sent to prefill")
     max_query_tokens: int | None = Field(None, gt=0, description="the embedder reads at most this many prompt "
-                                                                "tokens (512 for BERT-style encoders)")
+                                                                "tokens (default: the model's context length)")
 
 
 class KVRetrievalConfig(_Model):
@@ -321,7 +321,7 @@ class ScenarioConfig(_Model):
                 problems.append((where, f"unknown template; defined: {sorted(templates)}"))
                 continue
             template = templates[name]
-            model = template.model or (self.clients[0].model if self.clients else None)
+            model = template.model or next((c.model for c in self.clients if c.kind == "llm"), None)
             if template.model is not None and template.model not in self.models:
                 problems.append((f"templates.{name}.model", f"unknown model {template.model!r}"))
             elif model not in llm_models:

@@ -155,7 +155,8 @@ class Coordinator:
         if client.name == seq.stage.client:
             self._start_decode(request, client, 0)
             return
-        size = int(self.kv_bytes_per_token[request.model] * request.input_tokens)
+        kv_tokens = request.input_tokens - (request.retrieved_tokens if request.retrieved_at_decode else 0)
+        size = int(self.kv_bytes_per_token[request.model] * kv_tokens)
         self.transfer_bytes += size
         self.transfers.start(seq.stage.client, client.name, size,
                              lambda duration_ns: self._start_decode(request, client, duration_ns))

@@ -51,6 +51,7 @@ class RequestRecord:
     pipeline: tuple[str, ...] = ("prefill", "decode")
     stage_index: int = 0  # next pipeline stage to push
     retrieved_tokens: int = 0  # prompt tokens whose KV a kv_retrieval stage fetched
+    retrieved_at_decode: bool = False  # that KV was fetched to the decode side too (no P->D copy needed)
     context_bytes: int = 0  # retrieved text a RAG stage sends on to prefill
     data_at: str = ""  # client holding data the next stage needs
     stages: list[StageRecord] = field(default_factory=list)

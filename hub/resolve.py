@@ -46,7 +46,10 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str) -> 
     """The HardwareSpec of ``count`` devices of ``hardware[device]`` computing in ``dtype``."""
     entry = config.hardware[device]
     try:
-        spec = presets.hardware_spec(entry.preset, count, dtype)
+        preset = presets.get_device(entry.preset)
+        if "peak_tflops" in entry.overrides and dtype not in preset.peak_tflops:
+            dtype = next(iter(preset.peak_tflops))  # the override replaces the peak anyway
+        spec = presets.hardware_spec(preset, count, dtype)
     except presets.UnknownPreset as err:
         raise ScenarioError(f"hardware.{device}.preset", str(err)) from None
     for key, value in entry.overrides.items():
@@ -114,12 +117,13 @@ def session_options(options: Mapping[str, Any]) -> struct_pb2.Struct:
     return struct
 
 
-def memory_session_spec(client: ClientConfig) -> mem_pb.MemorySessionSpec:
-    """The memory hierarchy of a KV-retrieval client."""
+def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float) -> mem_pb.MemorySessionSpec:
+    """The memory hierarchy of a KV-retrieval client (``kv_bytes_per_token`` turns misses into tokens)."""
     assert client.memory is not None
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if client.memory.mode == "time_synchronized" else pb.SYNC_MODE_PREDICT
     try:
         levels = [mem_pb.MemoryLevel(**level) for level in client.memory.levels]
     except (ValueError, TypeError) as err:
         raise ScenarioError(f"clients[{client.name}].memory.levels", str(err)) from None
-    return mem_pb.MemorySessionSpec(client=client.name, levels=levels, mode=mode, kv_bytes_per_token=1)
+    return mem_pb.MemorySessionSpec(client=client.name, levels=levels, mode=mode,
+                                    kv_bytes_per_token=max(1, int(kv_bytes_per_token)))

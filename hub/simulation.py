@@ -123,7 +123,9 @@ class Simulation:
         if cfg.kind == "kv_retrieval":
             memory = self.backends[cfg.backend]  # type: ignore[index]
             assert isinstance(memory, MemoryClient) and cfg.memory is not None
-            spec = memory_session_spec(cfg)
+            # One KV size per session: the first LLM client's model (pipelines of one model per tier).
+            first_llm = next(c.model for c in self.config.clients if c.kind == "llm")
+            spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)])
             session = _opened(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
             timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id, self.kv_bytes)
             self.kv_timers.append(timer)
@@ -133,7 +135,8 @@ class Simulation:
             retrieval = device_spec(self.config, cfg.rag.retrieval_device, 1, "fp32")
             timer = RagStageTimer(self.kernel, cfg.name, cfg.rag, proxy, embed_device=cfg.hardware.device,
                                   retrieval_peak_tflops=retrieval.peak_tflops,
-                                  retrieval_bandwidth_gbps=retrieval.mem_bandwidth_gbps)
+                                  retrieval_bandwidth_gbps=retrieval.mem_bandwidth_gbps,
+                                  max_query_tokens=resolve_model(self.config, cfg.model).max_position_embeddings or None)  # type: ignore[arg-type]
         else:
             proxy = None
             if cfg.model is not None:

@@ -140,7 +140,8 @@ def _run(config: ArrayConfig, m: int, n: int, k: int) -> tuple[float, float, flo
 RunMemo = dict[tuple[int, int, int], tuple[float, float, float]]
 
 
-def _memo_run(config: ArrayConfig, memo: RunMemo | None, dims: tuple[int, int, int]) -> tuple[tuple[float, float, float], int]:
+def _memo_run(config: ArrayConfig, memo: RunMemo | None,
+              dims: tuple[int, int, int]) -> tuple[tuple[float, float, float], int]:
     """A SCALE-Sim run from ``memo`` when there (0 new runs), else a fresh one (1)."""
     if memo is not None and dims in memo:
         return memo[dims], 0
@@ -164,10 +165,26 @@ def simulate_gemm(config: ArrayConfig, m: int, n: int, k: int, memo: RunMemo | N
     scale = folds_r * folds_c / (math.ceil(s_r / config.rows) * math.ceil(s_c / config.cols))
     if not config.max_stream or t <= config.max_stream:
         (compute, stall, prefetch), runs = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, t))
-        return GemmCycles(compute * scale, stall * scale, prefetch, num_simulated=runs)
+        if scale == 1:
+            return GemmCycles(compute, stall, prefetch, num_simulated=runs)
+        return _with_floor(config, (m, n, k), GemmCycles(compute * scale, stall * scale, prefetch, runs))
     long_t, short_t = config.max_stream, config.max_stream // 2
     (c1, s1, prefetch), runs1 = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, long_t))
     (c2, s2, _), runs2 = _memo_run(config, memo, gemm_dims(config.dataflow, s_r, s_c, short_t))
     reach = (t - long_t) / (long_t - short_t)
     compute, stall = c1 + (c1 - c2) * reach, max(0.0, s1 + (s1 - s2) * reach)
-    return GemmCycles(compute * scale, stall * scale, prefetch, num_simulated=runs1 + runs2)
+    return _with_floor(config, (m, n, k), GemmCycles(compute * scale, stall * scale, prefetch, runs1 + runs2))
+
+
+def _with_floor(config: ArrayConfig, gemm: tuple[int, int, int], cycles: GemmCycles) -> GemmCycles:
+    """A reduced answer raised to the time DRAM needs to move each operand once.
+
+    Reduction keeps compute exact but misses stalls that grow with the whole
+    operands when DRAM is the bottleneck; this floor bounds that error.
+    """
+    m, n, k = gemm
+    floor = (m * k + k * n + m * n) / config.dram_words_per_cycle
+    if cycles.total >= floor:
+        return cycles
+    extra = floor - cycles.total
+    return GemmCycles(cycles.compute + extra, cycles.stall + extra, cycles.prefetch, cycles.num_simulated)

@@ -68,8 +68,9 @@ class RagStageTimer:
 
     def __init__(self, kernel: Kernel, client: str, config: RagConfig, embedding: RuntimeSessionProxy, *,
                  embed_device: str, retrieval_peak_tflops: float, retrieval_bandwidth_gbps: float,
-                 embed_bytes_per_value: float = 4.0) -> None:
+                 max_query_tokens: int | None = None, embed_bytes_per_value: float = 4.0) -> None:
         self.kernel, self.client, self.config, self.embedding = kernel, client, config, embedding
+        self.max_query_tokens = config.max_query_tokens or max_query_tokens
         search = ivfpq_search_ns(config, peak_tflops=retrieval_peak_tflops,
                                  mem_bandwidth_gbps=retrieval_bandwidth_gbps)
         self.retrieval_ns = sum(search.values())
@@ -79,7 +80,7 @@ class RagStageTimer:
 
     def serve(self, request: RequestRecord, finish: Callable[[], None]) -> None:
         now = self.kernel.now_ns
-        query = min(request.input_tokens, self.config.max_query_tokens or request.input_tokens)
+        query = min(request.input_tokens, self.max_query_tokens or request.input_tokens)
         embed_ns = self.embedding.step_time([query], [0], now_ns=now).duration_ns
         parts = (("rag:embedding", embed_ns), ("rag:embed_transfer", self.embed_transfer_ns),
                  ("rag:retrieval", self.retrieval_ns))
@@ -100,6 +101,7 @@ class KVRetrievalTimer:
         self.kernel, self.client, self.memory, self.session_id = kernel, client, memory, session_id
         self.kv_bytes_per_token = kv_bytes_per_token
         self.stateful = config.mode == "time_synchronized"
+        self.parallel_decode_transfer = config.parallel_decode_transfer
         self._ids = itertools.count(1)
         self._sync = TimeSync(kernel, lambda until_ns: memory.advance(session_id, until_ns)) if self.stateful else None
         self.num_lookups = self.num_hits = 0
@@ -120,6 +122,8 @@ class KVRetrievalTimer:
         self.num_lookups += 1
         recompute = min(request.prefix_tokens, int(result.recompute_tokens))
         request.retrieved_tokens = request.prefix_tokens - recompute
+        # MIST: the decode client fetches the same KV in parallel, so only new KV crosses P -> D later.
+        request.retrieved_at_decode = self.parallel_decode_transfer and request.retrieved_tokens > 0
         self.num_hits += request.retrieved_tokens > 0
         if self._sync is None:
             self.kernel.call_at(self.kernel.now_ns + result.duration_ns, DONE, finish)

@@ -70,7 +70,7 @@ def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *,
         left = [a + b for a, b in zip(left, widths)]
     ax.set_xlabel("mean latency (s)")
     ax.invert_yaxis()
-    ax.legend(loc="lower right", fontsize="small", ncols=2)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize="small", ncols=4, frameon=False)
     if title:
         ax.set_title(title)
     FigureCanvasAgg(fig)

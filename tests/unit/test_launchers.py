@@ -1,0 +1,189 @@
+"""Launchers (command, python, address) and the retries of backend clients.
+
+The `image:` launcher needs a Docker engine: tests/integration/test_containers.py.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent import futures
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+import cosim
+from cosim.adapters.sdk import BackendServer
+from cosim.adapters.sdk.testing import LinearBackend
+from cosim.hub.backends import (RuntimeClient, attach_address, free_port, launch_command, launch_python,
+                                wait_healthy)
+from cosim.hub.errors import BackendError
+from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
+from cosim.v1 import types_pb2 as pb
+
+LINEAR = "cosim.adapters.sdk.testing:LinearBackend"
+SERVE_LINEAR = ["{python}", "-m", "cosim.adapters.sdk", LINEAR, "--port", "{port}"]
+
+
+def healthy(address: str) -> bool:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2)
+        except grpc.RpcError:
+            return False
+    return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_command_runs_a_subprocess_on_a_free_port() -> None:
+    backend = launch_command("lin", SERVE_LINEAR)
+    try:
+        assert backend.how == "command" and backend.address.startswith("127.0.0.1:")
+        assert healthy(backend.address)
+        client = RuntimeClient("lin", backend.address)
+        assert client.describe().name == "linear"
+        client.close()
+    finally:
+        backend.stop()
+    assert not healthy(backend.address)
+    backend.stop()  # idempotent
+
+
+def test_command_that_exits_reports_its_output() -> None:
+    with pytest.raises(BackendError) as err:
+        launch_command("broken", ["{python}", "-c", "import sys; print('no GPU model here'); sys.exit(3)"])
+    assert "backend 'broken'" in str(err.value) and "no GPU model here" in str(err.value)
+
+
+def test_command_that_cannot_start_names_the_command() -> None:
+    with pytest.raises(BackendError, match="cannot start command /nonexistent/simulator"):
+        launch_command("missing", ["/nonexistent/simulator", "--port", "{port}"])
+
+
+def test_python_serves_the_class_in_process() -> None:
+    backend = launch_python("lin", LINEAR)
+    try:
+        assert backend.how == "in-process" and healthy(backend.address)
+    finally:
+        backend.stop()
+    with pytest.raises(BackendError, match="backend 'bad'"):
+        launch_python("bad", "no.such.module:Backend")
+
+
+def test_address_attaches_to_a_running_backend_or_names_it() -> None:
+    with BackendServer(LinearBackend()) as server:
+        backend = attach_address("lin", server.address)
+        assert backend.how == "address" and backend.address == server.address
+        backend.stop()  # not ours: stays up
+        assert healthy(server.address)
+    port = free_port()
+    with pytest.raises(BackendError) as err:
+        attach_address("lab", f"127.0.0.1:{port}", timeout_s=0.5)
+    assert "backend 'lab'" in str(err.value) and f"127.0.0.1:{port}" in str(err.value)
+
+
+def test_start_up_is_retried_until_the_backend_is_healthy() -> None:
+    """wait_healthy keeps asking (tenacity) while a slow backend starts."""
+    port = free_port()
+    server = BackendServer(LinearBackend(), port=port)
+    starter = threading.Timer(0.8, server.start)
+    starter.start()
+    began = time.monotonic()
+    try:
+        wait_healthy("slow", f"127.0.0.1:{port}", timeout_s=20)
+        assert time.monotonic() - began >= 0.7
+    finally:
+        starter.join()
+        server.stop()
+
+
+class FlakyRuntime(rt_grpc.RuntimeBackendServiceServicer):
+    """Answers Describe UNAVAILABLE ``failures`` times, then normally."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.calls = failures, 0
+
+    def Describe(self, request: pb.DescribeRequest, context: grpc.ServicerContext) -> pb.DescribeResponse:
+        self.calls += 1
+        if self.calls <= self.failures:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "warming up")
+        return pb.DescribeResponse(info=pb.BackendInfo(name="flaky", kind=pb.BACKEND_KIND_RUNTIME))
+
+
+def serve_flaky(failures: int) -> tuple[grpc.Server, FlakyRuntime, str]:
+    servicer = FlakyRuntime(failures)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rt_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, servicer, f"127.0.0.1:{port}"
+
+
+def test_transient_unavailable_is_retried() -> None:
+    server, servicer, address = serve_flaky(failures=2)
+    try:
+        client = RuntimeClient("flaky", address, attempts=5)
+        assert client.describe().name == "flaky"
+        assert servicer.calls == 3
+        client.close()
+    finally:
+        server.stop(0)
+
+
+def test_backend_that_stays_down_is_reported_by_client_backend_and_address() -> None:
+    server, servicer, address = serve_flaky(failures=100)
+    try:
+        client = RuntimeClient("lab", address, attempts=3)
+        with pytest.raises(BackendError) as err:
+            client.call(client.stub.Describe, pb.DescribeRequest(), client="prefill-0")
+        client.close()
+    finally:
+        server.stop(0)
+    assert servicer.calls == 3
+    text = str(err.value)
+    assert "client 'prefill-0'" in text and "backend 'lab'" in text and address in text
+    assert "UNAVAILABLE" in text and "retried" in text
+
+
+def scenario(address: str, requests: int) -> dict[str, Any]:
+    return {
+        "seed": 1,
+        "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
+        "hardware": {"h100": {"preset": "H100-SXM"}},
+        "backends": {"lab": {"address": address, "cache": False, "deadline_s": 2,
+                             "options": {"step_ns": 2_000_000, "per_token_ns": 10_000}}},
+        "clients": [{"name": "c0", "model": "m", "role": "mixed", "backend": "lab",
+                     "hardware": {"device": "h100", "count": 1}}],
+        "workload": {"requests": requests, "arrival": {"process": "poisson", "rate_per_s": 20},
+                     "input_tokens": {"dist": "fixed", "value": 256},
+                     "output_tokens": {"dist": "fixed", "value": 32}},
+        "output": {"plots": False},
+    }
+
+
+def test_backend_dying_mid_run_fails_the_run_by_name_and_keeps_partial_results(tmp_path: Path) -> None:
+    server = BackendServer(LinearBackend()).start()
+    address = server.address
+
+    def kill_after_first(completed: int, total: int, sim_ns: int) -> None:
+        if completed >= 5:
+            server.stop(0)
+
+    with pytest.raises(BackendError) as err:
+        cosim.run(scenario(address, 300), output_dir=tmp_path / "run", on_progress=kill_after_first)
+    text = str(err.value)
+    assert "client 'c0'" in text and "backend 'lab'" in text and address in text
+    rows = (tmp_path / "run" / "requests.csv").read_text().splitlines()
+    assert len(rows) == 301  # every request is listed, finished or not
+    summary = (tmp_path / "run" / "summary.json").read_text()
+    assert '"error"' in summary and address in summary
+
+
+def test_free_port_is_bindable() -> None:
+    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
