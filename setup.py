@@ -16,4 +16,5 @@ for name, folder in ROOTS.items():
         packages.append(f"{name}.{sub}")
         package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
 
-setup(packages=packages, package_dir=package_dir, package_data={"": ["*.pyi", "*.yaml", "*.json", "*.csv", "*.joblib", "*.md", "py.typed"]})
+setup(packages=packages, package_dir=package_dir, package_data={"": ["*.pyi", "*.yaml", "*.json", "*.csv", "*.joblib", "*.md", "py.typed",
+                                                                          "*/*.yaml", "*/*.json"]})

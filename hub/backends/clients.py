@@ -74,6 +74,16 @@ class BackendClient:
                                rpc=method.decode() if isinstance(method, bytes) else str(method),
                                client=client, sim_time_ns=sim_time_ns) from err
 
+    stub: Any  # the service's generated stub, set by each subclass
+
+    def describe(self) -> pb.BackendInfo:
+        """The backend's identity (Describe)."""
+        return self.call(self.stub.Describe, pb.DescribeRequest()).info
+
+    def close_session(self, session_id: str) -> None:
+        """Closes a session (CloseSession)."""
+        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+
     def close(self) -> None:
         if self.channel is not None:
             self.channel.close()
@@ -87,8 +97,6 @@ class RuntimeClient(BackendClient):
         self.stub = kwargs["stub"] if kwargs.get("stub") is not None else \
             rt_grpc.RuntimeBackendServiceStub(self.channel)
 
-    def describe(self) -> pb.BackendInfo:
-        return self.call(self.stub.Describe, pb.DescribeRequest()).info
 
     def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
         return self.call(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
@@ -103,8 +111,6 @@ class RuntimeClient(BackendClient):
                                sim_time_ns=sim_time_ns)
         return list(reply.timings)
 
-    def close_session(self, session_id: str) -> None:
-        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
 
 
 class MemoryClient(BackendClient):
@@ -114,8 +120,6 @@ class MemoryClient(BackendClient):
         super().__init__(name, address, **kwargs)
         self.stub = mem_grpc.MemoryBackendServiceStub(self.channel)
 
-    def describe(self) -> pb.BackendInfo:
-        return self.call(self.stub.Describe, pb.DescribeRequest()).info
 
     def open_session(self, spec: mem_pb.MemorySessionSpec) -> pb.OpenSessionResponse:
         return self.call(self.stub.OpenSession, mem_pb.OpenMemorySessionRequest(spec=spec))
@@ -130,8 +134,6 @@ class MemoryClient(BackendClient):
         return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
                          idempotent=False, sim_time_ns=until_ns)
 
-    def close_session(self, session_id: str) -> None:
-        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
 
 
 class NetworkClient(BackendClient):
@@ -141,8 +143,6 @@ class NetworkClient(BackendClient):
         super().__init__(name, address, **kwargs)
         self.stub = net_grpc.NetworkBackendServiceStub(self.channel)
 
-    def describe(self) -> pb.BackendInfo:
-        return self.call(self.stub.Describe, pb.DescribeRequest()).info
 
     def open_session(self, spec: net_pb.NetworkSessionSpec) -> pb.OpenSessionResponse:
         return self.call(self.stub.OpenSession, net_pb.OpenNetworkSessionRequest(spec=spec))
@@ -164,5 +164,3 @@ class NetworkClient(BackendClient):
         return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
                          idempotent=False, sim_time_ns=until_ns)
 
-    def close_session(self, session_id: str) -> None:
-        self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
