@@ -38,7 +38,7 @@ class AstraState:
     """A session's binary, scratch folder and result cache."""
 
     binary: runner.Binary
-    folder: Path
+    folder: Path | None  # kept runs go here when keep_files; otherwise each run gets its own temp folder
     keep_files: bool
     endpoints: dict[str, list[int]]
     cache: OrderedDict[Hashable, int] = field(default_factory=OrderedDict)
@@ -89,13 +89,15 @@ class AstraSimBackend(NetworkBackend):
         path = runner.resolve_binary(options.get("binary") or self._binary)
         binary = runner.Binary(path=path, extra_args=tuple(options.get("extra_args", self._extra_args)),
                                timeout_s=float(options.get("timeout_s", self._timeout_s)))
-        folder = Path(tempfile.mkdtemp(prefix="cosim-astrasim-"))
-        log.info("astrasim session for %s: binary %s, scratch %s", spec.client or "-", path, folder)
-        return AstraState(binary=binary, folder=folder, keep_files=bool(options.get("keep_files", self._keep_files)),
+        keep_files = bool(options.get("keep_files", self._keep_files))
+        folder = Path(tempfile.mkdtemp(prefix="cosim-astrasim-")) if keep_files else None
+        log.info("astrasim session for %s: binary %s, kept runs in %s", spec.client or "-", path, folder)
+        return AstraState(binary=binary, folder=folder, keep_files=keep_files,
                           endpoints={e.name: list(e.npu_ids) for e in spec.endpoints})
 
     def close_session(self, session: NetSession) -> None:
-        shutil.rmtree(session.state.folder, ignore_errors=True)
+        if session.state.folder is not None:
+            shutil.rmtree(session.state.folder, ignore_errors=True)
 
     def transfer(self, session: NetSession, transfers: list[net_pb.PointToPoint]) -> list[net_pb.NetworkResult]:
         state: AstraState = session.state
@@ -130,7 +132,10 @@ class AstraSimBackend(NetworkBackend):
             state.cache.move_to_end(key)
             return state.cache[key]
         state.num_runs += 1
-        folder = state.folder / f"run-{state.num_runs}"
+        if state.folder is not None:
+            folder = state.folder / f"run-{state.num_runs}"
+        else:
+            folder = Path(tempfile.mkdtemp(prefix="cosim-astrasim-run-"))
         try:
             files = write(folder)
             duration = 0 if files is None else runner.run(state.binary, files, folder)

@@ -5,7 +5,7 @@ Every step, prefill, decode or mixed, is one GenZ *chunked* model
 prefill chunks ``(context, new)``, the rest are decodes at ``context``
 past tokens. GenZ builds the layer table (embedding, attention per
 sequence, FFN, TP/EP collectives, PP message passes), writes it as a CSV
-into the session's temporary folder and times every operator on its
+into a temporary folder (removed right after) and times every operator on its
 roofline (``get_model_df``); the summary's latency is the step's duration.
 This is exactly what ``GenZ.chunked_moddeling`` does, minus its memory-fit
 check (the hub manages KV memory). A pure prefill ``(0, n)`` gives GenZ's
@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import shutil
 import tempfile
 import warnings
 from collections import OrderedDict
@@ -39,13 +37,12 @@ CACHE_SIZE = 8192  # step timings kept per session
 
 @dataclass
 class GenzState:
-    """A session's GenZ model and system, scratch folder and timing cache."""
+    """A session's GenZ model and system and its timing cache."""
 
     model: Any
     system: Any
     options: GenzOptions
     parallelism: dict[str, int]
-    folder: str
     cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(default_factory=OrderedDict)
     num_evaluations: int = 0
 
@@ -58,15 +55,12 @@ def genz_step_ms(state: GenzState, new_tokens: list[int], context_tokens: list[i
 
     prefill = [(c, n) for n, c in zip(new_tokens, context_tokens) if n > 1]
     decode = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="cosim-genz-") as folder:
         warnings.simplefilter("ignore")
         name = create_full_chunked_model(name=state.model, prefill_kv_sizes=prefill, decode_kv_sizes=decode,
-                                         data_path=state.folder, **state.parallelism)
-        try:
-            frame = get_model_df(name, state.system, Unit(), 1, data_path=state.folder, intermediate_on_chip=True)
-            summary = get_summary_table(frame, Unit())
-        finally:
-            os.remove(os.path.join(state.folder, "model", name))
+                                         data_path=folder, **state.parallelism)
+        frame = get_model_df(name, state.system, Unit(), 1, data_path=folder, intermediate_on_chip=True)
+        summary = get_summary_table(frame, Unit())
     return float(summary["Latency (msec)"].values[0]), summary
 
 
@@ -85,13 +79,9 @@ class GenzBackend(RuntimeBackend):
         par = spec.parallelism
         state = GenzState(model=model_config(spec.model), system=system(spec, options, bits), options=options,
                           parallelism={"tensor_parallel": par.tensor or 1, "pipeline_parallel": par.pipeline or 1,
-                                       "expert_parallel": par.expert or 1},
-                          folder=tempfile.mkdtemp(prefix="cosim-genz-"))
+                                       "expert_parallel": par.expert or 1})
         log.info("genz session for %s on %s (%s): %s", spec.model.name, spec.hardware.device, bits, options)
         return state
-
-    def close_session(self, session: Session[pb.SessionSpec]) -> None:
-        shutil.rmtree(session.state.folder, ignore_errors=True)
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         state: GenzState = session.state

@@ -7,6 +7,10 @@ import json
 import math
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..search import GoodputResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(handler=goodput_command)
 
 
-def _text(result: "GoodputResult") -> str:  # type: ignore[name-defined]  # noqa: F821
+def _text(result: GoodputResult) -> str:
     upper = result.interval_rps[1]
     lines = [f"goodput: {result.goodput_rps:.4g} requests/s (SLOs hold with {result.confidence:.0%} confidence)",
              f"interval: [{result.goodput_rps:.4g}, {upper:.4g}] requests/s"

@@ -15,7 +15,8 @@ two rates is not blurred by different draws.
 Bisection then narrows two boundaries to within ``tolerance`` (relative):
 
 - the lower one, between the highest rate shown FEASIBLE and the next rate tested;
-- the upper one, between the lowest rate shown INFEASIBLE and the rate tested before it.
+- the upper one, between the lowest rate shown INFEASIBLE and the rate tested before it
+  (unless ``refine_upper=False``, which ``cosim search`` uses: its ranking needs only the lower one).
 
 ``goodput_rps`` is the highest FEASIBLE rate: the SLOs hold there with the
 stated confidence. ``interval_rps`` is [that rate, lowest INFEASIBLE rate]:
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -142,8 +143,9 @@ class _RateSearch:
     def sorted_points(self) -> list[RatePoint]:
         return [self.points[r] for r in sorted(self.points)]
 
-    def next_rate(self, tolerance: float) -> float | None:
-        """The midpoint of the wider-than-tolerance boundary gap, or None when both are narrow."""
+    def next_rate(self, tolerance: float, refine_upper: bool = True) -> float | None:
+        """The midpoint of the wider-than-tolerance boundary gap, or None when both are narrow
+        (only the lower boundary's gap counts unless ``refine_upper``)."""
         rates = sorted(self.points)
         infeasible = [r for r in rates if self.points[r].verdict is Verdict.INFEASIBLE]
         cap = infeasible[0] if infeasible else math.inf
@@ -153,7 +155,7 @@ class _RateSearch:
             above = [r for r in rates if r > low]
             if above and above[0] - low > tolerance * low:
                 return (low + above[0]) / 2
-        if infeasible:
+        if infeasible and refine_upper:
             below = [r for r in rates if r < cap]
             if below and cap - below[-1] > tolerance * below[-1]:
                 return (below[-1] + cap) / 2
@@ -180,7 +182,7 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
             confidence: float = 0.9, replications: int = 5, tolerance: float = 0.05,
             requests: int | None = None, seed: int | None = None, lower_rate: float | None = None,
             upper_rate: float | None = None, max_runs: int = 400, max_doublings: int = 12,
-            executor: Executor | None = None) -> GoodputResult:
+            refine_upper: bool = True, executor: Executor | None = None) -> GoodputResult:
     """Finds the highest request rate at which the scenario's SLOs hold (``cosim goodput``).
 
     Args:
@@ -195,6 +197,8 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
         lower_rate, upper_rate: the initial bracket (default: 0.1 / T_min and 1.2 / T_min).
         max_runs: stop bisecting (and say so in ``note``) after this many simulations.
         max_doublings: how often the upper end may double while the SLOs still hold.
+        refine_upper: also narrow the interval's upper end to ``tolerance`` (about twice the runs);
+            without it the upper end is the lowest violating rate the search happened to test.
         executor: runs the replications of one rate in parallel (e.g. a process pool).
 
     Returns:
@@ -225,7 +229,7 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
     low = lower_rate if lower_rate is not None else 0.1 / t_min
     high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
     note = _bracket(search, low, high, max_doublings)
-    while not note and (rate := search.next_rate(tolerance)) is not None:
+    while not note and (rate := search.next_rate(tolerance, refine_upper)) is not None:
         if search.num_runs + replications > max_runs:
             note = f"stopped after {search.num_runs} runs (max_runs); the interval is wider than the tolerance"
             break
@@ -256,8 +260,3 @@ def _result(search: _RateSearch, *, confidence: float, tolerance: float, t_min: 
                          tolerance=tolerance, num_runs=search.num_runs, single_request_s=t_min, points=points,
                          slo=slo, note=note)
 
-
-def summarize_points(result: GoodputResult) -> Mapping[str, Any]:
-    """A compact view for tables: goodput, interval ends, estimate, runs."""
-    return {"goodput_rps": result.goodput_rps, "goodput_upper_rps": _finite(result.interval_rps[1]),
-            "goodput_estimate_rps": result.estimate_rps, "runs": result.num_runs}

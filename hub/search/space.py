@@ -68,6 +68,8 @@ class GoodputSettings(_Model):
     tolerance: float = Field(0.05, gt=0, description="relative width of the goodput bracket")
     requests: int | None = Field(None, gt=0, description="requests per run (default: the base workload's)")
     max_runs: int = Field(400, gt=0, description="most simulations per deployment")
+    refine_upper: bool = Field(False, description="also narrow the goodput interval's upper end (about 2x runs); "
+                                                  "ranking uses only the lower end")
 
 
 class SearchSpace(_Model):

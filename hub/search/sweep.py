@@ -53,7 +53,8 @@ def evaluate(job: Row) -> Row:
     try:
         result = goodput(job["scenario"], base_dir=job["base_dir"], confidence=settings["confidence"],
                          replications=settings["replications"], tolerance=settings["tolerance"],
-                         requests=settings["requests"], max_runs=settings["max_runs"])
+                         requests=settings["requests"], max_runs=settings["max_runs"],
+                         refine_upper=settings["refine_upper"])
     except ScenarioError as err:
         return {**row, "status": "infeasible", "reason": str(err)}
     except CosimError as err:

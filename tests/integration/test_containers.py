@@ -93,10 +93,8 @@ def test_killed_backend_fails_the_run_by_name_and_the_next_run_succeeds(compose_
 
 
 def test_submit_naming_an_unknown_service_fails_with_its_address(compose_stack: Stack, tmp_path: Path) -> None:
-    config = tmp_path / "elsewhere.yaml"
-    config.write_text((REPO / "examples" / "quickstart.yaml").read_text().replace(
-        "backends: {analytical: {kind: roofline}}", "backends: {analytical: {address: 'lab:50051'}}"))
-    result = submit(compose_stack, config, tmp_path / "out", "workload.requests=20")
+    result = submit(compose_stack, REPO / "examples" / "quickstart.yaml", tmp_path / "out", "workload.requests=20",
+                    "backends.analytical.kind=null", "backends.analytical.address=lab:50051")
     assert result.returncode == 1
     assert "backend 'analytical'" in result.stderr and "lab:50051" in result.stderr, result.stderr
 

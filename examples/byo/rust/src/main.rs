@@ -112,18 +112,22 @@ fn time_step(p: &Params, index: usize, batch: &pb::StepBatch) -> Result<pb::Step
     })
 }
 
+/// Identity of this backend, answered by Describe and OpenSession.
+fn backend_info() -> pb::BackendInfo {
+    pb::BackendInfo {
+        name: "lab-rust-roofline".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        kind: pb::BackendKind::Runtime as i32,
+        fidelity: pb::Fidelity::Analytical as i32,
+        description: "a lab's roofline in Rust (tonic), options mfu, mbu, overhead_us".into(),
+        ..Default::default()
+    }
+}
+
 #[tonic::async_trait]
 impl RuntimeBackendService for LabBackend {
     async fn describe(&self, _: Request<pb::DescribeRequest>) -> Result<Response<pb::DescribeResponse>, Status> {
-        let info = pb::BackendInfo {
-            name: "lab-rust-roofline".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            kind: pb::BackendKind::Runtime as i32,
-            fidelity: pb::Fidelity::Analytical as i32,
-            description: "a lab's roofline in Rust (tonic), options mfu, mbu, overhead_us".into(),
-            ..Default::default()
-        };
-        Ok(Response::new(pb::DescribeResponse { info: Some(info) }))
+        Ok(Response::new(pb::DescribeResponse { info: Some(backend_info()) }))
     }
 
     async fn open_session(
@@ -134,7 +138,7 @@ impl RuntimeBackendService for LabBackend {
         let params = session_params(&spec)?;
         let id = format!("rs-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         self.sessions.lock().unwrap().insert(id.clone(), params);
-        Ok(Response::new(pb::OpenSessionResponse { session_id: id, ..Default::default() }))
+        Ok(Response::new(pb::OpenSessionResponse { session_id: id, info: Some(backend_info()) }))
     }
 
     async fn predict_steps(
