@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -172,3 +173,22 @@ def test_submit_reports_an_unreachable_hub(tmp_path: Path, capsys: pytest.Captur
     config.write_text(yaml.safe_dump(scenario({"python": LINEAR})))
     assert cli_main(["submit", str(config), "--hub", "127.0.0.1:9", "--no-progress"]) == 1
     assert "cannot reach the hub at 127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_a_run_stops_when_the_submitter_goes_away(tmp_path: Path) -> None:
+    servicer = HubServicer(tmp_path / "runs")
+    config = scenario({"python": LINEAR}, requests=3000)
+    config["backends"]["lin"]["cache"] = False
+    with HubServer(servicer) as hub, grpc.insecure_channel(hub.address) as channel:
+        call = hub_grpc.HubServiceStub(channel).Run(run_request(config), timeout=120)
+        run_id = next(call).run_id
+        next(call)  # some progress
+        call.cancel()
+        summary = tmp_path / "runs" / run_id / "summary.json"
+        for _ in range(200):  # the run notices at its next progress report
+            if summary.exists():
+                break
+            time.sleep(0.05)
+    text = summary.read_text()
+    assert "submitter disconnected" in text
+    assert json.loads(text)["requests"]["completed"] < 3000
