@@ -104,7 +104,9 @@ def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.Hardw
         dims = [net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=max(2, offset), bandwidth_gbps=slowest,
                                    latency_ns=network.link.latency_s * 1e9 / 2)]
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if network.mode == "congestion_aware" else pb.SYNC_MODE_PREDICT
-    return net_pb.NetworkSessionSpec(client="hub", dims=dims, endpoints=endpoints, mode=mode)
+    options = config.backends[network.backend].options if network.backend else {}
+    return net_pb.NetworkSessionSpec(client="hub", dims=dims, endpoints=endpoints, mode=mode,
+                                     options=session_options(options))
 
 
 _TOPOLOGY_KINDS = {"ring": net_pb.TOPOLOGY_KIND_RING, "fully_connected": net_pb.TOPOLOGY_KIND_FULLY_CONNECTED,
@@ -117,7 +119,8 @@ def session_options(options: Mapping[str, Any]) -> struct_pb2.Struct:
     return struct
 
 
-def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float) -> mem_pb.MemorySessionSpec:
+def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float,
+                        config_options: Mapping[str, Any] | None = None) -> mem_pb.MemorySessionSpec:
     """The memory hierarchy of a KV-retrieval client (``kv_bytes_per_token`` turns misses into tokens)."""
     assert client.memory is not None
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if client.memory.mode == "time_synchronized" else pb.SYNC_MODE_PREDICT
@@ -126,4 +129,5 @@ def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float) -> mem_
     except (ValueError, TypeError) as err:
         raise ScenarioError(f"clients[{client.name}].memory.levels", str(err)) from None
     return mem_pb.MemorySessionSpec(client=client.name, levels=levels, mode=mode,
-                                    kv_bytes_per_token=max(1, int(kv_bytes_per_token)))
+                                    kv_bytes_per_token=max(1, int(kv_bytes_per_token)),
+                                    options=session_options(config_options or {}))

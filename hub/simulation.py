@@ -125,7 +125,7 @@ class Simulation:
             assert isinstance(memory, MemoryClient) and cfg.memory is not None
             # One KV size per session: the first LLM client's model (pipelines of one model per tier).
             first_llm = next(c.model for c in self.config.clients if c.kind == "llm")
-            spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)])
+            spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)], self.config.backends[str(cfg.backend)].options)
             session = _opened(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
             timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id, self.kv_bytes)
             self.kv_timers.append(timer)

@@ -46,14 +46,8 @@ class AstraState:
 
 
 def _spec_options(spec: net_pb.NetworkSessionSpec) -> dict[str, Any]:
-    """Session options, when the contract's NetworkSessionSpec carries them.
-
-    NOTE: cosim.v1's NetworkSessionSpec has no ``options`` field yet; this reads
-    one as soon as it is added, so ``binary`` can then be set per session.
-    """
-    if "options" not in spec.DESCRIPTOR.fields_by_name or not spec.HasField("options"):
-        return {}
-    return MessageToDict(getattr(spec, "options"))
+    """The session's options (``binary``, ``extra_args``, ``timeout_s``, ``keep_files``)."""
+    return MessageToDict(spec.options) if spec.HasField("options") else {}
 
 
 class AstraSimBackend(NetworkBackend):

@@ -245,7 +245,8 @@ def _bracket(search: _RateSearch, low: float, high: float, max_doublings: int) -
         if search.test(high).verdict is Verdict.INFEASIBLE:
             return ""
         high *= 2
-    return f"the SLOs still hold at {high / 2:.4g} requests/s; raise max_doublings or upper_rate"
+    return (f"the SLOs still hold at {high / 2:.4g} requests/s: the deployment serves the whole workload "
+            f"as one burst within the SLOs; raise workload.requests (or max_doublings)")
 
 
 def _result(search: _RateSearch, *, confidence: float, tolerance: float, t_min: float, note: str) -> GoodputResult:

@@ -23,31 +23,32 @@ _sym_db = _symbol_database.Default()
 
 
 from cosim.v1 import types_pb2 as cosim_dot_v1_dot_types__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63osim/v1/memory_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"\x84\x01\n\x0bMemoryLevel\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x63\x61pacity_bytes\x18\x02 \x01(\x04\x12\x16\n\x0e\x62\x61ndwidth_gbps\x18\x03 \x01(\x01\x12\x12\n\nlatency_ns\x18\x04 \x01(\x03\x12\x10\n\x08hit_rate\x18\x05 \x01(\x01\x12\x11\n\tshared_by\x18\x06 \x03(\t\"\x88\x01\n\x11MemorySessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12%\n\x06levels\x18\x02 \x03(\x0b\x32\x15.cosim.v1.MemoryLevel\x12 \n\x04mode\x18\x03 \x01(\x0e\x32\x12.cosim.v1.SyncMode\x12\x1a\n\x12kv_bytes_per_token\x18\x04 \x01(\x04\"E\n\x18OpenMemorySessionRequest\x12)\n\x04spec\x18\x01 \x01(\x0b\x32\x1b.cosim.v1.MemorySessionSpec\"{\n\x0cMemoryAccess\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1e\n\x02op\x18\x02 \x01(\x0e\x32\x12.cosim.v1.AccessOp\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\x0e\n\x06\x63lient\x18\x05 \x01(\t\x12\x0e\n\x06now_ns\x18\x06 \x01(\x03\"M\n\rAccessRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12(\n\x08\x61\x63\x63\x65sses\x18\x02 \x03(\x0b\x32\x16.cosim.v1.MemoryAccess\"e\n\x0c\x41\x63\x63\x65ssResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0b\x64uration_ns\x18\x02 \x01(\x03\x12\r\n\x05level\x18\x03 \x01(\x05\x12\x0b\n\x03hit\x18\x04 \x01(\x08\x12\x18\n\x10recompute_tokens\x18\x05 \x01(\x04\"9\n\x0e\x41\x63\x63\x65ssResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.cosim.v1.AccessResult*e\n\x08\x41\x63\x63\x65ssOp\x12\x19\n\x15\x41\x43\x43\x45SS_OP_UNSPECIFIED\x10\x00\x12\x14\n\x10\x41\x43\x43\x45SS_OP_LOOKUP\x10\x01\x12\x13\n\x0f\x41\x43\x43\x45SS_OP_STORE\x10\x02\x12\x13\n\x0f\x41\x43\x43\x45SS_OP_EVICT\x10\x03\x32\xf7\x02\n\x14MemoryBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12P\n\x0bOpenSession\x12\".cosim.v1.OpenMemorySessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12;\n\x06\x41\x63\x63\x65ss\x12\x17.cosim.v1.AccessRequest\x1a\x18.cosim.v1.AccessResponse\x12>\n\x07\x41\x64vance\x12\x18.cosim.v1.AdvanceRequest\x1a\x19.cosim.v1.AdvanceResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x63osim/v1/memory_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x84\x01\n\x0bMemoryLevel\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0e\x63\x61pacity_bytes\x18\x02 \x01(\x04\x12\x16\n\x0e\x62\x61ndwidth_gbps\x18\x03 \x01(\x01\x12\x12\n\nlatency_ns\x18\x04 \x01(\x03\x12\x10\n\x08hit_rate\x18\x05 \x01(\x01\x12\x11\n\tshared_by\x18\x06 \x03(\t\"\xb2\x01\n\x11MemorySessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12%\n\x06levels\x18\x02 \x03(\x0b\x32\x15.cosim.v1.MemoryLevel\x12 \n\x04mode\x18\x03 \x01(\x0e\x32\x12.cosim.v1.SyncMode\x12\x1a\n\x12kv_bytes_per_token\x18\x04 \x01(\x04\x12(\n\x07options\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"E\n\x18OpenMemorySessionRequest\x12)\n\x04spec\x18\x01 \x01(\x0b\x32\x1b.cosim.v1.MemorySessionSpec\"{\n\x0cMemoryAccess\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x1e\n\x02op\x18\x02 \x01(\x0e\x32\x12.cosim.v1.AccessOp\x12\x0b\n\x03key\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\x0e\n\x06\x63lient\x18\x05 \x01(\t\x12\x0e\n\x06now_ns\x18\x06 \x01(\x03\"M\n\rAccessRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12(\n\x08\x61\x63\x63\x65sses\x18\x02 \x03(\x0b\x32\x16.cosim.v1.MemoryAccess\"e\n\x0c\x41\x63\x63\x65ssResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0b\x64uration_ns\x18\x02 \x01(\x03\x12\r\n\x05level\x18\x03 \x01(\x05\x12\x0b\n\x03hit\x18\x04 \x01(\x08\x12\x18\n\x10recompute_tokens\x18\x05 \x01(\x04\"9\n\x0e\x41\x63\x63\x65ssResponse\x12\'\n\x07results\x18\x01 \x03(\x0b\x32\x16.cosim.v1.AccessResult*e\n\x08\x41\x63\x63\x65ssOp\x12\x19\n\x15\x41\x43\x43\x45SS_OP_UNSPECIFIED\x10\x00\x12\x14\n\x10\x41\x43\x43\x45SS_OP_LOOKUP\x10\x01\x12\x13\n\x0f\x41\x43\x43\x45SS_OP_STORE\x10\x02\x12\x13\n\x0f\x41\x43\x43\x45SS_OP_EVICT\x10\x03\x32\xf7\x02\n\x14MemoryBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12P\n\x0bOpenSession\x12\".cosim.v1.OpenMemorySessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12;\n\x06\x41\x63\x63\x65ss\x12\x17.cosim.v1.AccessRequest\x1a\x18.cosim.v1.AccessResponse\x12>\n\x07\x41\x64vance\x12\x18.cosim.v1.AdvanceRequest\x1a\x19.cosim.v1.AdvanceResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cosim.v1.memory_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACCESSOP']._serialized_start=776
-  _globals['_ACCESSOP']._serialized_end=877
-  _globals['_MEMORYLEVEL']._serialized_start=66
-  _globals['_MEMORYLEVEL']._serialized_end=198
-  _globals['_MEMORYSESSIONSPEC']._serialized_start=201
-  _globals['_MEMORYSESSIONSPEC']._serialized_end=337
-  _globals['_OPENMEMORYSESSIONREQUEST']._serialized_start=339
-  _globals['_OPENMEMORYSESSIONREQUEST']._serialized_end=408
-  _globals['_MEMORYACCESS']._serialized_start=410
-  _globals['_MEMORYACCESS']._serialized_end=533
-  _globals['_ACCESSREQUEST']._serialized_start=535
-  _globals['_ACCESSREQUEST']._serialized_end=612
-  _globals['_ACCESSRESULT']._serialized_start=614
-  _globals['_ACCESSRESULT']._serialized_end=715
-  _globals['_ACCESSRESPONSE']._serialized_start=717
-  _globals['_ACCESSRESPONSE']._serialized_end=774
-  _globals['_MEMORYBACKENDSERVICE']._serialized_start=880
-  _globals['_MEMORYBACKENDSERVICE']._serialized_end=1255
+  _globals['_ACCESSOP']._serialized_start=848
+  _globals['_ACCESSOP']._serialized_end=949
+  _globals['_MEMORYLEVEL']._serialized_start=96
+  _globals['_MEMORYLEVEL']._serialized_end=228
+  _globals['_MEMORYSESSIONSPEC']._serialized_start=231
+  _globals['_MEMORYSESSIONSPEC']._serialized_end=409
+  _globals['_OPENMEMORYSESSIONREQUEST']._serialized_start=411
+  _globals['_OPENMEMORYSESSIONREQUEST']._serialized_end=480
+  _globals['_MEMORYACCESS']._serialized_start=482
+  _globals['_MEMORYACCESS']._serialized_end=605
+  _globals['_ACCESSREQUEST']._serialized_start=607
+  _globals['_ACCESSREQUEST']._serialized_end=684
+  _globals['_ACCESSRESULT']._serialized_start=686
+  _globals['_ACCESSRESULT']._serialized_end=787
+  _globals['_ACCESSRESPONSE']._serialized_start=789
+  _globals['_ACCESSRESPONSE']._serialized_end=846
+  _globals['_MEMORYBACKENDSERVICE']._serialized_start=952
+  _globals['_MEMORYBACKENDSERVICE']._serialized_end=1327
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from cosim.v1 import types_pb2 as _types_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -102,6 +103,7 @@ class MemorySessionSpec(_message.Message):
     LEVELS_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     KV_BYTES_PER_TOKEN_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     client: _builtins.str
     """Name of the hub client (or group) the session serves, for errors."""
     mode: _types_pb2.SyncMode.ValueType
@@ -112,6 +114,10 @@ class MemorySessionSpec(_message.Message):
     def levels(self) -> _containers.RepeatedCompositeFieldContainer[Global___MemoryLevel]:
         """Levels, nearest (fastest) first. At least one."""
 
+    @_builtins.property
+    def options(self) -> _struct_pb2.Struct:
+        """Backend-specific options."""
+
     def __init__(
         self,
         *,
@@ -119,10 +125,11 @@ class MemorySessionSpec(_message.Message):
         levels: _abc.Iterable[Global___MemoryLevel] | None = ...,
         mode: _types_pb2.SyncMode.ValueType = ...,
         kv_bytes_per_token: _builtins.int = ...,
+        options: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "kv_bytes_per_token", b"kv_bytes_per_token", "levels", b"levels", "mode", b"mode"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "kv_bytes_per_token", b"kv_bytes_per_token", "levels", b"levels", "mode", b"mode", "options", b"options"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

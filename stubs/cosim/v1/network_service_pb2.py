@@ -23,47 +23,48 @@ _sym_db = _symbol_database.Default()
 
 
 from cosim.v1 import types_pb2 as cosim_dot_v1_dot_types__pb2
+from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63osim/v1/network_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"m\n\x0bTopologyDim\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.cosim.v1.TopologyKind\x12\x0c\n\x04npus\x18\x02 \x01(\r\x12\x16\n\x0e\x62\x61ndwidth_gbps\x18\x03 \x01(\x01\x12\x12\n\nlatency_ns\x18\x04 \x01(\x01\"\xa5\x03\n\x0cSystemConfig\x12\x31\n\nall_reduce\x18\x01 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x31\n\nall_gather\x18\x02 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x35\n\x0ereduce_scatter\x18\x03 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x31\n\nall_to_all\x18\x04 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x19\n\x11\x65ndpoint_delay_ns\x18\x05 \x01(\x03\x12 \n\x18preferred_dataset_splits\x18\x06 \x01(\r\x12#\n\x1b\x61\x63tive_chunks_per_dimension\x18\x07 \x01(\r\x12 \n\x18local_mem_bandwidth_gbps\x18\x08 \x01(\x01\x12\x41\n\x17\x63ollective_optimization\x18\t \x01(\x0e\x32 .cosim.v1.CollectiveOptimization\")\n\x08\x45ndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07npu_ids\x18\x02 \x03(\r\"\xba\x01\n\x12NetworkSessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12#\n\x04\x64ims\x18\x02 \x03(\x0b\x32\x15.cosim.v1.TopologyDim\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.cosim.v1.SystemConfig\x12%\n\tendpoints\x18\x04 \x03(\x0b\x32\x12.cosim.v1.Endpoint\x12 \n\x04mode\x18\x05 \x01(\x0e\x32\x12.cosim.v1.SyncMode\"G\n\x19OpenNetworkSessionRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.cosim.v1.NetworkSessionSpec\"h\n\x0cPointToPoint\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03\x64st\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\x0e\n\x06layers\x18\x05 \x01(\r\x12\x0e\n\x06now_ns\x18\x06 \x01(\x03\"P\n\x0fTransferRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12)\n\ttransfers\x18\x02 \x03(\x0b\x32\x16.cosim.v1.PointToPoint\"x\n\x0c\x43ollectiveOp\x12\n\n\x02id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.cosim.v1.CollectiveKind\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0e\n\x06now_ns\x18\x05 \x01(\x03\"T\n\x11\x43ollectiveRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12+\n\x0b\x63ollectives\x18\x02 \x03(\x0b\x32\x16.cosim.v1.CollectiveOp\"0\n\rNetworkResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0b\x64uration_ns\x18\x02 \x01(\x03\"<\n\x10TransferResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.cosim.v1.NetworkResult\">\n\x12\x43ollectiveResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.cosim.v1.NetworkResult*\x82\x01\n\x0cTopologyKind\x12\x1d\n\x19TOPOLOGY_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12TOPOLOGY_KIND_RING\x10\x01\x12!\n\x1dTOPOLOGY_KIND_FULLY_CONNECTED\x10\x02\x12\x18\n\x14TOPOLOGY_KIND_SWITCH\x10\x03*\xd3\x01\n\x13\x43ollectiveAlgorithm\x12$\n COLLECTIVE_ALGORITHM_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43OLLECTIVE_ALGORITHM_RING\x10\x01\x12\x1f\n\x1b\x43OLLECTIVE_ALGORITHM_DIRECT\x10\x02\x12)\n%COLLECTIVE_ALGORITHM_HALVING_DOUBLING\x10\x03\x12+\n\'COLLECTIVE_ALGORITHM_DOUBLE_BINARY_TREE\x10\x04*\x93\x01\n\x16\x43ollectiveOptimization\x12\'\n#COLLECTIVE_OPTIMIZATION_UNSPECIFIED\x10\x00\x12$\n COLLECTIVE_OPTIMIZATION_BASELINE\x10\x01\x12*\n&COLLECTIVE_OPTIMIZATION_LOCAL_BW_AWARE\x10\x02*\xb5\x01\n\x0e\x43ollectiveKind\x12\x1f\n\x1b\x43OLLECTIVE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_REDUCE\x10\x01\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_GATHER\x10\x02\x12\"\n\x1e\x43OLLECTIVE_KIND_REDUCE_SCATTER\x10\x03\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_TO_ALL\x10\x04\x32\xc8\x03\n\x15NetworkBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12Q\n\x0bOpenSession\x12#.cosim.v1.OpenNetworkSessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12\x41\n\x08Transfer\x12\x19.cosim.v1.TransferRequest\x1a\x1a.cosim.v1.TransferResponse\x12G\n\nCollective\x12\x1b.cosim.v1.CollectiveRequest\x1a\x1c.cosim.v1.CollectiveResponse\x12>\n\x07\x41\x64vance\x12\x18.cosim.v1.AdvanceRequest\x1a\x19.cosim.v1.AdvanceResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63osim/v1/network_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\x1a\x1cgoogle/protobuf/struct.proto\"m\n\x0bTopologyDim\x12$\n\x04kind\x18\x01 \x01(\x0e\x32\x16.cosim.v1.TopologyKind\x12\x0c\n\x04npus\x18\x02 \x01(\r\x12\x16\n\x0e\x62\x61ndwidth_gbps\x18\x03 \x01(\x01\x12\x12\n\nlatency_ns\x18\x04 \x01(\x01\"\xa5\x03\n\x0cSystemConfig\x12\x31\n\nall_reduce\x18\x01 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x31\n\nall_gather\x18\x02 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x35\n\x0ereduce_scatter\x18\x03 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x31\n\nall_to_all\x18\x04 \x03(\x0e\x32\x1d.cosim.v1.CollectiveAlgorithm\x12\x19\n\x11\x65ndpoint_delay_ns\x18\x05 \x01(\x03\x12 \n\x18preferred_dataset_splits\x18\x06 \x01(\r\x12#\n\x1b\x61\x63tive_chunks_per_dimension\x18\x07 \x01(\r\x12 \n\x18local_mem_bandwidth_gbps\x18\x08 \x01(\x01\x12\x41\n\x17\x63ollective_optimization\x18\t \x01(\x0e\x32 .cosim.v1.CollectiveOptimization\")\n\x08\x45ndpoint\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07npu_ids\x18\x02 \x03(\r\"\xe4\x01\n\x12NetworkSessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12#\n\x04\x64ims\x18\x02 \x03(\x0b\x32\x15.cosim.v1.TopologyDim\x12&\n\x06system\x18\x03 \x01(\x0b\x32\x16.cosim.v1.SystemConfig\x12%\n\tendpoints\x18\x04 \x03(\x0b\x32\x12.cosim.v1.Endpoint\x12 \n\x04mode\x18\x05 \x01(\x0e\x32\x12.cosim.v1.SyncMode\x12(\n\x07options\x18\x06 \x01(\x0b\x32\x17.google.protobuf.Struct\"G\n\x19OpenNetworkSessionRequest\x12*\n\x04spec\x18\x01 \x01(\x0b\x32\x1c.cosim.v1.NetworkSessionSpec\"h\n\x0cPointToPoint\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0b\n\x03src\x18\x02 \x01(\t\x12\x0b\n\x03\x64st\x18\x03 \x01(\t\x12\x12\n\nsize_bytes\x18\x04 \x01(\x04\x12\x0e\n\x06layers\x18\x05 \x01(\r\x12\x0e\n\x06now_ns\x18\x06 \x01(\x03\"P\n\x0fTransferRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12)\n\ttransfers\x18\x02 \x03(\x0b\x32\x16.cosim.v1.PointToPoint\"x\n\x0c\x43ollectiveOp\x12\n\n\x02id\x18\x01 \x01(\x04\x12&\n\x04kind\x18\x02 \x01(\x0e\x32\x18.cosim.v1.CollectiveKind\x12\x12\n\nsize_bytes\x18\x03 \x01(\x04\x12\x10\n\x08\x65ndpoint\x18\x04 \x01(\t\x12\x0e\n\x06now_ns\x18\x05 \x01(\x03\"T\n\x11\x43ollectiveRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12+\n\x0b\x63ollectives\x18\x02 \x03(\x0b\x32\x16.cosim.v1.CollectiveOp\"0\n\rNetworkResult\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x13\n\x0b\x64uration_ns\x18\x02 \x01(\x03\"<\n\x10TransferResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.cosim.v1.NetworkResult\">\n\x12\x43ollectiveResponse\x12(\n\x07results\x18\x01 \x03(\x0b\x32\x17.cosim.v1.NetworkResult*\x82\x01\n\x0cTopologyKind\x12\x1d\n\x19TOPOLOGY_KIND_UNSPECIFIED\x10\x00\x12\x16\n\x12TOPOLOGY_KIND_RING\x10\x01\x12!\n\x1dTOPOLOGY_KIND_FULLY_CONNECTED\x10\x02\x12\x18\n\x14TOPOLOGY_KIND_SWITCH\x10\x03*\xd3\x01\n\x13\x43ollectiveAlgorithm\x12$\n COLLECTIVE_ALGORITHM_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x43OLLECTIVE_ALGORITHM_RING\x10\x01\x12\x1f\n\x1b\x43OLLECTIVE_ALGORITHM_DIRECT\x10\x02\x12)\n%COLLECTIVE_ALGORITHM_HALVING_DOUBLING\x10\x03\x12+\n\'COLLECTIVE_ALGORITHM_DOUBLE_BINARY_TREE\x10\x04*\x93\x01\n\x16\x43ollectiveOptimization\x12\'\n#COLLECTIVE_OPTIMIZATION_UNSPECIFIED\x10\x00\x12$\n COLLECTIVE_OPTIMIZATION_BASELINE\x10\x01\x12*\n&COLLECTIVE_OPTIMIZATION_LOCAL_BW_AWARE\x10\x02*\xb5\x01\n\x0e\x43ollectiveKind\x12\x1f\n\x1b\x43OLLECTIVE_KIND_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_REDUCE\x10\x01\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_GATHER\x10\x02\x12\"\n\x1e\x43OLLECTIVE_KIND_REDUCE_SCATTER\x10\x03\x12\x1e\n\x1a\x43OLLECTIVE_KIND_ALL_TO_ALL\x10\x04\x32\xc8\x03\n\x15NetworkBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12Q\n\x0bOpenSession\x12#.cosim.v1.OpenNetworkSessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12\x41\n\x08Transfer\x12\x19.cosim.v1.TransferRequest\x1a\x1a.cosim.v1.TransferResponse\x12G\n\nCollective\x12\x1b.cosim.v1.CollectiveRequest\x1a\x1c.cosim.v1.CollectiveResponse\x12>\n\x07\x41\x64vance\x12\x18.cosim.v1.AdvanceRequest\x1a\x19.cosim.v1.AdvanceResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cosim.v1.network_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TOPOLOGYKIND']._serialized_start=1479
-  _globals['_TOPOLOGYKIND']._serialized_end=1609
-  _globals['_COLLECTIVEALGORITHM']._serialized_start=1612
-  _globals['_COLLECTIVEALGORITHM']._serialized_end=1823
-  _globals['_COLLECTIVEOPTIMIZATION']._serialized_start=1826
-  _globals['_COLLECTIVEOPTIMIZATION']._serialized_end=1973
-  _globals['_COLLECTIVEKIND']._serialized_start=1976
-  _globals['_COLLECTIVEKIND']._serialized_end=2157
-  _globals['_TOPOLOGYDIM']._serialized_start=66
-  _globals['_TOPOLOGYDIM']._serialized_end=175
-  _globals['_SYSTEMCONFIG']._serialized_start=178
-  _globals['_SYSTEMCONFIG']._serialized_end=599
-  _globals['_ENDPOINT']._serialized_start=601
-  _globals['_ENDPOINT']._serialized_end=642
-  _globals['_NETWORKSESSIONSPEC']._serialized_start=645
-  _globals['_NETWORKSESSIONSPEC']._serialized_end=831
-  _globals['_OPENNETWORKSESSIONREQUEST']._serialized_start=833
-  _globals['_OPENNETWORKSESSIONREQUEST']._serialized_end=904
-  _globals['_POINTTOPOINT']._serialized_start=906
-  _globals['_POINTTOPOINT']._serialized_end=1010
-  _globals['_TRANSFERREQUEST']._serialized_start=1012
-  _globals['_TRANSFERREQUEST']._serialized_end=1092
-  _globals['_COLLECTIVEOP']._serialized_start=1094
-  _globals['_COLLECTIVEOP']._serialized_end=1214
-  _globals['_COLLECTIVEREQUEST']._serialized_start=1216
-  _globals['_COLLECTIVEREQUEST']._serialized_end=1300
-  _globals['_NETWORKRESULT']._serialized_start=1302
-  _globals['_NETWORKRESULT']._serialized_end=1350
-  _globals['_TRANSFERRESPONSE']._serialized_start=1352
-  _globals['_TRANSFERRESPONSE']._serialized_end=1412
-  _globals['_COLLECTIVERESPONSE']._serialized_start=1414
-  _globals['_COLLECTIVERESPONSE']._serialized_end=1476
-  _globals['_NETWORKBACKENDSERVICE']._serialized_start=2160
-  _globals['_NETWORKBACKENDSERVICE']._serialized_end=2616
+  _globals['_TOPOLOGYKIND']._serialized_start=1551
+  _globals['_TOPOLOGYKIND']._serialized_end=1681
+  _globals['_COLLECTIVEALGORITHM']._serialized_start=1684
+  _globals['_COLLECTIVEALGORITHM']._serialized_end=1895
+  _globals['_COLLECTIVEOPTIMIZATION']._serialized_start=1898
+  _globals['_COLLECTIVEOPTIMIZATION']._serialized_end=2045
+  _globals['_COLLECTIVEKIND']._serialized_start=2048
+  _globals['_COLLECTIVEKIND']._serialized_end=2229
+  _globals['_TOPOLOGYDIM']._serialized_start=96
+  _globals['_TOPOLOGYDIM']._serialized_end=205
+  _globals['_SYSTEMCONFIG']._serialized_start=208
+  _globals['_SYSTEMCONFIG']._serialized_end=629
+  _globals['_ENDPOINT']._serialized_start=631
+  _globals['_ENDPOINT']._serialized_end=672
+  _globals['_NETWORKSESSIONSPEC']._serialized_start=675
+  _globals['_NETWORKSESSIONSPEC']._serialized_end=903
+  _globals['_OPENNETWORKSESSIONREQUEST']._serialized_start=905
+  _globals['_OPENNETWORKSESSIONREQUEST']._serialized_end=976
+  _globals['_POINTTOPOINT']._serialized_start=978
+  _globals['_POINTTOPOINT']._serialized_end=1082
+  _globals['_TRANSFERREQUEST']._serialized_start=1084
+  _globals['_TRANSFERREQUEST']._serialized_end=1164
+  _globals['_COLLECTIVEOP']._serialized_start=1166
+  _globals['_COLLECTIVEOP']._serialized_end=1286
+  _globals['_COLLECTIVEREQUEST']._serialized_start=1288
+  _globals['_COLLECTIVEREQUEST']._serialized_end=1372
+  _globals['_NETWORKRESULT']._serialized_start=1374
+  _globals['_NETWORKRESULT']._serialized_end=1422
+  _globals['_TRANSFERRESPONSE']._serialized_start=1424
+  _globals['_TRANSFERRESPONSE']._serialized_end=1484
+  _globals['_COLLECTIVERESPONSE']._serialized_start=1486
+  _globals['_COLLECTIVERESPONSE']._serialized_end=1548
+  _globals['_NETWORKBACKENDSERVICE']._serialized_start=2232
+  _globals['_NETWORKBACKENDSERVICE']._serialized_end=2688
 # @@protoc_insertion_point(module_scope)

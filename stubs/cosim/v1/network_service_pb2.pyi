@@ -9,6 +9,7 @@ from collections import abc as _abc
 from cosim.v1 import types_pb2 as _types_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -257,6 +258,7 @@ class NetworkSessionSpec(_message.Message):
     SYSTEM_FIELD_NUMBER: _builtins.int
     ENDPOINTS_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
+    OPTIONS_FIELD_NUMBER: _builtins.int
     client: _builtins.str
     """Name of the hub run or client the session serves, for errors."""
     mode: _types_pb2.SyncMode.ValueType
@@ -273,6 +275,10 @@ class NetworkSessionSpec(_message.Message):
     def endpoints(self) -> _containers.RepeatedCompositeFieldContainer[Global___Endpoint]:
         """Endpoints that transfers and collectives name."""
 
+    @_builtins.property
+    def options(self) -> _struct_pb2.Struct:
+        """Backend-specific options (e.g. the path of an ASTRA-sim binary)."""
+
     def __init__(
         self,
         *,
@@ -281,10 +287,11 @@ class NetworkSessionSpec(_message.Message):
         system: Global___SystemConfig | None = ...,
         endpoints: _abc.Iterable[Global___Endpoint] | None = ...,
         mode: _types_pb2.SyncMode.ValueType = ...,
+        options: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["system", b"system"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["options", b"options", "system", b"system"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "dims", b"dims", "endpoints", b"endpoints", "mode", b"mode", "system", b"system"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client", b"client", "dims", b"dims", "endpoints", b"endpoints", "mode", b"mode", "options", b"options", "system", b"system"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
