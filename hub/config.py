@@ -57,6 +57,7 @@ class BackendConfig(_Model):
     options: dict[str, Any] = Field(default_factory=dict, description="session options passed to the backend")
     deadline_s: float = Field(30.0, gt=0, description="deadline of each call")
     cache: bool = Field(True, description="cache step timings by exact batch signature")
+    lookahead: bool = Field(True, description="send predicted decode batches along with each step (needs cache)")
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> "BackendConfig":

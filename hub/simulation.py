@@ -88,8 +88,9 @@ class Simulation:
                                        expert=cfg.hardware.expert_parallel),
             options=session_options(self.config.backends[cfg.backend].options))
         opened = _opened(where, cfg.backend, lambda: backend.open_session(spec))
-        proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name,
-                                    cache=self.config.backends[cfg.backend].cache)
+        backend_config = self.config.backends[cfg.backend]
+        proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
+                                    lookahead=backend_config.lookahead)
         self.proxies[cfg.name] = proxy
         return proxy, opened
 

@@ -1,0 +1,40 @@
+"""Exact lookahead and the timing cache change how often backends are asked, never the results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cosim
+from tests.scenarios.helpers import client, scenario
+
+
+def config(**backend: bool) -> dict:
+    raw = scenario(
+        clients=[client("a", batching="continuous", num_gpu_blocks=400), client("b", batching="chunked", chunk_size=256),
+                 client("p", role="prefill"), client("d", role="decode", num_gpu_blocks=300)],
+        per_token_ns=37,
+        workload={"requests": 120, "arrival": {"process": "poisson", "rate_per_s": 4000},
+                  "input_tokens": {"dist": "lognormal", "mean": 300, "sigma": 0.8},
+                  "output_tokens": {"dist": "uniform", "low": 1, "high": 120}},
+        router={"policy": "least_outstanding"})
+    raw["backends"]["lin"]["options"]["per_context_ns"] = 3  # step times depend on every context length
+    raw["backends"]["lin"].update(backend)
+    return raw
+
+
+def test_lookahead_and_cache_give_byte_identical_runs(tmp_path: Path) -> None:
+    folders = {name: cosim.run(config(**flags), output_dir=tmp_path / name).output_dir
+               for name, flags in {"lookahead": {}, "step_by_step": {"lookahead": False},
+                                   "no_cache": {"cache": False, "lookahead": False}}.items()}
+    reference = (folders["lookahead"] / "requests.csv").read_bytes()
+    assert reference.count(b"\n") == 121
+    for name in ("step_by_step", "no_cache"):
+        assert (folders[name] / "requests.csv").read_bytes() == reference, name
+        assert (folders[name] / "clients.csv").read_bytes() == (folders["lookahead"] / "clients.csv").read_bytes()
+
+
+def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
+    with_lookahead = cosim.run(config()).summary["backends"]
+    step_by_step = cosim.run(config(lookahead=False)).summary["backends"]
+    assert with_lookahead["steps_timed"] == step_by_step["steps_timed"]
+    assert with_lookahead["rpcs"] < 0.5 * step_by_step["rpcs"]
