@@ -220,6 +220,8 @@ class NetworkConfig(_Model):
         None, description="dimensions, dim 0 first; default one switch over every client device at the slowest "
                           "device's inter-node bandwidth")
     kv_layers: int = Field(1, ge=1, description="KV sent as this many back-to-back messages (layer by layer)")
+    collectives: bool = Field(False, description="time each step's tensor-parallel all-reduces on the network "
+                                                 "backend (predict mode) in place of the runtime backend's own")
     link: LinkConfig = Field(default_factory=LinkConfig)
 
 
@@ -292,6 +294,8 @@ class ScenarioConfig(_Model):
                 problems.append((f"workload.models.{model}", f"unknown model; defined: {sorted(self.models)}"))
             elif model not in served:
                 problems.append((f"workload.models.{model}", "no client serves stage 'prefill' of this model"))
+        if self.network.collectives and (self.network.backend is None or self.network.mode != "predict"):
+            problems.append(("network.collectives", "needs a network backend in predict mode"))
         if self.network.backend is not None and self.network.backend not in self.backends:
             problems.append(("network.backend", f"unknown backend {self.network.backend!r}"))
         for metric, stats in self.slo.items():

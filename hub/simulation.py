@@ -68,9 +68,13 @@ class Simulation:
                 self.clients.append(self._build_llm(index, cfg))
             else:
                 self.services.append(self._build_service(index, cfg))
+        transfers = self._transfers()
         self.coordinator = Coordinator(kernel=self.kernel, clients=self.clients, services=self.services,
-                                       router=Router(config.router, self.rng), transfers=self._transfers(),
+                                       router=Router(config.router, self.rng), transfers=transfers,
                                        kv_bytes_per_token=self.kv_bytes)
+        if config.network.collectives:
+            assert isinstance(transfers, NetworkTransfers)
+            self._time_collectives(transfers)
         if self.kv_timers:
             self.coordinator.on_prefix_recomputed = self.kv_timers[0].store
 
@@ -157,6 +161,22 @@ class Simulation:
         opened = _opened("network", network.backend, lambda: client.open_session(spec))
         return NetworkTransfers(self.kernel, client, opened.session_id,
                                 time_synchronized=network.mode == "congestion_aware", layers=network.kv_layers)
+
+    def _time_collectives(self, transfers: NetworkTransfers) -> None:
+        """Gives each tensor-parallel client the network backend's all-reduce times: two per layer
+        (after attention and after the MLP), each of the step's activations (tokens x hidden x 2 bytes)."""
+        for cfg, client in zip((c for c in self.config.clients if c.kind == "llm"), self.clients):
+            assert cfg.hardware is not None and cfg.model is not None
+            if cfg.hardware.tensor_parallel < 2:
+                continue
+            model = resolve_model(self.config, cfg.model)
+            per_token = model.hidden_size * 2
+
+            def collectives_ns(tokens: int, name: str = cfg.name, layers: int = model.num_layers,
+                               per_token: int = per_token) -> int:
+                return 2 * layers * transfers.all_reduce_ns(name, tokens * per_token)
+
+            client.collectives_ns = collectives_ns
 
     # -- running -------------------------------------------------------------
     def workload(self) -> tuple[list[Any], list[Pipeline]]:

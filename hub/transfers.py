@@ -47,6 +47,7 @@ class NetworkTransfers:
         self.kernel, self.client, self.session_id = kernel, client, session_id
         self.layers = layers
         self._ids = itertools.count(1)
+        self._collectives: dict[tuple[str, int], int] = {}
         self._sync = TimeSync(kernel, lambda until_ns: client.advance(session_id, until_ns)) \
             if time_synchronized else None
 
@@ -60,3 +61,13 @@ class NetworkTransfers:
             self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns)
         else:
             self._sync.submitted(transfer.id, now + result.duration_ns, on_done)
+
+    def all_reduce_ns(self, endpoint: str, size_bytes: int) -> int:
+        """Time of one all-reduce over an endpoint's NPUs (predict mode), cached by size."""
+        key = (endpoint, size_bytes)
+        if key not in self._collectives:
+            op = net_pb.CollectiveOp(id=next(self._ids), kind=net_pb.COLLECTIVE_KIND_ALL_REDUCE,
+                                     size_bytes=max(1, size_bytes), endpoint=endpoint, now_ns=self.kernel.now_ns)
+            (result,) = self.client.collective(self.session_id, [op], stateful=False, sim_time_ns=self.kernel.now_ns)
+            self._collectives[key] = result.duration_ns
+        return self._collectives[key]

@@ -28,6 +28,7 @@ class Timing:
     duration_ns: int
     energy_j: float = 0.0
     out_of_range: bool = False
+    communication_ns: int = 0
 
 
 Signature = tuple[tuple[int, ...], tuple[int, ...]]
@@ -92,7 +93,8 @@ class RuntimeSessionProxy:
     def _convert(self, timing: pb.StepTiming) -> Timing:
         if timing.out_of_range:
             self.num_out_of_range += 1
-        return Timing(duration_ns=timing.duration_ns, energy_j=timing.energy_j, out_of_range=timing.out_of_range)
+        return Timing(duration_ns=timing.duration_ns, energy_j=timing.energy_j, out_of_range=timing.out_of_range,
+                      communication_ns=timing.communication_ns)
 
     @property
     def hit_rate(self) -> float:

@@ -26,6 +26,7 @@ class TimingSource(Protocol):
 
 class TimingLike(Protocol):
     duration_ns: int
+    communication_ns: int
     energy_j: float
 
 
@@ -52,6 +53,7 @@ class LLMClient:
         self.serves = serves
         self.host_bandwidth_gbps = host_bandwidth_gbps
         self.max_lookahead = max_lookahead
+        self.collectives_ns: Callable[[int], int] | None = None  # set when the network backend times them
         self.timeline = ClientTimeline()
         self.busy = False
         self._wake_pending = False
@@ -87,6 +89,9 @@ class LLMClient:
             if self.max_lookahead else None
         timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
+        if self.collectives_ns is not None:
+            # The network backend times the TP all-reduces in place of the runtime backend's estimate.
+            duration += self.collectives_ns(step.num_tokens) - timing.communication_ns
         if step.swap_bytes:
             duration += int(step.swap_bytes / self.host_bandwidth_gbps)
         self.timeline.energy_j += timing.energy_j

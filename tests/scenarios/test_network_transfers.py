@@ -30,3 +30,16 @@ def test_congestion_aware_mode_makes_concurrent_transfers_queue(tmp_path) -> Non
     serialization = SIZE // 50
     assert transfers == [2 * (500 + serialization) + k * serialization for k in range(4)]
     assert all(r.finish_ns > 0 and r.generated_tokens == 3 for r in requests)
+
+
+def test_tensor_parallel_all_reduces_can_be_timed_by_the_network_backend(tmp_path) -> None:
+    """Two all-reduces per layer of (tokens x 4096 x 2 B) over a 2-NPU ring at 100 GB/s, no latency."""
+    config = scenario(clients=[{**client("tp2"), "hardware": {"device": "h", "count": 2, "tensor_parallel": 2}}],
+                      network={"backend": "net", "collectives": True,
+                               "topology": [{"kind": "ring", "npus": 2, "bandwidth_gbps": 100}]})
+    config["backends"]["net"] = {"kind": "network"}
+    (r,) = run_with_trace(config, [(0, 100, 2)], tmp_path)
+    # ring all-reduce on 2 NPUs: 2 sends of D/2; prefill D = 819,200 B -> 2 x 4096 ns; decode D = 8192 B -> 2 x 40 ns
+    prefill = 1000 + 2 * 32 * 2 * 4096
+    decode = 1000 + 2 * 32 * 2 * 40
+    assert (r.first_token_ns, r.finish_ns) == (prefill, prefill + decode)
