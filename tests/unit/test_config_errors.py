@@ -36,7 +36,7 @@ def edited(**changes: object) -> dict:
     ({"clients__0__model": "gpt5"}, "clients[0].model: unknown model 'gpt5'"),
     ({"clients__0__backend": "nope"}, "clients[0].backend: unknown backend 'nope'"),
     ({"clients__0__hardware__device": "tpu"}, "clients[0].hardware.device: unknown device 'tpu'"),
-    ({"hardware": {"h100": {"preset": "H1000"}}}, "hardware.h100.preset"),
+    ({"hardware": {"a100": {"preset": "H1000"}}}, "hardware.a100.preset"),
     ({"models": {"llama3-8b": {"preset": "llama-9"}}}, "models.llama3-8b.preset"),
     ({"slo": {"ttft_s": {"p90": -1}}}, "slo.ttft_s.p90: must be > 0, got -1"),
     ({"clients__0__scheduler__chunk_size": -5}, "clients[0].scheduler.chunk_size: input should be greater than 0, got -5"),

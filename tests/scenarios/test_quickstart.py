@@ -1,0 +1,22 @@
+"""The README's quickstart, and switching its client between fidelity levels by one config line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cosim
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+
+
+def test_quickstart_switches_between_roofline_and_regression_by_one_line() -> None:
+    short = ["workload.requests=40"]
+    roofline = cosim.run(QUICKSTART, overrides=short).summary
+    regression = cosim.run(QUICKSTART, overrides=[*short, "clients[0].backend=empirical"]).summary
+    assert roofline["requests"]["completed"] == regression["requests"]["completed"] == 40
+    assert (roofline["clients"]["c0"]["backend"], regression["clients"]["c0"]["backend"]) == ("analytical", "empirical")
+    assert (roofline["clients"]["c0"]["fidelity"], regression["clients"]["c0"]["fidelity"]) == ("analytical", "empirical")
+    assert roofline["latency"]["ttft_s"]["mean"] != regression["latency"]["ttft_s"]["mean"]
+    # both are plausible for Llama-3-8B on an A100: tens of ms per decode step, not seconds
+    for summary in (roofline, regression):
+        assert 0.005 < summary["latency"]["tpot_s"]["p50"] < 0.1
