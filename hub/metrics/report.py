@@ -42,9 +42,10 @@ def _client_rows(summary: Mapping[str, Any]) -> list[str]:
     clients = summary.get("clients", {})
     if not clients:
         return []
-    rows = [f"  {'client':<16}{'role':<10}{'backend':<14}{'util':>8}{'batch':>8}{'done':>8}"]
+    rows = [f"  {'client':<16}{'role':<13}{'backend':<14}{'fidelity':<20}{'util':>8}{'batch':>8}{'done':>8}"]
     for name, c in clients.items():
-        rows.append(f"  {name:<16.16}{c.get('role', '-')!s:<10.10}{c.get('backend', '-')!s:<14.14}"
+        rows.append(f"  {name:<16.16}{c.get('role', '-')!s:<13.13}{c.get('backend', '-')!s:<14.14}"
+                    f"{c.get('fidelity', '-')!s:<20.20}"
                     f"{_pct(c.get('utilization')):>8}{_num(c.get('mean_batch_size'), digits=3):>8}"
                     f"{_num(c.get('requests', {}).get('completed')):>8}")
     return rows
