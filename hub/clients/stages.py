@@ -24,7 +24,7 @@ from cosim.v1 import memory_service_pb2 as mem_pb
 
 from ..backends.clients import MemoryClient
 from ..backends.proxy import RuntimeSessionProxy
-from ..config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
+from ..stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from ..kernel import DONE, Kernel
 from ..records import RequestRecord, StageRecord
 from ..timesync import TimeSync
