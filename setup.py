@@ -16,5 +16,6 @@ for name, folder in ROOTS.items():
         packages.append(f"{name}.{sub}")
         package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
 
-setup(packages=packages, package_dir=package_dir, package_data={"": ["*.pyi", "*.yaml", "*.json", "*.csv", "*.joblib", "*.md", "py.typed",
-                                                                          "*/*.yaml", "*/*.json"]})
+# Data files, also one folder down (roofline profiles, regression artifacts).
+DATA = ["*.pyi", "*.yaml", "*.json", "*.csv", "*.md", "py.typed", "*/*.yaml", "*/*.json"]
+setup(packages=packages, package_dir=package_dir, package_data={"": DATA})
