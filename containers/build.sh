@@ -23,23 +23,28 @@ if [[ "$BASE" == "cosim/base:local" ]]; then
   "$HERE/build-base.sh"
 fi
 
-# Optional dependency groups the adapters need (those pyproject.toml declares).
+# The dependencies of cosim plus the optional groups the adapters need (those declared).
 WANTED=${COSIM_EXTRAS:-genz,scalesim,astrasim}
-EXTRAS=$("$PYTHON" - "$ROOT/pyproject.toml" "$WANTED" <<'PY'
+REQUIREMENTS=$("$PYTHON" - "$ROOT/pyproject.toml" "$WANTED" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
-    groups = tomllib.load(f)["project"].get("optional-dependencies", {})
-print(",".join(g for g in sys.argv[2].split(",") if g in groups))
+    project = tomllib.load(f)["project"]
+groups = project.get("optional-dependencies", {})
+wanted = [g for g in sys.argv[2].split(",") if g in groups]
+print("\n".join(project["dependencies"] + [r for g in wanted for r in groups[g]]))
 PY
 )
-STAMP="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)-$EXTRAS"
-if [[ "$(cat "$WHEELS/deps/.stamp" 2>/dev/null)" != "$STAMP" ]]; then
-  echo "building dependency wheels (extras: ${EXTRAS:-none})"
-  rm -rf "$WHEELS/deps"
-  "$PYTHON" -m pip wheel --quiet --wheel-dir "$WHEELS/deps" "$ROOT${EXTRAS:+[$EXTRAS]}"
-  rm -f "$WHEELS"/deps/cosim-*.whl
-  echo "$STAMP" > "$WHEELS/deps/.stamp"
+# Wheels already built are reused (same bytes, so Docker's dependency layer stays cached);
+# the image installs exactly requirements.txt from them.
+mkdir -p "$WHEELS/deps"
+if [[ "$(cat "$WHEELS/deps/requirements.txt" 2>/dev/null)" != "$REQUIREMENTS" ]]; then
+  echo "building dependency wheels"
+  echo "$REQUIREMENTS" > "$WHEELS/requirements.new"
+  "$PYTHON" -m pip wheel --quiet --find-links "$WHEELS/deps" --wheel-dir "$WHEELS/deps" \
+    -r "$WHEELS/requirements.new" 2>"$WHEELS/pip.log" || { cat "$WHEELS/pip.log" >&2; exit 1; }
+  mv "$WHEELS/requirements.new" "$WHEELS/deps/requirements.txt"
 fi
+
 # cosim from a clean copy of the working tree (tracked and new files, nothing ignored),
 # so stale build/ output never reaches the image.
 SRC=$(mktemp -d /tmp/cosim-src.XXXXXX)

@@ -75,7 +75,8 @@ class Coordinator:
             record = RequestRecord(id=spec.id, model=pipeline.model, arrival_ns=spec.arrival_ns,
                                    input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
                                    prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens,
-                                   template=pipeline.template, pipeline=pipeline.stages)
+                                   template=pipeline.template, pipeline=pipeline.stages,
+                                   branches=pipeline.branches)
             self.requests.append(record)
             self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record)
 
@@ -129,9 +130,11 @@ class Coordinator:
         stage = StageRecord(kind="prefill", client=client.name, enqueue_ns=self.kernel.now_ns,
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
+        per_branch = request.output_tokens // request.branches
         seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=request.retrieved_tokens,
-                       target_generated=request.output_tokens if whole else 1, order=0,
-                       prefix_id=request.prefix_id if not request.retrieved_tokens else None)
+                       target_generated=per_branch if whole else 1, order=0,
+                       prefix_id=request.prefix_id if not request.retrieved_tokens else None,
+                       forks=request.branches - 1 if whole else 0)
         self._hand_over(client, seq)
 
     def _hand_over(self, client: LLMClient, seq: Sequence) -> None:
@@ -142,6 +145,10 @@ class Coordinator:
     def on_llm_done(self, seq: Sequence, now_ns: int) -> None:
         """An LLM client finished its part: decode elsewhere, or move past the LLM stages."""
         request = seq.request
+        if seq.stage.kind != "prefill":
+            request.branches_done += 1
+            if request.branches_done < request.branches:
+                return  # one reasoning path ended; its siblings are still generating
         if request.generated_tokens >= request.output_tokens:
             if "kv_retrieval" in request.pipeline and request.prefix_tokens and not request.retrieved_tokens:
                 self.on_prefix_recomputed(request)
@@ -165,7 +172,7 @@ class Coordinator:
         stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=self.kernel.now_ns,
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
-        seq = Sequence(request, stage, num_tokens=request.input_tokens + request.generated_tokens,
-                       num_computed=request.input_tokens + request.generated_tokens - 1,
-                       target_generated=request.output_tokens, order=0)
+        seq = Sequence(request, stage, num_tokens=request.input_tokens + 1, num_computed=request.input_tokens,
+                       target_generated=request.output_tokens // request.branches, order=0, generated=1,
+                       forks=request.branches - 1)
         self._hand_over(client, seq)

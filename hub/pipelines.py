@@ -40,6 +40,8 @@ class ReasoningConfig(_Model):
     """How a ``reason`` stage stretches the output (single path)."""
 
     factor: float = Field(1.0, ge=1, description="output tokens of a reasoning request = sampled output x factor")
+    branches: int = Field(1, ge=1, description="parallel reasoning paths sharing the prompt's KV (multi-path); "
+                                               "the request ends when every path has its output")
 
 
 class KVPrefixConfig(_Model):
@@ -110,6 +112,7 @@ class Pipeline:
     stages: tuple[str, ...]
     model: str
     prefix_fraction: float
+    branches: int = 1
 
 
 def resolve_templates(defined: Mapping[str, TemplateConfig]) -> dict[str, TemplateConfig]:
@@ -144,8 +147,12 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
             spec = specs[i]
             input_tokens = int(inputs[j]) if inputs is not None else spec.input_tokens
             output_tokens = int(outputs[j]) if outputs is not None else spec.output_tokens
+            branches = 1
             if "reason" in template.stages:
                 output_tokens = max(1, int(round(output_tokens * template.reasoning.factor)))
+                if output_tokens > 1:  # a path needs two tokens to run beside its siblings
+                    branches = template.reasoning.branches
+                    output_tokens *= branches
             prefix_id, prefix_tokens = spec.prefix_id, spec.prefix_tokens
             if "kv_retrieval" in template.stages:
                 prefix_id = f"{name}/prefix-{prefix_ids[j]}"
@@ -155,7 +162,7 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
                                       prefix_id=prefix_id, prefix_tokens=prefix_tokens))
             pipelines.append(Pipeline(template=name, stages=tuple(template.stages),
                                       model=template.model or spec.model or default_model,
-                                      prefix_fraction=template.kv_prefix.fraction))
+                                      prefix_fraction=template.kv_prefix.fraction, branches=branches))
     order = sorted(range(len(result)), key=lambda k: result[k].id)
     return [result[k] for k in order], [pipelines[k] for k in order]
 

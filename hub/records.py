@@ -48,6 +48,8 @@ class RequestRecord:
     prefix_id: str | None = None
     prefix_tokens: int = 0
     template: str = "chat"
+    branches: int = 1  # parallel reasoning paths; output_tokens counts all of them
+    branches_done: int = 0
     pipeline: tuple[str, ...] = ("prefill", "decode")
     stage_index: int = 0  # next pipeline stage to push
     retrieved_tokens: int = 0  # prompt tokens whose KV a kv_retrieval stage fetched

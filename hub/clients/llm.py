@@ -105,13 +105,14 @@ class LLMClient:
         now = self.kernel.now_ns
         self.busy = False
         self.busy_ns += now - start_ns
-        finished = []
+        finished, forking = [], []
         for seq, num in zip(step.seqs, step.num_new):
             seq.num_computed += num
             if seq.num_computed < seq.num_tokens:
                 continue  # a partial prefill chunk samples nothing
             request = seq.request
             request.generated_tokens += 1
+            seq.generated += 1
             seq.num_tokens += 1
             if request.first_token_ns < 0:
                 request.first_token_ns = now
@@ -120,8 +121,12 @@ class LLMClient:
             else:
                 request.max_tbt_ns = max(request.max_tbt_ns, now - request.last_token_ns)
             request.last_token_ns = now
-            if request.generated_tokens >= seq.target_generated:
+            if seq.forks:
+                forking.append(seq)
+            if seq.generated >= seq.target_generated:
                 finished.append(seq)
+        for seq in forking:
+            self._fork(seq)
         self.timeline.append(start_ns, now, len(step.seqs), step.prefill_tokens,
                              step.num_tokens - step.prefill_tokens, self.scheduler.kv.num_used,
                              len(self.scheduler.waiting))
@@ -135,6 +140,26 @@ class LLMClient:
             self.outstanding_input_tokens -= seq.request.input_tokens
             self.on_stage_done(seq, now)
         self.wake()
+
+    def _fork(self, parent: Sequence) -> None:
+        """Multi-path reasoning: the parent's sibling branches start beside it.
+
+        Each sibling shares the parent's prompt KV blocks (copy-on-write, as
+        vLLM's parallel sampling), has sampled its own first token from the
+        same prefill, and decodes its own tokens into its own blocks.
+        """
+        request = parent.request
+        children = [Sequence(request, parent.stage, num_tokens=request.input_tokens + 1,
+                             num_computed=request.input_tokens, target_generated=parent.target_generated,
+                             order=0, generated=1) for _ in range(parent.forks)]
+        parent.forks = 0
+        self.scheduler.kv.fork(parent, children, prompt_tokens=request.input_tokens)
+        request.generated_tokens += len(children)
+        for child in children:
+            child.order = self._next_order
+            self._next_order += 1
+            self.outstanding += 1
+            self.scheduler.enqueue(child, front=True)
 
     def _begin_decode_stage(self, seq: Sequence, now: int) -> None:
         """Splits a request's stage on this client at its first token: prefill ends, decode begins."""

@@ -139,7 +139,7 @@ class BlockManager:
     # -- preempted sequences' KV kept as evictable cache (vLLM V1 with prefix caching) --
     @staticmethod
     def _parked_key(seq: Sequence) -> str:
-        return f"\x00parked:{id(seq)}"
+        return f"\x00parked:{seq.order}"  # order is unique per client; id() is reused
 
     def park(self, seq: Sequence) -> None:
         """Releases a preempted sequence's blocks, keeping its full blocks cached and evictable.
@@ -193,3 +193,24 @@ class BlockManager:
     def check(self) -> None:
         """Asserts the accounting invariant (used by tests)."""
         assert 0 <= self.num_free <= self.num_blocks, (self.num_free, self.num_blocks)
+
+    def fork(self, parent: Sequence, children: list[Sequence], *, prompt_tokens: int) -> None:
+        """Lets ``children`` share the parent's full prompt blocks (multi-path reasoning).
+
+        The shared blocks move into a cache entry the parent and children all
+        reference; each releases its reference when it finishes, as with a
+        shared prefix. A parent already on a cached prefix shares that entry.
+        """
+        if not parent.prefix_blocks:
+            full = min(parent.num_blocks, prompt_tokens // self.block_size)
+            if full == 0:
+                return
+            parent.prefix_id = f"\x00fork:{parent.order}"  # order is unique per client; id() is reused
+            self._prefixes[parent.prefix_id] = [full, 1]
+            parent.num_blocks -= full
+            parent.prefix_blocks = full
+        entry = self._prefixes[parent.prefix_id]  # type: ignore[index]
+        entry[1] += len(children)
+        for child in children:
+            child.prefix_id, child.prefix_blocks = parent.prefix_id, parent.prefix_blocks
+

@@ -45,7 +45,7 @@ class Step:
         self.num_new.append(num_tokens)
         self.context.append(seq.num_computed)
         self.num_tokens += num_tokens
-        if num_tokens > 1 or seq.request.generated_tokens == 0 or seq.remaining_tokens > 1:
+        if num_tokens > 1 or seq.generated == 0 or seq.remaining_tokens > 1:
             self.prefill_tokens += num_tokens
 
 
@@ -64,10 +64,14 @@ class Scheduler:
         self.token_budget = budget or config.max_num_batched_tokens
 
     # -- queue -------------------------------------------------------------
-    def enqueue(self, seq: Sequence) -> None:
-        """Adds a sequence to the waiting queue (ordered by the packing policy)."""
+    def enqueue(self, seq: Sequence, *, front: bool = False) -> None:
+        """Adds a sequence to the waiting queue (ordered by the packing policy); ``front``
+        puts it first (a branch of a request already running)."""
         seq.state = WAITING
-        self.waiting.append(seq)
+        if front:
+            self.waiting.insert(0, seq)
+        else:
+            self.waiting.append(seq)
         if self.config.packing == "least_work_left":
             self.waiting.sort(key=lambda s: (s.remaining_work, s.order))
 
@@ -133,11 +137,13 @@ class Scheduler:
             cached = 0 if resumed else self.kv.attach_prefix(seq, seq.request.prefix_tokens)
             need = seq.remaining_tokens
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
-            if num <= 0 or (whole_prompts and num > budget and (step.seqs or self.running)) or \
-                    not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
+            fits = num > 0 and not (whole_prompts and num > budget and (step.seqs or self.running))
+            if not fits or not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
                 if resumed:
                     self.kv.undo_resume(seq)
                 self.kv.detach_prefix(seq)
+                if fits and self._unpin_waiting():
+                    continue  # blocks that queued sequences shared are evictable now: try again
                 break
             if seq.state == SWAPPED:
                 self._swap_in(seq, step)
@@ -152,6 +158,14 @@ class Scheduler:
             step.add(seq, num)
             budget -= num
         return step
+
+    def _unpin_waiting(self) -> bool:
+        """Drops the shared KV blocks waiting sequences hold (they will recompute), so the
+        head of the queue can evict them; a queue must never pin the blocks its head needs."""
+        pinned = [seq for seq in self.waiting[1:] if seq.prefix_blocks]
+        for seq in pinned:
+            self.kv.detach_prefix(seq)
+        return bool(pinned)
 
     # -- lookahead -----------------------------------------------------------
     def lookahead(self, step: Step, max_steps: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -174,7 +188,7 @@ class Scheduler:
             sampled = computed >= seq.num_tokens
             if seq.num_tokens + sampled - computed != 1:
                 return []  # still prefilling after this step
-            left = seq.target_generated - seq.request.generated_tokens - sampled
+            left = seq.target_generated - seq.generated - sampled
             if left > 0:
                 contexts.append(computed)
                 lefts.append(left)

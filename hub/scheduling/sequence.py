@@ -24,17 +24,21 @@ class Sequence:
         stage: the stage record of this client's part of the request.
         num_tokens: tokens known when the stage starts.
         num_computed: tokens already in KV (transferred or cached).
-        target_generated: the stage ends when ``request.generated_tokens`` reaches it.
+        target_generated: the stage ends when ``generated`` (this sequence's tokens) reaches it.
+        generated: tokens this sequence (one branch of the request) has produced so far.
+        forks: sibling branches to spawn once it has sampled on its client (multi-path reasoning).
     """
 
     __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
-                 "prefix_id", "prefix_blocks", "state", "order", "swapped_blocks", "swapped_bytes")
+                 "prefix_id", "prefix_blocks", "state", "order", "generated", "forks", "swapped_blocks", "swapped_bytes")
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
-                 target_generated: int, order: int, prefix_id: str | None = None) -> None:
+                 target_generated: int, order: int, prefix_id: str | None = None, generated: int = 0,
+                 forks: int = 0) -> None:
         self.request, self.stage = request, stage
         self.num_tokens, self.num_computed = num_tokens, num_computed
         self.target_generated = target_generated
+        self.generated, self.forks = generated, forks
         self.num_blocks = 0  # blocks this sequence owns (shared prefix blocks excluded)
         self.prefix_id = prefix_id
         self.prefix_blocks = 0  # blocks shared through the prefix cache
@@ -51,12 +55,12 @@ class Sequence:
     @property
     def remaining_work(self) -> int:
         """Tokens left to process before the stage ends (prefill plus decodes), for packing and routing."""
-        return self.remaining_tokens + self.target_generated - self.request.generated_tokens
+        return self.remaining_tokens + self.target_generated - self.generated
 
     @property
     def is_prefilling(self) -> bool:
-        return self.num_tokens - self.num_computed > 1 or self.request.generated_tokens == 0
+        return self.num_tokens - self.num_computed > 1 or self.generated == 0
 
     def __repr__(self) -> str:
         return (f"Sequence(r{self.request.id}, {self.state}, computed={self.num_computed}/{self.num_tokens}, "
-                f"generated={self.request.generated_tokens}/{self.target_generated})")
+                f"generated={self.generated}/{self.target_generated})")

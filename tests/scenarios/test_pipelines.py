@@ -109,3 +109,26 @@ def test_parallel_kv_fetch_to_decode_moves_only_new_kv_between_clients(parallel:
     (r,) = cosim.run(config).requests
     moved_tokens = 200 if parallel else 1000
     assert r.stages[2].kind == "decode" and r.stages[2].transfer_ns == moved_tokens * 131_072 // 50
+
+
+def multipath(branches: int, **scheduler: object) -> dict:
+    return scenario(clients=[client("llm", block_size=16, **scheduler)],
+                    templates={"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": branches}}},
+                    workload={**ONE, "input_tokens": {"dist": "fixed", "value": 64},
+                              "output_tokens": {"dist": "fixed", "value": 20}, "templates": {"think": 1}})
+
+
+def test_multipath_reasoning_shares_the_prompt_kv_and_multiplies_decode_kv() -> None:
+    single, four = (cosim.run(multipath(n)) for n in (1, 4))
+    (r1,), (r4,) = single.requests, four.requests
+    assert (r1.output_tokens, r1.generated_tokens, r4.output_tokens, r4.generated_tokens) == (20, 20, 80, 80)
+    peak = {n: result.summary["clients"]["llm"]["max_kv_blocks_used"] for n, result in ((1, single), (4, four))}
+    # 64 prompt tokens = 4 shared blocks; each path's 20 tokens take 2 blocks of its own
+    assert peak == {1: 4 + 2, 4: 4 + 4 * 2}
+
+
+def test_multipath_reasoning_preempts_when_memory_is_short() -> None:
+    result = cosim.run(multipath(4, num_gpu_blocks=9))
+    (r,) = result.requests
+    assert r.preemptions > 0 and r.generated_tokens == r.output_tokens == 80
+    assert result.summary["clients"]["llm"]["max_kv_blocks_used"] <= 9

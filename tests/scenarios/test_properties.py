@@ -37,9 +37,16 @@ def scenarios(draw: st.DrawFn) -> dict:
     if draw(st.booleans()):
         workload["prefix"] = {"num_prefixes": 2, "tokens": 64, "share": 0.5}
         workload["input_tokens"]["high"] = max_in - 64
+    templates = {}
+    if draw(st.booleans()):  # a mix with multi-path reasoning (branches share the prompt's KV)
+        branches = draw(st.integers(1, 3))
+        templates = {"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": branches}}}
+        workload["templates"] = {"chat": 1, "think": 1}
+        workload["output_tokens"]["high"] = max_out // branches
     policy = draw(st.sampled_from(["round_robin", "random", "least_outstanding", "load_based", "heavy_light"]))
     return scenario(clients=clients, per_token_ns=draw(st.sampled_from([0, 7])), workload=workload,
-                    router={"policy": policy, "heavy_threshold_tokens": 100}, seed=draw(st.integers(0, 5)))
+                    router={"policy": policy, "heavy_threshold_tokens": 100}, seed=draw(st.integers(0, 5)),
+                    templates=templates)
 
 
 def simulate(raw: dict) -> Simulation:
