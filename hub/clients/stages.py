@@ -45,7 +45,11 @@ def ivfpq_search_ns(config: RagConfig, *, peak_tflops: float, mem_bandwidth_gbps
 
 
 class LinearStageTimer:
-    """Pre/post-processing: ``base + per_token x tokens``, plus a prefill of a model when one is given."""
+    """Pre/post-processing: ``base + per_token x tokens``, plus a prefill of a model when one is given.
+
+    A postprocessing model (a reward model, a toxicity filter) scores each
+    reasoning path of a multi-path request: one batch of one sequence per path.
+    """
 
     def __init__(self, kernel: Kernel, kind: str, service: ServiceTimeConfig,
                  model_timing: RuntimeSessionProxy | None = None) -> None:
@@ -55,7 +59,9 @@ class LinearStageTimer:
         tokens = request.input_tokens if self.kind == "preprocess" else max(request.output_tokens, 1)
         duration = int(round((self.service.base_s + self.service.per_token_s * tokens) * 1e9))
         if self.model_timing is not None:
-            duration += self.model_timing.step_time([tokens], [0], now_ns=self.kernel.now_ns).duration_ns
+            paths = request.branches if self.kind == "postprocess" else 1
+            batch = [max(1, tokens // paths)] * paths
+            duration += self.model_timing.step_time(batch, [0] * paths, now_ns=self.kernel.now_ns).duration_ns
         self.kernel.call_at(self.kernel.now_ns + duration, DONE, finish)
 
 
