@@ -41,11 +41,12 @@ class Step:
     prefill_tokens: int = 0  # tokens of prompts (or recomputed context), not decodes
 
     def add(self, seq: Sequence, num_tokens: int) -> None:
+        computed = seq.num_computed
         self.seqs.append(seq)
         self.num_new.append(num_tokens)
-        self.context.append(seq.num_computed)
+        self.context.append(computed)
         self.num_tokens += num_tokens
-        if num_tokens > 1 or seq.generated == 0 or seq.remaining_tokens > 1:
+        if num_tokens > 1 or seq.generated == 0 or seq.num_tokens - computed > 1:
             self.prefill_tokens += num_tokens
 
 
@@ -110,12 +111,17 @@ class Scheduler:
     def _schedule_running(self, step: Step, *, budget: int | None) -> Step:
         """Schedules running sequences in admission order, preempting the newest when blocks run out."""
         i = 0
+        block_size = self.kv.block_size
         while i < len(self.running):
             seq = self.running[i]
-            left = budget - step.num_tokens if budget is not None else seq.remaining_tokens
-            num = min(seq.remaining_tokens, left)
+            remaining = seq.num_tokens - seq.num_computed
+            num = remaining if budget is None else min(remaining, budget - step.num_tokens)
             if num <= 0:
                 break
+            if seq.num_computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
+                step.add(seq, num)  # fast path: its blocks already hold the new tokens
+                i += 1
+                continue
             while not self.kv.grow(seq, num):
                 victim = self.running[-1]
                 self._preempt(victim)
