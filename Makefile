@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: quickstart test install install-dev stubs
+.PHONY: quickstart test install install-dev stubs images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,3 +26,7 @@ test: install-dev
 ## Regenerate stubs/ from proto/.
 stubs: install-dev
 	PATH=$(abspath $(BIN)):$$PATH scripts/gen_stubs.sh
+
+## Build the container images (local base image where no registry is reachable).
+images:
+	containers/build.sh
