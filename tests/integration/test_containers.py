@@ -61,6 +61,18 @@ def test_submit_quickstart_and_a_two_fidelity_run(compose_stack: Stack, tmp_path
     assert any(p.name == "summary.json" for p in compose_stack.runs_dir.rglob("summary.json"))
 
 
+def test_submit_mixed_fidelity_run(compose_stack: Stack, tmp_path: Path) -> None:
+    """Prefill on SCALE-Sim, decode on regression, a GenZ client, KV over the network backend: all in containers."""
+    compose_stack.wait_healthy(("genz", "scalesim", "network"))
+    mixed = submit(compose_stack, REPO / "examples" / "mixed-fidelity.yaml", tmp_path / "mixed", "workload.requests=12")
+    assert mixed.returncode == 0, mixed.stderr
+    summary = json.loads((tmp_path / "mixed" / "summary.json").read_text())
+    assert summary["requests"]["completed"] == 12
+    fidelity = {name: client["fidelity"] for name, client in summary["clients"].items()}
+    assert fidelity == {"p0": "cycle_level", "p1": "cycle_level", "d0": "empirical", "d1": "empirical",
+                        "g0": "external_analytical"}
+
+
 def test_killed_backend_fails_the_run_by_name_and_the_next_run_succeeds(compose_stack: Stack,
                                                                          tmp_path: Path) -> None:
     config = (REPO / "examples" / "quickstart.yaml").read_text()
