@@ -132,3 +132,24 @@ def test_multipath_reasoning_preempts_when_memory_is_short() -> None:
     (r,) = result.requests
     assert r.preemptions > 0 and r.generated_tokens == r.output_tokens == 80
     assert result.summary["clients"]["llm"]["max_kv_blocks_used"] <= 9
+
+
+def test_time_synchronized_kv_tier_hits_emerge_from_the_workload() -> None:
+    """An LRU tier that starts empty: the first request of each of 3 prefixes misses and stores it; later ones hit."""
+    config = scenario(
+        clients=[{"name": "kv", "kind": "kv_retrieval", "backend": "mem", "servers": 4,
+                  "memory": {"mode": "time_synchronized",
+                             "levels": [{"name": "dram", "capacity_bytes": 10**12, "bandwidth_gbps": 100,
+                                         "latency_ns": 1000}]}},
+                 client("llm")],
+        per_token_ns=100,
+        templates={"code": {"stages": ["kv_retrieval", "prefill", "decode"],
+                            "kv_prefix": {"fraction": 0.8, "num_prefixes": 3}}},
+        workload={**ONE, "requests": 40, "arrival": {"process": "poisson", "rate_per_s": 200},
+                  "input_tokens": {"dist": "fixed", "value": 1000}, "templates": {"code": 1}})
+    config["backends"]["mem"] = {"kind": "memory"}
+    result = cosim.run(config)
+    misses = [r for r in result.requests if r.retrieved_tokens == 0]
+    assert result.summary["requests"]["completed"] == 40
+    assert len({r.prefix_id for r in misses}) == 3 and len(misses) <= 6
+    assert all(r.retrieved_tokens == 800 for r in result.requests if r not in misses)
