@@ -132,7 +132,8 @@ class Simulation:
             first_llm = next(c.model for c in self.config.clients if c.kind == "llm")
             spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)], self.config.backends[str(cfg.backend)].options)
             session = _opened(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
-            timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id, self.kv_bytes)
+            timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id,
+                                          self.kv_bytes)
             self.kv_timers.append(timer)
         elif cfg.kind == "rag":
             proxy, opened = self._runtime_session(where, cfg)
@@ -141,7 +142,8 @@ class Simulation:
             timer = RagStageTimer(self.kernel, cfg.name, cfg.rag, proxy, embed_device=cfg.hardware.device,
                                   retrieval_peak_tflops=retrieval.peak_tflops,
                                   retrieval_bandwidth_gbps=retrieval.mem_bandwidth_gbps,
-                                  max_query_tokens=resolve_model(self.config, cfg.model).max_position_embeddings or None)  # type: ignore[arg-type]
+                                  max_query_tokens=resolve_model(self.config, str(cfg.model)).max_position_embeddings
+                                  or None)
         else:
             proxy = None
             if cfg.model is not None:

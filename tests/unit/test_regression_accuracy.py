@@ -33,7 +33,7 @@ def test_committed_artifacts_match_a_fresh_training(operator: tuple[dict, Evalua
     """The committed artifacts are exactly what the report command trains (no drift)."""
     for kind, (fresh, _) in (("operator", operator), ("step", step)):
         committed = json.loads(DEFAULT_ARTIFACTS[kind].read_text())
-        assert committed == json.loads(json.dumps(fresh)), f"rerun python -m cosim.adapters.regression.report"
+        assert committed == json.loads(json.dumps(fresh)), "rerun python -m cosim.adapters.regression.report"
 
 
 def test_operator_fits_meet_the_5_percent_target(operator: tuple[dict, Evaluation]) -> None:
