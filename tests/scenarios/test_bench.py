@@ -1,0 +1,21 @@
+"""`cosim bench NAME --json` prints the documented keys for every scenario (speed is measured, not tested)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cosim.hub.bench import SCENARIOS
+from cosim.hub.cli import main
+
+KEYS = {"scenario", "requests", "wall_s", "requests_per_wall_s", "steps_per_wall_s", "rpcs_per_step",
+        "cache_hit_rate", "peak_rss_mb", "grpc_over_inprocess"}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_bench_scenario_runs_and_reports_its_figures(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", name, "--requests", "24", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert KEYS <= set(figures) and figures["scenario"] == name and figures["requests"] == 24
+    assert figures["grpc_over_inprocess"] > 0 and 0 < figures["rpcs_per_step"] <= 1.5
