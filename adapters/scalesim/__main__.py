@@ -1,18 +1,5 @@
-"""``python -m cosim.adapters.scalesim [--port N]``: serves the scalesim backend."""
+"""``python -m cosim.adapters.scalesim [--port N] [--host H]``: serves the scalesim backend."""
 
-from __future__ import annotations
+from cosim.adapters.sdk.server import main
 
-import argparse
-import logging
-
-from cosim.adapters.sdk import serve
-
-from .backend import ScaleSimBackend
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO)
-    serve(ScaleSimBackend(), port=args.port, host=args.host)
+main(backend="cosim.adapters.scalesim:ScaleSimBackend")

@@ -135,12 +135,17 @@ def load_backend(reference: str, **kwargs: Any) -> Backend:
     return cls(**kwargs)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m cosim.adapters.sdk module:Class --port N``: serves any backend class."""
+def main(argv: Sequence[str] | None = None, *, backend: str | None = None) -> None:
+    """``python -m cosim.adapters.sdk module:Class --port N``: serves any backend class.
+
+    A backend package's ``__main__`` passes its own ``backend`` reference, so
+    ``python -m cosim.adapters.roofline --port N`` needs no class argument.
+    """
     parser = argparse.ArgumentParser(prog="python -m cosim.adapters.sdk", description=main.__doc__)
-    parser.add_argument("backend", help="backend class as package.module:ClassName")
+    if backend is None:
+        parser.add_argument("backend", help="backend class as package.module:ClassName")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (0: pick a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 in containers)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(load_backend(args.backend), port=args.port, host=args.host)
+    serve(load_backend(backend or args.backend), port=args.port, host=args.host)
