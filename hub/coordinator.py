@@ -19,6 +19,7 @@ after the KV transfer.
 
 from __future__ import annotations
 
+import bisect
 from typing import Callable, Protocol, Sequence as Seq
 
 from .clients.llm import LLMClient
@@ -30,6 +31,12 @@ from .records import RequestRecord, StageRecord
 from .router import Router
 from .scheduling import Sequence
 from .workload import RequestSpec
+
+
+def next_after(times: list[int], now: int) -> int | None:
+    """The first of the sorted ``times`` after ``now``, if any."""
+    index = bisect.bisect_right(times, now)
+    return times[index] if index < len(times) else None
 
 
 class TransferService(Protocol):
@@ -79,6 +86,11 @@ class Coordinator:
                                    branches=pipeline.branches)
             self.requests.append(record)
             self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record)
+        arrivals = sorted(spec.arrival_ns for spec in specs)
+        prefill_clients = [c for c in self.clients if "prefill" in c.serves]
+        for client in prefill_clients:
+            client.next_arrival_ns = lambda now: next_after(arrivals, now)
+            client.arrival_share = len(prefill_clients)
 
     def candidates(self, kind: str, model: str) -> list[LLMClient]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""

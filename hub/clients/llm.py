@@ -54,6 +54,10 @@ class LLMClient:
         self.host_bandwidth_gbps = host_bandwidth_gbps
         self.max_lookahead = max_lookahead
         self.collectives_ns: Callable[[int], int] | None = None  # set when the network backend times them
+        # Lookahead hint: when the next request may arrive, and over how many clients arrivals spread.
+        self.next_arrival_ns: Callable[[int], int | None] = lambda now: None
+        self.arrival_share = 1
+        self._last_duration_ns = 0
         self.timeline = ClientTimeline()
         self.busy = False
         self._wake_pending = False
@@ -85,7 +89,7 @@ class LLMClient:
         if not step.seqs:
             return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
-        ahead = (lambda depth: self.scheduler.lookahead(step, min(depth, self.max_lookahead))) \
+        ahead = (lambda depth: self.scheduler.lookahead(step, min(depth, self._lookahead_cap(now)))) \
             if self.max_lookahead else None
         timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
@@ -99,7 +103,20 @@ class LLMClient:
             if seq.stage.start_ns < 0:
                 seq.stage.start_ns = now
         self.busy = True
+        self._last_duration_ns = duration
         self.kernel.call_at(now + duration, DONE, self._on_step_done, step, now)
+
+    def _lookahead_cap(self, now: int) -> int:
+        """How many batches to predict: all of them, unless a request may arrive here sooner.
+
+        Only a hint (predictions are exact or unused): about the steps until the next
+        arrival, times the clients arrivals spread over, plus one.
+        """
+        arrival = self.next_arrival_ns(now) if "prefill" in self.serves else None
+        if arrival is None or self._last_duration_ns <= 0:
+            return self.max_lookahead
+        steps = -(-(arrival - now) // self._last_duration_ns) * self.arrival_share + 1
+        return max(2, min(self.max_lookahead, steps))
 
     def _on_step_done(self, step: Step, start_ns: int) -> None:
         now = self.kernel.now_ns
