@@ -14,19 +14,16 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from .errors import ScenarioError
+from .frozen import FrozenModel
 from .pipelines import LLM_STAGES, TemplateConfig, resolve_templates
 from .stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from .workload import WorkloadConfig
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelConfig(_Model):
+class ModelConfig(FrozenModel):
     """A served model: a preset, optionally with fields overridden."""
 
     preset: str = Field(description="model preset name, e.g. meta-llama/Meta-Llama-3-8B (see `cosim presets`)")
@@ -35,7 +32,7 @@ class ModelConfig(_Model):
         default_factory=dict, description="ModelSpec fields to override, e.g. {num_layers: 40}")
 
 
-class HardwareConfig(_Model):
+class HardwareConfig(FrozenModel):
     """A device type: a preset, optionally with figures overridden."""
 
     preset: str = Field(description="device preset name, e.g. H100-SXM")
@@ -46,7 +43,7 @@ class HardwareConfig(_Model):
     price_per_hour_usd: float | None = Field(None, ge=0, description="device price per hour; default from the preset")
 
 
-class BackendConfig(_Model):
+class BackendConfig(FrozenModel):
     """Where a backend runs: exactly one of kind, python, command, image, address."""
 
     kind: Literal["roofline", "regression", "memory", "network", "genz", "scalesim", "astrasim"] | None = Field(
@@ -72,7 +69,7 @@ class BackendConfig(_Model):
         return next(k for k in ("kind", "python", "command", "image", "address") if getattr(self, k))
 
 
-class ClientHardware(_Model):
+class ClientHardware(FrozenModel):
     """The cluster one client runs on."""
 
     device: str = Field(description="a key of `hardware`")
@@ -82,7 +79,7 @@ class ClientHardware(_Model):
     expert_parallel: int = Field(1, gt=0, description="expert-parallel degree (MoE)")
 
 
-class SchedulerConfig(_Model):
+class SchedulerConfig(FrozenModel):
     """Per-client batching and KV-cache management (modelled on vLLM)."""
 
     batching: Literal["static", "continuous", "chunked", "mixed"] = Field(
@@ -109,7 +106,7 @@ Role = Literal["mixed", "prefill", "decode"]
 ClientKind = Literal["llm", "preprocess", "postprocess", "rag", "kv_retrieval"]
 
 
-class ClientConfig(_Model):
+class ClientConfig(FrozenModel):
     """One serving instance: a scheduler and a cluster, timed by one backend.
 
     ``kind: llm`` (the default) serves prefill/decode/reason; the other kinds
@@ -146,14 +143,14 @@ class ClientConfig(_Model):
         return self
 
 
-class LinkConfig(_Model):
+class LinkConfig(FrozenModel):
     """A plain link for inter-client transfers when no network backend is named."""
 
     bandwidth_gbps: float = Field(50.0, gt=0, description="GB/s (decimal); default: one 400 Gb/s NIC")
     latency_s: float = Field(10e-6, ge=0, description="fixed latency per transfer, seconds")
 
 
-class TopologyDimConfig(_Model):
+class TopologyDimConfig(FrozenModel):
     """One dimension of the network topology (ASTRA-sim network.yml)."""
 
     kind: Literal["ring", "fully_connected", "switch"] = Field(description="basic topology of the dimension")
@@ -162,7 +159,7 @@ class TopologyDimConfig(_Model):
     latency_ns: float = Field(0.0, ge=0, description="latency per hop, ns")
 
 
-class NetworkConfig(_Model):
+class NetworkConfig(FrozenModel):
     """How data moves between clients (KV caches, retrieved context).
 
     With a network ``backend``, each client's devices become NPUs of
@@ -183,7 +180,7 @@ class NetworkConfig(_Model):
     link: LinkConfig = Field(default_factory=LinkConfig)
 
 
-class RouterConfig(_Model):
+class RouterConfig(FrozenModel):
     """How the coordinator picks a client for a stage."""
 
     policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light"] = "round_robin"
@@ -198,14 +195,14 @@ _STATISTICS = ("mean", "p50", "p90", "p99", "max")
 _SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s", "tbt_max_s")
 
 
-class OutputConfig(_Model):
+class OutputConfig(FrozenModel):
     """Where and what a run writes."""
 
     dir: str | None = Field(None, description="run folder; none writes nothing (Python API) ")
     plots: bool = Field(True, description="write plots/*.png")
 
 
-class ScenarioConfig(_Model):
+class ScenarioConfig(FrozenModel):
     """A whole scenario."""
 
     seed: int = Field(0, description="seed of every random draw")

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Mapping, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from .frozen import FrozenModel
 from .records import RequestRecord
 from .workload import RequestSpec
 from .workload.config import FixedLength, LognormalLength, NormalLength, UniformLength
@@ -32,11 +33,7 @@ StageKind = Literal["preprocess", "rag", "kv_retrieval", "prefill", "decode", "r
 LLM_STAGES = frozenset({"prefill", "decode", "reason"})
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ReasoningConfig(_Model):
+class ReasoningConfig(FrozenModel):
     """How a ``reason`` stage stretches the output (single path)."""
 
     factor: float = Field(1.0, ge=1, description="output tokens of a reasoning request = sampled output x factor")
@@ -44,14 +41,14 @@ class ReasoningConfig(_Model):
                                                "the request ends when every path has its output")
 
 
-class KVPrefixConfig(_Model):
+class KVPrefixConfig(FrozenModel):
     """The reusable KV a ``kv_retrieval`` stage fetches (code repositories, chat history)."""
 
     fraction: float = Field(0.8, gt=0, lt=1, description="share of the prompt that is a stored prefix")
     num_prefixes: int = Field(100, ge=1, description="distinct prefixes (uniform popularity)")
 
 
-class TemplateConfig(_Model):
+class TemplateConfig(FrozenModel):
     """One request pipeline and its token lengths."""
 
     stages: list[StageKind] = Field(min_length=1, description="stages in order")

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from .frozen import FrozenModel
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ServiceTimeConfig(_Model):
+class ServiceTimeConfig(FrozenModel):
     """Service time of a pre/post-processing stage: linear in its tokens, plus an optional model prefill."""
 
     base_s: float = Field(0.0, ge=0, description="fixed time per stage, seconds")
@@ -23,7 +21,7 @@ class ServiceTimeConfig(_Model):
                                                       "postprocess), seconds: normalization, tokenization")
 
 
-class RagConfig(_Model):
+class RagConfig(FrozenModel):
     """Retrieval of a RAG client: IVF-PQ search on a device, top-k documents added to the prompt.
 
     Times follow a roofline over the search's arithmetic and bytes (docs/multistage.md), as RAGO does.
@@ -46,7 +44,7 @@ class RagConfig(_Model):
                                                                 "tokens (default: the model's context length)")
 
 
-class KVRetrievalConfig(_Model):
+class KVRetrievalConfig(FrozenModel):
     """Where a KV-retrieval client fetches stored KV: a memory backend over a hierarchy of levels."""
 
     levels: list[dict[str, Any]] = Field(min_length=1, description="MemoryLevel fields per level, nearest first "

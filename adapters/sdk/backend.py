@@ -8,6 +8,7 @@ memory and network backends implement ``access`` or ``transfer`` and
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -30,8 +31,11 @@ class Session(Generic[SpecT]):
     state: Any = None
 
 
-class Backend:
-    """What every backend has: a name, a version and a fidelity level."""
+class Backend(abc.ABC):
+    """What every backend has: a name, a version and a fidelity level.
+
+    The methods a backend kind must implement are abstract: a subclass that
+    misses one fails when it is instantiated, naming the method."""
 
     name: ClassVar[str] = "backend"
     version: ClassVar[str] = "0.0.0"
@@ -67,9 +71,9 @@ class RuntimeBackend(Backend):
         """
         return None
 
+    @abc.abstractmethod
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         """Returns the timing of one step of ``session``."""
-        raise NotImplementedError(f"{type(self).__name__}.predict")
 
     def predict_many(self, session: Session[pb.SessionSpec],
                      batches: list[pb.StepBatch]) -> list[pb.StepTiming]:
@@ -92,10 +96,10 @@ class MemoryBackend(Backend):
         """Hook for per-session state (level contents, queues)."""
         return None
 
+    @abc.abstractmethod
     def access(self, session: Session[mem_pb.MemorySessionSpec],
                accesses: list[mem_pb.MemoryAccess]) -> list[mem_pb.AccessResult]:
         """Times accesses, one result per access in order."""
-        raise NotImplementedError(f"{type(self).__name__}.access")
 
     def advance(self, session: Session[mem_pb.MemorySessionSpec], until_ns: int) -> pb.AdvanceResponse:
         """Reports completions up to ``until_ns`` (time-synchronized mode)."""
@@ -112,15 +116,15 @@ class NetworkBackend(Backend):
         """Hook for per-session state (topology tables, link queues)."""
         return None
 
+    @abc.abstractmethod
     def transfer(self, session: Session[net_pb.NetworkSessionSpec],
                  transfers: list[net_pb.PointToPoint]) -> list[net_pb.NetworkResult]:
         """Times point-to-point transfers, one result per transfer in order."""
-        raise NotImplementedError(f"{type(self).__name__}.transfer")
 
+    @abc.abstractmethod
     def collective(self, session: Session[net_pb.NetworkSessionSpec],
                    collectives: list[net_pb.CollectiveOp]) -> list[net_pb.NetworkResult]:
         """Times collectives, one result per collective in order."""
-        raise NotImplementedError(f"{type(self).__name__}.collective")
 
     def advance(self, session: Session[net_pb.NetworkSessionSpec], until_ns: int) -> pb.AdvanceResponse:
         """Reports completions up to ``until_ns`` (time-synchronized mode)."""

@@ -24,34 +24,31 @@ from pathlib import Path
 from typing import Any, Literal, Mapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from .. import presets
 from ..config import parse_config
 from ..errors import ScenarioError
+from ..frozen import FrozenModel
 from ..runner import kv_capacity_blocks, resolve_hardware, resolve_model
 from .scenario import as_mapping
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Budget(_Model):
+class Budget(FrozenModel):
     """How many devices a deployment may use."""
 
     max_devices: int = Field(8, gt=0, description="most devices in one deployment (all clients together)")
     min_devices: int = Field(1, gt=0, description="fewest devices in one deployment")
 
 
-class Parallelism(_Model):
+class Parallelism(FrozenModel):
     """Model-parallel degrees to try; each client uses tensor x pipeline devices."""
 
     tensor: list[int] = Field(default_factory=lambda: [1], min_length=1, description="tensor-parallel degrees")
     pipeline: list[int] = Field(default_factory=lambda: [1], min_length=1, description="pipeline-parallel degrees")
 
 
-class SchedulerKnobs(_Model):
+class SchedulerKnobs(FrozenModel):
     """Scheduler settings to try; every other scheduler field comes from the base client."""
 
     batching: list[Literal["static", "continuous", "chunked", "mixed"]] = Field(
@@ -60,7 +57,7 @@ class SchedulerKnobs(_Model):
     max_num_seqs: list[int] = Field(default_factory=list, description="most sequences per step (default: base)")
 
 
-class GoodputSettings(_Model):
+class GoodputSettings(FrozenModel):
     """How each deployment's goodput is measured (see ``cosim goodput``)."""
 
     confidence: float = Field(0.9, gt=0, lt=1, description="joint confidence of the feasibility test")
@@ -72,7 +69,7 @@ class GoodputSettings(_Model):
                                                   "ranking uses only the lower end")
 
 
-class SearchSpace(_Model):
+class SearchSpace(FrozenModel):
     """A SPACE.yaml: the base scenario, the knobs to vary, and what to rank by."""
 
     base: str | dict[str, Any] = Field(description="a scenario (path relative to the space file, or inline)")

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
 from cosim.hub.errors import ScenarioError
+from pydantic import Field, ValidationError, model_validator
+
+from ..frozen import FrozenModel
 
 TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl"]
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
@@ -30,11 +31,7 @@ FORMAT_DEFAULTS: dict[str, tuple[str, str, str, TimeUnit]] = {
 }
 
 
-class _Config(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TraceSource(_Config):
+class TraceSource(FrozenModel):
     """A request trace file and how to read it.
 
     Formats: ``azure`` (Azure LLM inference traces 2023/2024: TIMESTAMP,
@@ -69,7 +66,7 @@ class TraceSource(_Config):
 # --- token lengths ---------------------------------------------------------
 
 
-class _Length(_Config):
+class _Length(FrozenModel):
     min: int = Field(default=1, ge=1, description="Samples below this are raised to it (tokens).")
     max: int | None = Field(default=None, ge=1, description="Samples above this are lowered to it (tokens).")
 
@@ -143,7 +140,7 @@ LengthDist = Annotated[
 # --- arrivals --------------------------------------------------------------
 
 
-class PoissonArrival(_Config):
+class PoissonArrival(FrozenModel):
     """Exponential inter-arrival times with mean ``1 / rate_per_s``; the
     first request arrives one gap after ``start_s``."""
 
@@ -152,7 +149,7 @@ class PoissonArrival(_Config):
     start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
 
 
-class GammaArrival(_Config):
+class GammaArrival(FrozenModel):
     """Gamma inter-arrival times with mean ``1 / rate_per_s`` and coefficient
     of variation ``cv`` (shape ``1/cv**2``): cv > 1 is burstier than Poisson,
     cv = 1 is Poisson, cv < 1 is more regular."""
@@ -163,7 +160,7 @@ class GammaArrival(_Config):
     start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
 
 
-class UniformArrival(_Config):
+class UniformArrival(FrozenModel):
     """Evenly spaced arrivals: request i at ``start_s + (i + jitter * u_i) / rate_per_s``
     with ``u_i`` uniform in [0, 1); jitter 0 is a metronome, and any jitter
     <= 1 keeps the order and the mean rate."""
@@ -174,14 +171,14 @@ class UniformArrival(_Config):
     start_s: float = Field(default=0.0, ge=0, description="Time of the first slot, seconds.")
 
 
-class ConstantArrival(_Config):
+class ConstantArrival(FrozenModel):
     """Every request arrives at once, at ``at_s`` (a closed batch)."""
 
     process: Literal["constant"] = Field(description="Arrival process kind.")
     at_s: float = Field(default=0.0, ge=0, description="Arrival time of all requests, seconds.")
 
 
-class TraceArrival(_Config):
+class TraceArrival(FrozenModel):
     """Arrival times from a trace, shifted so the first selected row arrives
     at 0 and divided by ``speedup`` (2 replays twice as fast; Vidur's
     time_scale_factor is 1/speedup). The source must sample sequentially."""
@@ -201,7 +198,7 @@ ArrivalProcess = Annotated[
 _PARTS = ("arrival", "input_tokens", "output_tokens")  # the fields that may read a trace
 
 
-class PrefixConfig(_Config):
+class PrefixConfig(FrozenModel):
     """Shared prompt prefixes (system prompts, documents) for prefix caching.
 
     A fraction ``share`` of requests carries one of ``num_prefixes`` prefixes
@@ -219,7 +216,7 @@ class PrefixConfig(_Config):
     zipf_s: float = Field(default=1.0, gt=0, description="Zipf exponent when popularity is zipf.")
 
 
-class WorkloadConfig(_Config):
+class WorkloadConfig(FrozenModel):
     """What requests arrive, when, and how long they are."""
 
     requests: int | None = Field(

@@ -116,3 +116,11 @@ def test_served_process_logs_its_address_and_stops_gracefully_on_sigterm() -> No
         assert proc.wait(timeout=20) == 0
     finally:
         proc.kill()
+
+
+def test_a_backend_missing_its_method_fails_when_built_naming_it() -> None:
+    class Forgetful(RuntimeBackend):
+        name = "forgetful"
+
+    with pytest.raises(TypeError, match="predict"):
+        Forgetful()
