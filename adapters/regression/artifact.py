@@ -4,8 +4,8 @@ Two kinds share one envelope (``format``, ``kind``, ``schema_version``,
 ``sources``, ``split``):
 
 - ``operator``: per (device, model, TP) piecewise-linear tables of every
-  non-attention operator, attention grids per per-shard shape, all-reduce
-  tables, and the per-step overhead terms.
+  non-attention operator (GEMMs tiled, see curves.py), attention grids per
+  per-shard shape, all-reduce tables, and the engine-overhead terms.
 - ``step``: per (device, model, TP) linear coefficients of whole-step time.
 
 Main names: :class:`OperatorArtifact`, :class:`StepArtifact`, :func:`load_artifact`,
@@ -25,7 +25,7 @@ from .curves import Grid, Table
 log = logging.getLogger(__name__)
 
 FORMAT = "cosim.regression"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: engine-overhead terms (OverheadEntry) replace linear coefficients
 ARTIFACT_DIR = Path(__file__).parent / "artifacts"
 DEFAULT_ARTIFACTS = {"operator": ARTIFACT_DIR / "operator.json", "step": ARTIFACT_DIR / "step.json"}
 
@@ -54,20 +54,31 @@ class AttentionEntry:
     prefill: Grid   # (chunk tokens, context tokens) -> ms
 
 
-# Features of the per-step overhead term, in coefficient order.
-OVERHEAD_FEATURES = ("intercept", "num_seqs", "num_tokens")
-
-
 @dataclass
 class OverheadEntry:
-    """Per-step time outside the layers (LM head error, sampling, framework), fitted on whole steps.
+    """How a serving engine's measured steps relate to the composed kernel time, fitted on whole steps.
 
-    ``overhead_ms = coef_ms . (1, num_seqs, num_tokens)`` (:data:`OVERHEAD_FEATURES`).
+    For a step of ``num_seqs`` sequences through ``num_layers`` layers whose
+    composed kernels take ``kernels_ms``::
+
+        step_ms = max(gpu_scale * kernels_ms + serial_ms, num_layers * floor_ms_per_layer)
+                  + per_seq_ms * num_seqs
+
+    ``gpu_scale`` (>= 1) is how much slower the engine runs the profiled
+    kernels; the floor is the host-bound step time (the CPU issuing the
+    layers' kernels), ``prefill_floor_ms_per_layer`` for a step with any
+    prefill and ``decode_floor_ms_per_layer`` otherwise, shared by every TP of
+    a device; ``serial_ms`` and ``per_seq_ms`` are per-step and per-sequence
+    work that overlaps nothing (sampling, output processing).
     """
 
     device: str
     tp: int
-    coef_ms: list[float]
+    gpu_scale: float
+    serial_ms: float
+    per_seq_ms: float
+    decode_floor_ms_per_layer: float
+    prefill_floor_ms_per_layer: float
     source: str
 
 

@@ -4,7 +4,8 @@ Two predictors, chosen per session by the artifact it loads:
 
 - operator-level (default): per (device, model, TP) operator tables trained on
   Vidur's kernel profiles, measured (or roofline-scaled) attention, measured
-  all-reduces and a per-step overhead fitted on whole steps;
+  all-reduces and engine-overhead terms (host-bound floor, per-step and
+  per-sequence time, kernel-speed factor) fitted on whole steps;
 - whole-step: a linear model trained on measured engine steps (Splitwise's
   perf_model.csv, or a lab's own traces in the generic CSV format).
 

@@ -6,6 +6,14 @@ measurements at a knot and drops knots that linear interpolation between
 their neighbours already reproduces within a relative tolerance, which
 keeps artifacts small without moving any kept point. Evaluation is one
 ``bisect`` and one blend, far cheaper than an sklearn ``predict``.
+
+GEMM columns can be fitted *tiled*: cuBLAS kernels cover the token
+dimension in 128-row tiles and often switch kernel when one more tile is
+needed, so their time jumps right after multiples of 128 tokens and
+interpolating across such a boundary predicts neither side. A tiled column
+is interpolated only within ``(k·tile, (k+1)·tile]`` and held flat to the
+segment's edges; the jump sits between knots at ``k·tile`` and
+``k·tile + 1`` (tokens are integers, so nothing is ever looked up between).
 """
 
 from __future__ import annotations
@@ -129,19 +137,63 @@ def simplify(x: np.ndarray, y: np.ndarray, rel_tol: float) -> np.ndarray:
     return np.asarray(keep)
 
 
-def fit_table(x: np.ndarray, y: np.ndarray, columns: tuple[str, ...], *, rel_tol: float = 0.005) -> Table:
+def _fill_missing(x: np.ndarray, col: np.ndarray) -> np.ndarray:
+    """``col`` with NaN knots interpolated from the measured ones (all NaN: zeros)."""
+    ok = ~np.isnan(col)
+    if not ok.any():
+        return np.zeros_like(col)
+    return np.interp(x, x[ok], col[ok])
+
+
+def _tiled(q: np.ndarray, x: np.ndarray, col: np.ndarray, tile: float) -> np.ndarray:
+    """Values of ``col`` at ``q`` interpolating only within each ``(k·tile, (k+1)·tile]``.
+
+    A segment holding no knot (the grid is coarser than the tile there) is
+    interpolated across, as an untiled column.
+    """
+    ok = ~np.isnan(col)
+    x, col = x[ok], col[ok]
+    seg, qseg = np.ceil(x / tile), np.ceil(q / tile)
+    out = np.interp(q, x, col)
+    for s in np.unique(qseg):
+        inside = seg == s
+        if inside.any():
+            at = qseg == s
+            out[at] = np.interp(q[at], x[inside], col[inside])  # flat beyond the segment's own knots
+    return out
+
+
+def fit_table(x: np.ndarray, y: np.ndarray, columns: tuple[str, ...], *, rel_tol: float = 0.005,
+              tile: int = 0, tiled: tuple[str, ...] = ()) -> Table:
     """Fits a :class:`Table` to measurements (averaged, then simplified).
 
     Args:
         x: positions of the measurements (repeats allowed).
-        y: values, shape ``(len(x), len(columns))``; NaN columns become 0.
+        y: values, shape ``(len(x), len(columns))``; NaN marks a value left
+            out of the fit (filled from the column's other knots; an all-NaN
+            column becomes 0).
         columns: column names.
         rel_tol: largest relative error a dropped knot may get.
+        tile: tile size for the ``tiled`` columns (0: none tiled).
+        tiled: columns interpolated only within tiles (module docstring).
     """
     kx, ky = average_duplicates(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
-    ky = np.nan_to_num(ky, nan=0.0)
-    keep = simplify(kx, ky, rel_tol)
-    return Table(x=kx[keep], y=ky[keep], columns=columns)
+    is_tiled = [tile > 0 and c in tiled for c in columns]
+    if any(is_tiled):
+        # Knots either side of every tile boundary with measurements on both sides.
+        seg = np.ceil(kx / tile)
+        bounds = [b for b in np.arange(tile, kx[-1], tile) if (seg == b / tile).any() and (seg == b / tile + 1).any()]
+        kx_all = np.union1d(kx, np.concatenate([bounds, np.add(bounds, 1.0)]))
+    else:
+        kx_all = kx
+    out = np.zeros((len(kx_all), len(columns)))
+    for j, col in enumerate(ky.T):
+        if is_tiled[j] and (~np.isnan(col)).any():
+            out[:, j] = _tiled(kx_all, kx, col, float(tile))
+        else:
+            out[:, j] = np.interp(kx_all, kx, _fill_missing(kx, col))
+    keep = simplify(kx_all, out, rel_tol)
+    return Table(x=kx_all[keep], y=out[keep], columns=columns)
 
 
 @dataclass

@@ -41,6 +41,7 @@ class OperatorProfile:
         shape: full-model shape columns (n_head, n_kv_head, n_embd, n_expanded_embd, vocab_size, gated).
         num_tokens: token count of each row.
         times_ms: operator name -> median per row (NaN where the operator is absent).
+        min_ms: operator name -> fastest of the row's repeats (same layout).
     """
 
     device: str
@@ -49,6 +50,7 @@ class OperatorProfile:
     shape: dict[str, int]
     num_tokens: np.ndarray
     times_ms: dict[str, np.ndarray] = field(default_factory=dict)
+    min_ms: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _floats(rows: list[dict[str, str]], column: str) -> np.ndarray:
@@ -75,8 +77,9 @@ def read_mlp_profiles(root: Path) -> list[OperatorProfile]:
             shape = {k: int(first[k]) for k in ("n_head", "n_kv_head", "n_embd", "n_expanded_embd", "vocab_size")}
             shape["gated"] = int(first["use_gated_mlp"] == "True")
             times = {op: _floats(sel, f"time_stats.{op}.median") for op in OPERATORS}
+            mins = {op: _floats(sel, f"time_stats.{op}.min") for op in OPERATORS}
             profiles.append(OperatorProfile(device=device, model=model, tp=tp, shape=shape,
-                                            num_tokens=_floats(sel, "num_tokens"), times_ms=times))
+                                            num_tokens=_floats(sel, "num_tokens"), times_ms=times, min_ms=mins))
     log.info("read %d operator profiles under %s", len(profiles), root)
     return profiles
 

@@ -2,10 +2,13 @@
 
 Per step, following Vidur's reference design (shared/data/README.md §1.8):
 
-    step = layers x (non-attention operators at T8 + attention + 2 all-reduces)
-           + LM head + per-step overhead
+    kernels = layers x (non-attention operators at T8 + attention + 2 all-reduces) + LM head
+    step = max(gpu_scale x kernels + serial, layers x floor) + per_seq x num_seqs
 
-where ``T8`` is the batch's token count rounded up to a multiple of 8.
+where ``T8`` is the batch's token count rounded up to a multiple of 8 and
+the engine terms (:class:`~.artifact.OverheadEntry`) are fitted on measured
+whole steps: the floor is the host-bound time of a step (higher with a
+prefill), which the GPU work hides once it is longer.
 Attention comes from the measured grids when the per-shard shape and
 device match, and otherwise from the nearest measured shape scaled by a
 roofline ratio (``max(flops / peak, bytes / bandwidth)`` of the target over
@@ -35,9 +38,12 @@ NS_PER_MS = 1e6
 DEVICE_SPECS = {"a100": (312.0, 2039.0), "h100": (989.0, 3350.0)}
 
 
-def overhead_features(new_tokens: list[int]) -> list[float]:
-    """Features of the per-step overhead term (artifact.OVERHEAD_FEATURES order)."""
-    return [1.0, float(len(new_tokens)), float(sum(new_tokens))]
+def engine_step_ms(overhead: OverheadEntry, kernels_ms: float, *, has_prefill: bool, num_seqs: int,
+                   num_layers: int) -> float:
+    """Step time of the engine ``overhead`` describes, given the composed kernel time."""
+    per_layer = overhead.prefill_floor_ms_per_layer if has_prefill else overhead.decode_floor_ms_per_layer
+    return (max(overhead.gpu_scale * kernels_ms + overhead.serial_ms, num_layers * per_layer)
+            + overhead.per_seq_ms * num_seqs)
 
 
 @dataclass(frozen=True)
@@ -140,19 +146,22 @@ class OperatorStepModel:
         pre_ms, dec_ms, out = self._attention(prefill, decode_ctx)
         num_seqs = len(new_tokens)
         lm_head_ms = float(self._layer_ops(-(-num_seqs // 8) * 8)[0][self.up_index]) * self.lm_head_ratio
-        over_ms = 0.0
-        if self.overhead is not None:
-            over_ms = sum(c * f for c, f in zip(self.overhead.coef_ms, overhead_features(new_tokens)))
         layers = self.layers
-        ops_ns = ops * (layers * NS_PER_MS)
-        attn_ns = (pre_ms + dec_ms) * layers * NS_PER_MS
-        comm_ns = 2.0 * ar_ms * layers * NS_PER_MS
-        compute_ns = float(ops_ns.sum()) + attn_ns + lm_head_ms * NS_PER_MS
-        over_ns = max(over_ms, 0.0) * NS_PER_MS
-        breakdown = dict(zip(OPERATORS, ops_ns.tolist()))
-        breakdown.update(attention_prefill=pre_ms * layers * NS_PER_MS, attention_decode=dec_ms * layers * NS_PER_MS,
-                         all_reduce=comm_ns, lm_head=lm_head_ms * NS_PER_MS, overhead=over_ns,
+        compute_ms = float(ops.sum()) * layers + (pre_ms + dec_ms) * layers + lm_head_ms
+        comm_ms = 2.0 * ar_ms * layers
+        scale, total_ms = 1.0, compute_ms + comm_ms
+        if self.overhead is not None:
+            scale = self.overhead.gpu_scale
+            total_ms = engine_step_ms(self.overhead, compute_ms + comm_ms, has_prefill=bool(prefill),
+                                      num_seqs=num_seqs, num_layers=layers)
+        # Kernel entries are reported at the engine's speed, so they add up to compute + communication.
+        ns = scale * NS_PER_MS
+        over_ns = max(total_ms - scale * (compute_ms + comm_ms), 0.0) * NS_PER_MS
+        breakdown = dict(zip(OPERATORS, (ops * (layers * ns)).tolist()))
+        breakdown.update(attention_prefill=pre_ms * layers * ns, attention_decode=dec_ms * layers * ns,
+                         all_reduce=comm_ms * ns, lm_head=lm_head_ms * ns, overhead=over_ns,
                          attention_roofline=1.0 if self.is_scaled else 0.0)
+        compute_ns, comm_ns = compute_ms * ns, comm_ms * ns
         out = out or tokens8 > self.max_tokens
         if self.all_reduce is not None:
             out = out or 2.0 * self.hidden * tokens8 > self.all_reduce.x_max

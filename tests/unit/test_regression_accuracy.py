@@ -37,35 +37,58 @@ def test_committed_artifacts_match_a_fresh_training(operator: tuple[dict, Evalua
 
 
 def test_operator_fits_meet_the_5_percent_target(operator: tuple[dict, Evaluation]) -> None:
-    """Per (device, model, TP, operator) held-out MAPE: target 5%.
+    """Per (device, model, TP, operator) held-out MAPE: target 5% in every group; met by 447 of 448.
 
-    A few H100 GEMM groups (70B-class down/post projections at TP1/2) miss it
-    because cuBLAS switches kernels at tile-aligned token counts, which no
-    fit of neighbouring counts predicts; they stay under 10%.
+    GEMMs are fitted tile by tile (cuBLAS switches kernel right after multiples
+    of 128 tokens) and unsteady profile rows are left out of the fits. The one
+    group above 5%, H100 Qwen-72B TP2 mlp_down_proj (5.25%), has kernel
+    switches inside a tile at 8-16 token granularity (e.g. 568 vs 560/576
+    tokens) that no neighbouring count predicts, and two held-out rows measured
+    unsteadily (median > 1.2x their own fastest repeat) that carry 11% of its
+    error; without those two rows it is at 4.9%.
     """
-    mapes = np.array([r.mape for r in operator[1].sections["operators"]])
-    assert np.mean(mapes <= 0.05) >= 0.97
-    assert mapes.max() <= 0.10
-    assert mapes.mean() <= 0.03
+    rows = operator[1].sections["operators"]
+    assert len(rows) == 448
+    over = {r.key: r.mape for r in rows if r.mape > 0.05}
+    assert set(over) <= {("h100", "Qwen/Qwen-72B", "TP2", "mlp_down_proj")}
+    assert all(mape <= 0.055 for mape in over.values())
+    assert np.mean([r.mape for r in rows]) <= 0.02
 
 
 def test_attention_and_all_reduce_fits(operator: tuple[dict, Evaluation]) -> None:
+    """Attention and all-reduce held-out MAPE: 5% in every group but H100 TP2 all-reduce (7.75%).
+
+    Below about 2 MB the H100 TP2 all-reduce is bimodal (10-25 us or about
+    40 us at the same size; the stored median of three timed regions lands in
+    either mode), so no function of message size can be right for both: even
+    replacing the fit below 2 MB by the best constant for every 8 consecutive
+    held-out rows, chosen on those rows themselves, leaves this group at 6.7%.
+    """
     assert all(r.mape <= 0.05 for r in operator[1].sections["attention"])
-    assert np.mean([r.mape for r in operator[1].sections["all_reduce"]]) <= 0.05
+    all_reduce = {r.key[:2]: r.mape for r in operator[1].sections["all_reduce"]}
+    assert len(all_reduce) == 6
+    assert all(mape <= 0.05 for key, mape in all_reduce.items() if key != ("h100", "TP2"))
+    assert all_reduce[("h100", "TP2")] <= 0.08
 
 
 def test_composed_predictor_against_measured_whole_steps(operator: tuple[dict, Evaluation]) -> None:
     """Composed operator-level steps vs Splitwise Llama-2-70B on A100/H100 (held-out configurations).
 
-    Target 10% MAPE per (device, TP, phase); met on average and by most
-    groups, and no group is worse than 15% (see docs/regression-report.md).
+    Target 10% MAPE in every (device, TP, phase) group, prefill and decode; the
+    calibration half fits only the engine-overhead terms (docs/regression.md).
     """
     rows = operator[1].sections["composed"]
     assert {r.key[0] for r in rows} == {"a100", "h100"} and len(rows) == 12
-    mapes = np.array([r.mape for r in rows])
-    assert mapes.mean() <= 0.10
-    assert np.mean(mapes <= 0.10) >= 0.7
-    assert mapes.max() <= 0.15
+    assert {r.key[2] for r in rows} == {"prefill", "decode"}
+    assert all(r.mape <= 0.10 for r in rows), {r.key: round(r.mape, 4) for r in rows if r.mape > 0.10}
+    assert np.mean([r.mape for r in rows]) <= 0.06
+
+
+def test_engine_terms_are_physical(operator: tuple[dict, Evaluation]) -> None:
+    """The engine runs kernels no faster than profiled, and prefill steps have the higher host floor."""
+    for entry in operator[0]["overhead"]:
+        assert entry["gpu_scale"] >= 1.0 and entry["serial_ms"] >= 0.0 and entry["per_seq_ms"] >= 0.0
+        assert entry["prefill_floor_ms_per_layer"] > entry["decode_floor_ms_per_layer"] > 0.0
 
 
 def test_whole_step_predictor(step: tuple[dict, Evaluation]) -> None:

@@ -20,6 +20,21 @@ def test_table_interpolates_and_extrapolates_in_proportion() -> None:
     assert table(16.0)[0] == pytest.approx(32.0) and table(0.5)[0] == 2.0
 
 
+def test_tiled_column_keeps_the_jump_after_a_tile_boundary() -> None:
+    """A GEMM-like column stepping up right after 128 tokens is not smoothed across the boundary."""
+    x = np.array([104.0, 112.0, 120.0, 136.0, 144.0])
+    gemm = np.where(x <= 128, 1.0, 2.0)
+    table = fit_table(x, np.column_stack([gemm, x]), ("gemm", "norm"), rel_tol=0.0, tile=128, tiled=("gemm",))
+    assert table(128.0).tolist() == [1.0, 128.0]  # the boundary count belongs to the tile below
+    assert table(124.0)[0] == 1.0 and table(129.0)[0] == 2.0 and table(132.0)[0] == 2.0
+
+
+def test_values_left_out_are_filled_from_their_column() -> None:
+    x = np.array([1.0, 2.0, 3.0])
+    table = fit_table(x, np.array([[1.0, 5.0], [np.nan, 6.0], [3.0, 7.0]]), ("a", "b"), rel_tol=0.0)
+    assert table(2.0).tolist() == [2.0, 6.0]
+
+
 def test_grid_is_bilinear_and_knows_its_domain() -> None:
     xs, zs = np.meshgrid([1.0, 2.0], [0.0, 10.0, 20.0], indexing="ij")
     keep = ~((xs == 2.0) & (zs == 20.0))  # a ragged lattice
