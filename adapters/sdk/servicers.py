@@ -10,7 +10,7 @@ import functools
 import itertools
 import logging
 import threading
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, Iterator, TypeVar
 
 import grpc
 
@@ -108,6 +108,13 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
                 raise BackendFault(f"backend {self.backend.name!r} returned duration_ns={timing.duration_ns} "
                                    f"for batches[{i}]; durations must be >= 0")
         return rt_pb.PredictStepsResponse(timings=timings)
+
+    def PredictStepsStream(self, requests: Iterator[rt_pb.PredictStepsRequest],
+                           context: grpc.ServicerContext) -> Iterator[rt_pb.PredictStepsResponse]:
+        # One stream replaces an RPC per step; each request is answered as PredictSteps would,
+        # and a failing one ends the stream with its status (context.abort raises).
+        for request in requests:
+            yield self.PredictSteps(request, context)
 
 
 class MemoryServicer(_Sessions[MemoryBackend], mem_grpc.MemoryBackendServiceServicer):

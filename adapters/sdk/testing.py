@@ -2,7 +2,8 @@
 
 Runs the checks the hub relies on over a real gRPC channel: Describe, health,
 reflection, OpenSession, PredictSteps with several batches (one timing each,
-durations >= 0, deterministic), INVALID_ARGUMENT naming the field for bad
+durations >= 0, deterministic), PredictStepsStream answering the same where
+offered (optional), INVALID_ARGUMENT naming the field for bad
 input, NOT_FOUND for an unknown session, CloseSession. Passing it means the
 backend works with the hub.
 """
@@ -87,6 +88,16 @@ def check_runtime_backend(address: str, spec: pb.SessionSpec | None = None) -> l
         assert all(t.duration_ns >= 0 for t in first), "durations must be >= 0"
         assert list(stub.PredictSteps(request, timeout=30).timings) == list(first), "answers must be deterministic"
         passed.append("predict_steps")
+
+        # Optional: the stream answers each request as PredictSteps does, in order.
+        try:
+            streamed = [reply.timings for reply in stub.PredictStepsStream(iter([request, request]), timeout=30)]
+        except grpc.RpcError as err:
+            if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                raise AssertionError(f"PredictStepsStream failed: {err}") from err
+        else:
+            assert streamed == [first, first], "PredictStepsStream must answer as PredictSteps, in order"
+            passed.append("predict_steps_stream")
 
         bad = pb.StepBatch(new_tokens=[1, 1], context_tokens=[5])
         _expect_code(lambda: stub.PredictSteps(rt_pb.PredictStepsRequest(session_id=session_id, batches=[bad])),

@@ -3,12 +3,17 @@
 Statuses map back to :class:`BackendError` carrying the backend's own
 message. Only idempotent calls are retried (Describe, OpenSession,
 PredictSteps, predict-mode Access/Transfer/Collective), on UNAVAILABLE and
-DEADLINE_EXCEEDED, with capped exponential backoff.
+DEADLINE_EXCEEDED, with capped exponential backoff. Step timings go over one
+PredictStepsStream per client (an RPC per step costs about twice as much in
+Python), or PredictSteps where a backend does not offer the stream.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence, TypeVar
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import grpc
 import tenacity
@@ -89,27 +94,128 @@ class BackendClient:
             self.channel.close()
 
 
+class LocalRpcError(grpc.RpcError):
+    """A failed call whose status arises on this side of the channel (a stream
+    request unanswered in time, a servicer called in-process)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+_END = object()  # ends a stream's request iterator
+
+
+class StepStream:
+    """One open PredictStepsStream: a request in, its answer out, in order.
+
+    A stream has no per-message deadline, so a watchdog thread cancels it when
+    a request waits longer than ``deadline_s`` (a hung backend); the caller
+    then sees DEADLINE_EXCEEDED, as with a unary call.
+    """
+
+    def __init__(self, method: Callable[..., Any], deadline_s: float) -> None:
+        self._requests: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._responses = method(iter(self._requests.get, _END))
+        self._deadline_s = deadline_s
+        self._sent_at: float | None = None
+        self._expired = False
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch, name="cosim-stream-watchdog", daemon=True).start()
+
+    def __call__(self, request: rt_pb.PredictStepsRequest, timeout: float | None = None) -> rt_pb.PredictStepsResponse:
+        self._sent_at = time.monotonic()
+        self._requests.put(request)
+        try:
+            return next(self._responses)
+        except grpc.RpcError:
+            if self._expired:
+                raise LocalRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                                  f"Deadline Exceeded (no answer within {self._deadline_s:g} s)") from None
+            raise
+        except StopIteration:
+            raise LocalRpcError(grpc.StatusCode.UNAVAILABLE, "the stream ended without an answer") from None
+        finally:
+            self._sent_at = None
+
+    def _watch(self) -> None:
+        period = min(1.0, self._deadline_s / 4)
+        while not self._closed.wait(period):
+            sent = self._sent_at
+            if sent is not None and time.monotonic() - sent > self._deadline_s:
+                self._expired = True
+                self._responses.cancel()
+                return
+
+    def close(self) -> None:
+        self._closed.set()
+        self._requests.put(_END)
+        self._responses.cancel()
+
+
 class RuntimeClient(BackendClient):
-    """Client of ``RuntimeBackendService``."""
+    """Client of ``RuntimeBackendService``.
+
+    Step timings go over one :class:`StepStream`, opened at the first call and
+    reopened after a transient fault; a backend that answers UNIMPLEMENTED to
+    the stream is asked with PredictSteps from then on.
+    """
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
         self.stub = kwargs["stub"] if kwargs.get("stub") is not None else \
             rt_grpc.RuntimeBackendServiceStub(self.channel)
-
+        self._streaming = self.channel is not None
+        self._stream: StepStream | None = None
 
     def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
         return self.call(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
 
+    def _predict_on_stream(self, request: rt_pb.PredictStepsRequest, timeout: float) -> rt_pb.PredictStepsResponse:
+        if self._stream is None:
+            self._stream = StepStream(self.stub.PredictStepsStream, timeout)
+        try:
+            return self._stream(request)
+        except grpc.RpcError:
+            self._stream.close()  # a stream ends with its first error: the retry opens a new one
+            self._stream = None
+            raise
+
+    _predict_on_stream._method = b"/cosim.v1.RuntimeBackendService/PredictStepsStream"  # type: ignore[attr-defined]
+
+    def _predict(self, request: rt_pb.PredictStepsRequest, *, sim_time_ns: int | None,
+                 client: str) -> rt_pb.PredictStepsResponse:
+        if self._streaming:
+            try:
+                return self.call(self._predict_on_stream, request, sim_time_ns=sim_time_ns, client=client)
+            except BackendError as err:
+                if not isinstance(err.__cause__, grpc.RpcError) or \
+                        err.__cause__.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                    raise
+                self._streaming = False  # the backend has no stream: one RPC per call from now on
+        return self.call(self.stub.PredictSteps, request, sim_time_ns=sim_time_ns, client=client)
+
     def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch],
                       *, sim_time_ns: int | None = None, client: str = "") -> list[pb.StepTiming]:
-        reply = self.call(self.stub.PredictSteps, rt_pb.PredictStepsRequest(session_id=session_id, batches=batches),
-                          sim_time_ns=sim_time_ns, client=client)
+        reply = self._predict(rt_pb.PredictStepsRequest(session_id=session_id, batches=batches),
+                              sim_time_ns=sim_time_ns, client=client)
         if len(reply.timings) != len(batches):
             raise BackendError(f"returned {len(reply.timings)} timings for {len(batches)} batches",
                                backend=self.name, address=self.address, rpc="PredictSteps", client=client,
                                sim_time_ns=sim_time_ns)
         return list(reply.timings)
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        super().close()
 
 
 

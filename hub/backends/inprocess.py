@@ -11,26 +11,12 @@ from typing import Any, Callable
 
 import grpc
 
-from .clients import RuntimeClient
-
-
-class DirectRpcError(grpc.RpcError):
-    """What a servicer's ``context.abort`` raises when called directly."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(f"{code.name}: {details}")
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
+from .clients import LocalRpcError, RuntimeClient
 
 
 class _Context:
     def abort(self, code: grpc.StatusCode, details: str) -> None:
-        raise DirectRpcError(code, details)
+        raise LocalRpcError(code, details)
 
 
 class DirectStub:

@@ -15,8 +15,8 @@ from cosim.v1 import runtime_service_pb2_grpc as rt_grpc  # noqa: E402
 
 
 def test_conformance() -> None:
-    assert run_conformance(GenzBackend()) == ["describe", "health", "reflection", "predict_steps", "errors",
-                                              "close_session"]
+    assert run_conformance(GenzBackend()) == ["describe", "health", "reflection", "predict_steps",
+                                              "predict_steps_stream", "errors", "close_session"]
 
 
 def test_bad_option_is_invalid_argument_naming_it() -> None:

@@ -22,6 +22,7 @@ from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.backends import (RuntimeClient, attach_address, free_port, launch_command, launch_python,
                                 wait_healthy)
 from cosim.hub.errors import BackendError
+from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
@@ -187,3 +188,87 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+
+
+class UnaryOnly(rt_grpc.RuntimeBackendServiceServicer):
+    """A backend from another toolkit: PredictSteps but no PredictStepsStream (UNIMPLEMENTED)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def PredictSteps(self, request: rt_pb.PredictStepsRequest, context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
+        self.calls += 1
+        return rt_pb.PredictStepsResponse(timings=[pb.StepTiming(duration_ns=sum(b.new_tokens)) for b in request.batches])
+
+
+class StreamOnce(rt_grpc.RuntimeBackendServiceServicer):
+    """Its first stream fails UNAVAILABLE mid-way; later streams answer."""
+
+    def __init__(self) -> None:
+        self.streams = 0
+
+    def PredictStepsStream(self, requests: Any, context: grpc.ServicerContext) -> Any:
+        self.streams += 1
+        for request in requests:
+            if self.streams == 1:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "restarting")
+            yield rt_pb.PredictStepsResponse(timings=[pb.StepTiming(duration_ns=7) for _ in request.batches])
+
+
+class Hung(UnaryOnly):
+    def PredictStepsStream(self, requests: Any, context: grpc.ServicerContext) -> Any:
+        for _ in requests:
+            time.sleep(2.0)
+            yield rt_pb.PredictStepsResponse()
+
+
+def serve_runtime(servicer: rt_grpc.RuntimeBackendServiceServicer) -> tuple[grpc.Server, str]:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    rt_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, f"127.0.0.1:{port}"
+
+
+BATCH = pb.StepBatch(new_tokens=[3, 1], context_tokens=[0, 5])
+
+
+def test_a_backend_without_the_stream_is_asked_one_call_at_a_time() -> None:
+    servicer = UnaryOnly()
+    server, address = serve_runtime(servicer)
+    client = RuntimeClient("lab", address)
+    try:
+        for _ in range(3):
+            assert [t.duration_ns for t in client.predict_steps("s", [BATCH, BATCH])] == [4, 4]
+    finally:
+        client.close()
+        server.stop(0)
+    assert servicer.calls == 3
+
+
+def test_a_failed_stream_is_reopened_and_the_request_retried() -> None:
+    servicer = StreamOnce()
+    server, address = serve_runtime(servicer)
+    client = RuntimeClient("lab", address, attempts=3)
+    try:
+        assert [t.duration_ns for t in client.predict_steps("s", [BATCH])] == [7]
+        assert [t.duration_ns for t in client.predict_steps("s", [BATCH, BATCH])] == [7, 7]
+    finally:
+        client.close()
+        server.stop(0)
+    assert servicer.streams == 2
+
+
+def test_a_hung_stream_times_out_at_the_deadline_and_is_reported() -> None:
+    server, address = serve_runtime(Hung())
+    client = RuntimeClient("lab", address, deadline_s=0.3, attempts=2)
+    began = time.monotonic()
+    try:
+        with pytest.raises(BackendError) as err:
+            client.predict_steps("s", [BATCH], client="c0")
+    finally:
+        client.close()
+        server.stop(0)
+    assert time.monotonic() - began < 1.9  # the watchdog, not the backend, ended each wait
+    text = str(err.value)
+    assert "DEADLINE_EXCEEDED" in text and "retried" in text and "client 'c0'" in text and address in text

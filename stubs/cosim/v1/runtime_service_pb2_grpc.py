@@ -51,6 +51,11 @@ class RuntimeBackendServiceStub:
                 request_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
                 response_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
                 _registered_method=True)
+        self.PredictStepsStream = channel.stream_stream(
+                '/cosim.v1.RuntimeBackendService/PredictStepsStream',
+                request_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
+                response_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
+                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/cosim.v1.RuntimeBackendService/CloseSession',
                 request_serializer=cosim_dot_v1_dot_types__pb2.CloseSessionRequest.SerializeToString,
@@ -87,6 +92,18 @@ class RuntimeBackendServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PredictStepsStream(self, request_iterator, context):
+        """PredictSteps over one long-lived stream, for a caller that asks after
+        every step (the hub does): one response per request, in order, each as
+        PredictSteps would answer it. A failing request ends the stream with the
+        status PredictSteps would return. Optional: a backend without it answers
+        UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
+        stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CloseSession(self, request, context):
         """Closes a session. Returns NOT_FOUND for an unknown session.
         """
@@ -109,6 +126,11 @@ def add_RuntimeBackendServiceServicer_to_server(servicer, server):
             ),
             'PredictSteps': grpc.unary_unary_rpc_method_handler(
                     servicer.PredictSteps,
+                    request_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.FromString,
+                    response_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.SerializeToString,
+            ),
+            'PredictStepsStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PredictStepsStream,
                     request_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.FromString,
                     response_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.SerializeToString,
             ),
@@ -198,6 +220,33 @@ class RuntimeBackendService:
             request,
             target,
             '/cosim.v1.RuntimeBackendService/PredictSteps',
+            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
+            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PredictStepsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/cosim.v1.RuntimeBackendService/PredictStepsStream',
             cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
             cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
             options,

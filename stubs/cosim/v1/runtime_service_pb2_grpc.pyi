@@ -46,6 +46,14 @@ class RuntimeBackendServiceStub:
     Returns INVALID_ARGUMENT for a malformed batch, NOT_FOUND for an unknown
     session. Idempotent: safe to retry.
     """
+    PredictStepsStream: _grpc.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]
+    """PredictSteps over one long-lived stream, for a caller that asks after
+    every step (the hub does): one response per request, in order, each as
+    PredictSteps would answer it. A failing request ends the stream with the
+    status PredictSteps would return. Optional: a backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
+    stream.
+    """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_types_pb2.CloseSessionRequest, _types_pb2.CloseSessionResponse]
     """Closes a session. Returns NOT_FOUND for an unknown session."""
 
@@ -65,6 +73,14 @@ class RuntimeBackendServiceAsyncStub(RuntimeBackendServiceStub):
     """Predicts the duration of one or more steps of an open session, in order.
     Returns INVALID_ARGUMENT for a malformed batch, NOT_FOUND for an unknown
     session. Idempotent: safe to retry.
+    """
+    PredictStepsStream: _aio.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]  # type: ignore[assignment]
+    """PredictSteps over one long-lived stream, for a caller that asks after
+    every step (the hub does): one response per request, in order, each as
+    PredictSteps would answer it. A failing request ends the stream with the
+    status PredictSteps would return. Optional: a backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
+    stream.
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_types_pb2.CloseSessionRequest, _types_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Closes a session. Returns NOT_FOUND for an unknown session."""
@@ -100,6 +116,20 @@ class RuntimeBackendServiceServicer(metaclass=_abc_1.ABCMeta):
         """Predicts the duration of one or more steps of an open session, in order.
         Returns INVALID_ARGUMENT for a malformed batch, NOT_FOUND for an unknown
         session. Idempotent: safe to retry.
+        """
+
+    @_abc_1.abstractmethod
+    def PredictStepsStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_runtime_service_pb2.PredictStepsRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_runtime_service_pb2.PredictStepsResponse], _abc.AsyncIterator[_runtime_service_pb2.PredictStepsResponse]]:
+        """PredictSteps over one long-lived stream, for a caller that asks after
+        every step (the hub does): one response per request, in order, each as
+        PredictSteps would answer it. A failing request ends the stream with the
+        status PredictSteps would return. Optional: a backend without it answers
+        UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
+        stream.
         """
 
     @_abc_1.abstractmethod
