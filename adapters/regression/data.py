@@ -118,10 +118,11 @@ def read_attention_profile(path: Path, device: str = "a100") -> AttentionProfile
 
 
 def read_all_reduce(root: Path) -> dict[tuple[str, int], np.ndarray]:
-    """Intra-node all-reduce medians from ``vidur/profiling/network/<device>_dgx``.
+    """Intra-node all-reduce times from ``vidur/profiling/network/<device>_dgx``.
 
     Returns:
-        (device, num_workers) -> array of (size_bytes, time_ms) rows, sorted by size.
+        (device, num_workers) -> array of (size_bytes, median_ms, min_ms) rows, sorted by
+        size; median and fastest of the timed regions.
     """
     out: dict[tuple[str, int], np.ndarray] = {}
     for path in sorted((root / "vidur" / "profiling" / "network").glob("*_dgx/all_reduce.csv")):
@@ -130,7 +131,8 @@ def read_all_reduce(root: Path) -> dict[tuple[str, int], np.ndarray]:
             rows = [r for r in csv.DictReader(fh) if r["num_workers"] == r["devices_per_node"]]
         for workers in sorted({int(r["num_workers"]) for r in rows}):
             sel = [r for r in rows if int(r["num_workers"]) == workers]
-            table = np.column_stack([_floats(sel, "size"), _floats(sel, "time_stats.all_reduce.median")])
+            table = np.column_stack([_floats(sel, "size"), _floats(sel, "time_stats.all_reduce.median"),
+                                     _floats(sel, "time_stats.all_reduce.min")])
             out[(device, workers)] = table[np.argsort(table[:, 0], kind="stable")]
     return out
 

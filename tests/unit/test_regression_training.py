@@ -10,7 +10,8 @@ import pytest
 from cosim.adapters.regression.artifact import load_artifact, save_artifact
 from cosim.adapters.regression.curves import fit_grid, fit_table
 from cosim.adapters.regression.data import holdout_mask, read_step_csv
-from cosim.adapters.regression.training import train_step
+from cosim.adapters.regression.report import render_report
+from cosim.adapters.regression.training import Evaluation, _errors, is_unsteady, train_step
 
 
 def test_table_interpolates_and_extrapolates_in_proportion() -> None:
@@ -49,6 +50,21 @@ def test_holdout_split_is_fixed_and_keeps_configurations_together() -> None:
     assert mask.tolist() == holdout_mask(list(keys)).tolist()
     assert all(len(set(mask[i:i + 3])) == 1 for i in range(0, 300, 3))
     assert 0.1 < mask.mean() < 0.3
+
+
+def test_unsteady_held_out_row_is_counted_but_not_judged() -> None:
+    """A row whose median exceeds 1.2x its fastest repeat is left out of MAPE and p90, counted and shown."""
+    median, fastest = np.array([1.0, 2.0, 2.5]), np.array([1.0, 1.7, 2.0])  # ratios 1.0, 1.18, 1.25
+    unsteady = is_unsteady(median, fastest)
+    assert unsteady.tolist() == [False, False, True]
+    key = ("h100", "m", "TP1", "op")
+    row = _errors(key, np.array([1.06, 2.0, 3.25]), median, unsteady=unsteady)  # APE 0.06, 0, 0.3
+    assert (row.num_rows, row.num_unsteady) == (2, 1)
+    assert row.mape == pytest.approx(0.03) and row.p90_ape == pytest.approx(0.054)
+    assert row.mape_all == pytest.approx(0.12)
+    text = render_report({"op": Evaluation(sections={"operators": [row]})}, command="test", speed_us={}, sizes={})
+    assert "| h100 | m | TP1 | op | 2 | 3.00% | 5.40% | 0 | 1 | 12.00% | yes |" in text
+    assert "| operators | 1 | 3.00% | 3.00% | 3.00% | 5% | 1/1 | 1 | 12.00% |" in text
 
 
 def write_steps(path: Path, rows: list[str]) -> Path:
