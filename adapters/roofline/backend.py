@@ -81,7 +81,7 @@ class RooflineBackend(RuntimeBackend):
         key = (tuple(batch.new_tokens), tuple(batch.context_tokens))
         timing = state.cache.get(key)
         if timing is None:
-            timing = estimate(state.model, batch_stats(list(key[0]), list(key[1])))
+            timing = estimate(state.model, batch_stats(*key))
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:
                 state.cache.popitem(last=False)

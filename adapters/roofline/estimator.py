@@ -20,7 +20,7 @@ from collections import defaultdict
 from cosim.v1 import types_pb2 as pb
 
 from . import operators as ops
-from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Shape
+from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Group, Shape
 from .params import Params
 
 NS = 1e9
@@ -40,11 +40,20 @@ class Device:
 
 @dataclasses.dataclass(frozen=True)
 class SessionModel:
-    """What ``open_session`` precomputes: shape, parameters and device."""
+    """What ``open_session`` precomputes: shape, parameters and device.
+
+    ``memo`` keeps the device times of the operators a decode run leaves
+    unchanged (see :func:`device_times`); it is not part of the model.
+    """
 
     shape: Shape
     params: Params
     device: Device
+    memo: dict[tuple[float, int, Group], "DeviceTimes"] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
+
+
+MEMO_SIZE = 4096
 
 
 def _blend(a: float, b: float, w: float) -> float:
@@ -115,46 +124,83 @@ class DeviceTimes:
             collectives included.
         comm_attn, comm_mlp: collective time after one attention / MLP module.
         breakdown: time per operator key over the whole step.
-        compute, memory: compute-bound and memory-bound operator time, whole step.
+        totals: compute-bound and memory-bound operator time, whole step.
     """
 
     busy: list[float]
     comm_attn: float
     comm_mlp: float
     breakdown: dict[str, float]
-    compute: float
-    memory: float
+    totals: list[float]
+
+    @property
+    def compute(self) -> float:
+        return self.totals[0]
+
+    @property
+    def memory(self) -> float:
+        return self.totals[1]
+
+
+def _add_ops(times: DeviceTimes, op_list: list[ops.Op], mult: int, rate_c: tuple[float, float, float],
+             rate_m: tuple[float, float, float]) -> None:
+    """Adds each operator's adapted-roofline time to ``times`` (``mult`` instances in the step)."""
+    busy, breakdown, totals = times.busy, times.breakdown, times.totals
+    for module, key, work, traffic, group in op_list:
+        t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
+        t = t_c if t_c >= t_m else t_m
+        busy[module] += t
+        breakdown[key] += t * mult
+        totals[t_c < t_m] += t * mult
+
+
+def _rates(m: SessionModel, prefill_share: float) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """Compute and memory rates (FLOP/s, B/s) of the BLEND, PREFILL and DECODE groups."""
+    pre, dec, dev = m.params.prefill, m.params.decode, m.device
+    w = prefill_share
+    return ((_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops),
+            (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw))
+
+
+def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
+    """Device times of every operator but the decodes' attention core (and the collectives).
+
+    They depend only on the token and sequence counts and the prefill group, so
+    every step of a decode run (the same sequences, contexts one longer) shares them.
+    """
+    key = (b.tokens, b.seqs, b.prefill)
+    fixed = m.memo.get(key)
+    if fixed is None:
+        s = m.shape
+        fixed = DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
+        rate_c, rate_m = _rates(m, b.prefill_share)
+        embed, head = ops.head_ops(s, b)
+        layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_decode_core=False)
+                     + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
+        for op_list, mult in ((layer_ops, s.layers_per_stage * s.pp), (embed, 1), (head, 1)):
+            _add_ops(fixed, op_list, mult, rate_c, rate_m)
+        if len(m.memo) >= MEMO_SIZE:
+            m.memo.clear()
+        m.memo[key] = fixed
+    return fixed
 
 
 def device_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
     """Times every operator of a step by the adapted roofline."""
-    s, p, dev = m.shape, m.params, m.device
-    pre, dec = p.prefill, p.decode
-    w = b.prefill_share
-    rate_c = (_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops)
-    rate_m = (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw)
+    s, p = m.shape, m.params
     num_layers = s.layers_per_stage * s.pp
-    busy = [0.0] * 6
-    breakdown: dict[str, float] = defaultdict(float)
-    totals = [0.0, 0.0]  # compute-bound, memory-bound ns
-    embed, head = ops.head_ops(s, b)
-    layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b)
-                 + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
-    for op_list, mult in ((layer_ops, num_layers), (embed, 1), (head, 1)):
-        for module, key, work, traffic, group in op_list:
-            t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
-            t = t_c if t_c >= t_m else t_m
-            busy[module] += t
-            breakdown[key] += t * mult
-            totals[t_c < t_m] += t * mult
-    comm_attn, comm_mlp = _comm_ns(m, b, _blend(pre.comm_eff, dec.comm_eff, w))
-    busy[ATTENTION] += comm_attn
-    busy[MLP] += comm_mlp
+    fixed = _fixed_times(m, b)
+    times = DeviceTimes(list(fixed.busy), 0.0, 0.0, defaultdict(float, fixed.breakdown), list(fixed.totals))
+    _add_ops(times, ops.decode_attention_ops(s, b), num_layers, *_rates(m, b.prefill_share))
+    comm_attn, comm_mlp = _comm_ns(m, b, _blend(p.prefill.comm_eff, p.decode.comm_eff, b.prefill_share))
+    times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
+    times.busy[ATTENTION] += comm_attn
+    times.busy[MLP] += comm_mlp
     if comm_attn:
-        breakdown["allreduce"] += comm_attn * num_layers
+        times.breakdown["allreduce"] += comm_attn * num_layers
     if comm_mlp:
-        breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
-    return DeviceTimes(busy, comm_attn, comm_mlp, breakdown, totals[0], totals[1])
+        times.breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
+    return times
 
 
 def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:

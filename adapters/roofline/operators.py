@@ -34,6 +34,7 @@ step's blend, 1 prefill, 2 decode).
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 from cosim.v1 import types_pb2 as pb
 
@@ -97,6 +98,9 @@ class Group:
     causal: float = 0.0   # sum n c + n (n + 1) / 2 (pairs under the causal mask)
 
 
+NO_PREFILL = Group()
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchStats:
     """One step: token counts and attention groups."""
@@ -108,8 +112,13 @@ class BatchStats:
     decode: Group
 
 
-def batch_stats(new_tokens: list[int], context_tokens: list[int]) -> BatchStats:
+def batch_stats(new_tokens: Sequence[int], context_tokens: Sequence[int]) -> BatchStats:
     """Sums a batch; a decode is one new token after a non-empty context."""
+    if max(new_tokens) == 1 and min(context_tokens) > 0:  # decodes only: the common step, summed in C
+        seqs = len(new_tokens)
+        ctx = float(sum(context_tokens) + seqs)
+        return BatchStats(tokens=float(seqs), seqs=seqs, prefill_share=0.0, prefill=NO_PREFILL,
+                          decode=Group(seqs, float(seqs), ctx, ctx, ctx))
     p_seqs = d_seqs = 0
     p_new = p_ctx = p_pairs = p_causal = d_ctx = 0.0
     for n, c in zip(new_tokens, context_tokens):
@@ -164,8 +173,16 @@ def _attention_core(s: Shape, g: Group, group: int) -> list[Op]:
             (ATTENTION, "attn_av", 2.0 * g.pairs * q, ba * scores + bkv * g.ctx * q + ba * g.new * q, group)]
 
 
-def attention_ops(s: Shape, b: BatchStats) -> list[Op]:
-    """Projections, RoPE, KV-cache write, attention core, residual add."""
+def decode_attention_ops(s: Shape, b: BatchStats) -> list[Op]:
+    """The attention core of the step's decodes: the only ops that change along a decode run."""
+    return _attention_core(s, b.decode, DECODE)
+
+
+def attention_ops(s: Shape, b: BatchStats, *, with_decode_core: bool = True) -> list[Op]:
+    """Projections, RoPE, KV-cache write, attention core, residual add.
+
+    ``with_decode_core=False`` leaves out :func:`decode_attention_ops`.
+    """
     t, h, q, kv, ba = b.tokens, s.h, s.q, s.kv, s.ba
     if s.fused:
         ops = [_gemm(ATTENTION, "qkv_proj", s, t, h, q + 2 * kv, 1),
@@ -176,7 +193,9 @@ def attention_ops(s: Shape, b: BatchStats) -> list[Op]:
                _gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1),
                (ATTENTION, "rope", 3.5 * t * (q + kv), ba * t * (8.5 * (q + kv) + 2 * s.head_dim), BLEND)]
     ops.append((ATTENTION, "kv_update", 0.0, 2 * s.bkv * t * kv, BLEND))
-    ops += _attention_core(s, b.prefill, PREFILL) + _attention_core(s, b.decode, DECODE)
+    ops += _attention_core(s, b.prefill, PREFILL)
+    if with_decode_core:
+        ops += _attention_core(s, b.decode, DECODE)
     ops.append(_gemm(ATTENTION, "o_proj", s, t, q, h, 1))
     if not s.fused:
         ops.append((ATTENTION, "residual_add", t * h, 3 * ba * t * h, BLEND))
