@@ -28,6 +28,7 @@ def client_load(client: LLMClient, metric: str) -> int:
         return client.outstanding_input_tokens
     if metric == "kv_tokens":
         return scheduler.kv.num_used * scheduler.kv.block_size
+    client.settle()  # a decode run's pending steps count
     return sum(seq.remaining_work for seq in scheduler.running) + \
         sum(seq.remaining_work for seq in scheduler.waiting)
 

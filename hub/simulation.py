@@ -120,7 +120,7 @@ class Simulation:
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token())
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, timing=proxy,
                          on_stage_done=lambda seq, now: None, serves=_SERVES[cfg.role],
-                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps)
+                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"
@@ -212,6 +212,8 @@ class Simulation:
         except CosimError as err:
             return err
         finally:
+            for client in self.clients:
+                client.settle()  # pending decode-run tokens belong in the records, also of a failed run
             bar.close()
         unfinished = [r for r in self.coordinator.requests if not r.is_finished]
         if unfinished:

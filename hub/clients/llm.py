@@ -4,6 +4,14 @@ The client runs one step at a time. At a wake-up it asks its scheduler for
 the next step, asks its timing source how long the step takes, and schedules
 the step's end. At the end it advances every scheduled sequence, records
 tokens, and hands finished stages back to the coordinator.
+
+Decode runs: once every running sequence is decoding and nothing waits, each
+following step is the same sequences with contexts one longer, until one
+would finish or they would outgrow the free KV blocks. The client then skips the scheduler and
+the per-sequence updates, counts the steps, and applies them to the
+sequences in bulk (:meth:`LLMClient.settle`) when the run ends or someone
+looks. Every step is still an event, timed and recorded, so results are
+byte-identical to stepping one by one.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from typing import Callable, Protocol, Sequence as Seq
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..records import ClientInfo, ClientTimeline, StageRecord
-from ..scheduling import Scheduler, Sequence, Step
+from ..scheduling import BlockManager, Scheduler, Sequence, Step, blocks_for
 
 
 class TimingSource(Protocol):
@@ -30,6 +38,45 @@ class TimingLike(Protocol):
     energy_j: float
 
 
+class DecodeRun:
+    """Steps of one unchanged decode batch whose effects on the sequences are pending.
+
+    Attributes:
+        seqs: the batch (the scheduler's running list at the start).
+        contexts: each sequence's computed tokens when the pending steps began.
+        new_blocks: KV blocks the batch grows into at each step of the run, in order.
+        taken: steps begun so far (their blocks taken).
+        done: steps finished and not yet applied to the sequences.
+        max_gap_ns: longest of those steps (each sequence's gap between tokens).
+        last_ns: when the last of them ended.
+    """
+
+    __slots__ = ("seqs", "ones", "contexts", "new_blocks", "taken", "done", "max_gap_ns", "last_ns")
+
+    def __init__(self, seqs: list[Sequence], new_blocks: list[int]) -> None:
+        self.seqs, self.new_blocks = seqs, new_blocks
+        self.ones = [1] * len(seqs)
+        self.contexts = [seq.num_computed for seq in seqs]
+        self.taken = self.done = self.max_gap_ns = self.last_ns = 0
+
+    @property
+    def steps_left(self) -> int:
+        return len(self.new_blocks) - self.taken
+
+    def begin_step(self, kv: BlockManager) -> Step:
+        """The run's next step; takes the blocks it grows into, as the scheduler would."""
+        kv.take_free(self.new_blocks[self.taken])
+        self.taken += 1
+        k = self.done
+        return Step(seqs=self.seqs, num_new=self.ones, context=[c + k for c in self.contexts],
+                    num_tokens=len(self.seqs), prefill_tokens=0)
+
+    def end_step(self, start_ns: int, end_ns: int) -> None:
+        self.done += 1
+        self.max_gap_ns = max(self.max_gap_ns, end_ns - start_ns)
+        self.last_ns = end_ns
+
+
 class LLMClient:
     """One serving instance.
 
@@ -42,17 +89,21 @@ class LLMClient:
         serves: stage kinds this client serves (``prefill``, ``decode``).
         host_bandwidth_gbps: device-host bandwidth for swapped KV.
         max_lookahead: most future decode batches predicted per step (0: none).
+        decode_runs: advance decode runs in bulk (module docstring); off, every step updates
+            every sequence, which the byte-identical test compares against.
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, timing: TimingSource,
                  on_stage_done: Callable[[Sequence, int], None], serves: frozenset[str],
-                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256) -> None:
+                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True) -> None:
         self.info, self.name = info, info.name
         self.kernel, self.scheduler, self.timing = kernel, scheduler, timing
         self.on_stage_done = on_stage_done
         self.serves = serves
         self.host_bandwidth_gbps = host_bandwidth_gbps
         self.max_lookahead = max_lookahead
+        self.decode_runs = decode_runs
+        self._run: DecodeRun | None = None
         self.collectives_ns: Callable[[int], int] | None = None  # set when the network backend times them
         # Lookahead hint: when the next request may arrive, and over how many clients arrivals spread.
         self.next_arrival_ns: Callable[[int], int | None] = lambda now: None
@@ -85,11 +136,18 @@ class LLMClient:
         self._wake_pending = False
         if self.busy or not self.scheduler.has_work:
             return
-        step = self.scheduler.schedule()
-        if not step.seqs:
-            return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
+        run = self._run
+        in_run = run is not None and run.steps_left > 0 and not self.scheduler.waiting
+        if in_run:
+            step = run.begin_step(self.scheduler.kv)
+        else:
+            self.settle()
+            self._run = None
+            step = self.scheduler.schedule()
+            if not step.seqs:
+                return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
-        ahead = (lambda depth: self.scheduler.lookahead(step, min(depth, self._lookahead_cap(now)))) \
+        ahead = (lambda depth: self._lookahead(step, min(depth, self._lookahead_cap(now)))) \
             if self.max_lookahead else None
         timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
@@ -99,12 +157,17 @@ class LLMClient:
         if step.swap_bytes:
             duration += int(step.swap_bytes / self.host_bandwidth_gbps)
         self.timeline.energy_j += timing.energy_j
-        for seq in step.seqs:
-            if seq.stage.start_ns < 0:
-                seq.stage.start_ns = now
+        if not in_run:  # a run's sequences have all started
+            for seq in step.seqs:
+                if seq.stage.start_ns < 0:
+                    seq.stage.start_ns = now
         self.busy = True
         self._last_duration_ns = duration
         self.kernel.call_at(now + duration, DONE, self._on_step_done, step, now)
+
+    def _lookahead(self, step: Step, depth: int) -> Seq[tuple[tuple[int, ...], tuple[int, ...]]]:
+        self.settle()  # the scheduler predicts from the sequences' state
+        return self.scheduler.lookahead(step, depth)
 
     def _lookahead_cap(self, now: int) -> int:
         """How many batches to predict: all of them, unless a request may arrive here sooner.
@@ -122,6 +185,14 @@ class LLMClient:
         now = self.kernel.now_ns
         self.busy = False
         self.busy_ns += now - start_ns
+        run = self._run
+        if run is not None and step.seqs is run.seqs:
+            # A run step: no sequence finishes; settle() applies it to the sequences later.
+            run.end_step(start_ns, now)
+            self.timeline.append(start_ns, now, step.num_tokens, 0, step.num_tokens, self.scheduler.kv.num_used,
+                                 len(self.scheduler.waiting))
+            self.wake()
+            return
         finished, forking = [], []
         for seq, num in zip(step.seqs, step.num_new):
             seq.num_computed += num
@@ -156,7 +227,69 @@ class LLMClient:
             self.outstanding -= 1
             self.outstanding_input_tokens -= seq.request.input_tokens
             self.on_stage_done(seq, now)
+        if self.decode_runs and not finished and not forking:
+            self._run = self._start_run(step)
         self.wake()
+
+    def _start_run(self, step: Step) -> DecodeRun | None:
+        """A decode run after ``step``, if the next steps are its sequences decoding unchanged.
+
+        That holds when nothing waits, ``step`` ran exactly the running sequences (so
+        each sampled a token as it ended), each now decodes, and the scheduler would
+        take them all (within a chunked token budget). The run lasts until a
+        sequence would finish, or its sequences would need more KV blocks than are
+        free (a preemption or a prefix-cache eviction is the scheduler's to decide).
+        """
+        sched = self.scheduler
+        running = sched.running
+        n = len(running)
+        if sched.waiting or step.swap_bytes or len(step.seqs) != n or \
+                (sched.config.batching == "chunked" and n > sched.token_budget):
+            return None
+        for seq, ran in zip(running, step.seqs):
+            if seq is not ran or seq.num_tokens - seq.num_computed != 1 or seq.generated < 1 or seq.forks:
+                return None
+        length = min(seq.target_generated - seq.generated for seq in running) - 1
+        if length < 1:
+            return None
+        # A sequence whose blocks hold ``room`` more tokens needs a block at run step
+        # room + 1, and every block_size steps after (0-based: room, room + block_size, ...).
+        block_size = sched.kv.block_size
+        new_blocks = [0] * length
+        for seq in running:
+            for j in range((seq.num_blocks + seq.prefix_blocks) * block_size - seq.num_computed, length, block_size):
+                new_blocks[j] += 1
+        free = sched.kv.num_free
+        for j, blocks in enumerate(new_blocks):
+            free -= blocks
+            if free < 0:
+                del new_blocks[j:]
+                break
+        return DecodeRun(list(running), new_blocks) if new_blocks else None
+
+    def settle(self) -> None:
+        """Applies the pending steps of a decode run to its sequences and their requests.
+
+        Called before the scheduler or anyone else reads sequence state; idempotent.
+        """
+        run = self._run
+        if run is None or not run.done:
+            return
+        k, gap, last = run.done, run.max_gap_ns, run.last_ns
+        block_size = self.scheduler.kv.block_size
+        for seq in run.seqs:
+            seq.num_computed += k
+            seq.num_tokens += k
+            seq.generated += k
+            # The blocks the run took for it (BlockManager.grow's count, credited now).
+            seq.num_blocks = max(seq.num_blocks, blocks_for(seq.num_computed, block_size) - seq.prefix_blocks)
+            request = seq.request
+            request.generated_tokens += k
+            if gap > request.max_tbt_ns:
+                request.max_tbt_ns = gap
+            request.last_token_ns = last
+        run.contexts = [c + k for c in run.contexts]
+        run.done = run.max_gap_ns = 0
 
     def _fork(self, parent: Sequence) -> None:
         """Multi-path reasoning: the parent's sibling branches start beside it.

@@ -84,6 +84,11 @@ class BlockManager:
         seq.num_blocks += needed
         return True
 
+    def take_free(self, num_blocks: int) -> None:
+        """Takes ``num_blocks`` free blocks for sequences credited later (a decode run,
+        which checked they are free: nothing is evicted)."""
+        self.num_free -= num_blocks
+
     def grow_by(self, seq: Sequence, num_blocks: int) -> bool:
         """Gives ``seq`` ``num_blocks`` more blocks (swap-in); False if they cannot be had."""
         if not self._take(num_blocks):

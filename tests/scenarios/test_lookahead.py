@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import cosim
+from cosim.adapters.sdk import Session
+from cosim.adapters.sdk.testing import LinearBackend
+from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
 
 
@@ -38,3 +43,34 @@ def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
     step_by_step = cosim.run(config(lookahead=False)).summary["backends"]
     assert with_lookahead["steps_timed"] == step_by_step["steps_timed"]
     assert with_lookahead["rpcs"] < 0.5 * step_by_step["rpcs"]
+
+
+class JitteryBackend(LinearBackend):
+    """Linear, plus a deterministic jitter in the contexts, so the longest gap between
+    tokens falls anywhere in a decode run rather than at its (longest-context) end."""
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        timing = super().predict(session, batch)
+        timing.duration_ns += sum(batch.context_tokens) * 7919 % 5000
+        return timing
+
+
+@pytest.mark.parametrize("batching", ["continuous", "chunked", "mixed", "static"])
+def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str) -> None:
+    """Long decodes cut by arrivals, KV block boundaries and finishes, routed by remaining work."""
+    def run(name: str, **flags: bool) -> Path:
+        raw = scenario(
+            clients=[client("a", batching=batching, block_size=16, num_gpu_blocks=120, chunk_size=64),
+                     client("b", batching=batching, block_size=16, num_gpu_blocks=120, chunk_size=64)],
+            per_token_ns=11,
+            workload={"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 2000},
+                      "input_tokens": {"dist": "uniform", "low": 20, "high": 200},
+                      "output_tokens": {"dist": "uniform", "low": 50, "high": 300}},
+            router={"policy": "load_based", "load_metric": "remaining_tokens"})
+        raw["backends"]["lin"]["python"] = "tests.scenarios.test_lookahead:JitteryBackend"
+        raw["backends"]["lin"].update(flags)
+        return cosim.run(raw, output_dir=tmp_path / name).output_dir
+
+    runs, stepwise = run("runs"), run("stepwise", lookahead=False)
+    for name in ("requests.csv", "clients.csv"):
+        assert (runs / name).read_bytes() == (stepwise / name).read_bytes(), name
