@@ -14,9 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from ..records import RequestRecord
 from .stats import NS_PER_S
 
@@ -57,6 +54,9 @@ def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]
 
 def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *, title: str = "") -> None:
     """Stacked horizontal bars of mean latency per component, one bar per run (or template)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # late: importing matplotlib takes 0.3 s
+    from matplotlib.figure import Figure
+
     components: list[str] = []
     for parts in breakdowns.values():
         components += [c for c in parts if c not in components]

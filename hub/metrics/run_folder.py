@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
-from .plots import write_plots
 from .stats import NS_PER_S, clean
 from .summary import client_names
 from .tables import DEFAULT_MAX_ROWS_PER_CLIENT, write_clients_csv, write_requests_csv
@@ -57,6 +56,8 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
     if plots:
         sim_time_ns = round(float(summary.get("sim_time_s") or 0.0) * NS_PER_S)
         try:
+            from .plots import write_plots  # late: importing matplotlib takes 0.3 s
+
             write_plots(folder / "plots", requests, clients, names, timelines, sim_time_ns)
         except Exception as err:  # noqa: BLE001 - plots are extras; never lose the run folder for one
             logger.warning("could not draw plots in %s: %s", folder / "plots", err)
