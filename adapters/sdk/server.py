@@ -14,21 +14,26 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from cosim.v1 import memory_service_pb2, memory_service_pb2_grpc, network_service_pb2, network_service_pb2_grpc
-from cosim.v1 import runtime_service_pb2, runtime_service_pb2_grpc
+from cosim.v1 import memory_service_pb2_grpc, network_service_pb2_grpc, runtime_service_pb2_grpc
 
 from .backend import Backend, MemoryBackend, NetworkBackend, RuntimeBackend
 from .servicers import MemoryServicer, NetworkServicer, RuntimeServicer
 
 log = logging.getLogger(__name__)
 
+def _add_runtime(servicer: RuntimeServicer, server: grpc.Server) -> None:
+    runtime_service_pb2_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
+    runtime_service_pb2_grpc.add_RuntimeStreamServiceServicer_to_server(servicer, server)
+
+
+# Per backend kind: its service, the servicer, how to add it, and any companion service it also serves.
 _SERVICES = {
-    RuntimeBackend: ("cosim.v1.RuntimeBackendService", RuntimeServicer,
-                     runtime_service_pb2_grpc.add_RuntimeBackendServiceServicer_to_server, runtime_service_pb2),
+    RuntimeBackend: ("cosim.v1.RuntimeBackendService", RuntimeServicer, _add_runtime,
+                     ("cosim.v1.RuntimeStreamService",)),
     MemoryBackend: ("cosim.v1.MemoryBackendService", MemoryServicer,
-                    memory_service_pb2_grpc.add_MemoryBackendServiceServicer_to_server, memory_service_pb2),
+                    memory_service_pb2_grpc.add_MemoryBackendServiceServicer_to_server, ()),
     NetworkBackend: ("cosim.v1.NetworkBackendService", NetworkServicer,
-                     network_service_pb2_grpc.add_NetworkBackendServiceServicer_to_server, network_service_pb2),
+                     network_service_pb2_grpc.add_NetworkBackendServiceServicer_to_server, ()),
 }
 
 
@@ -52,7 +57,7 @@ class BackendServer:
     def __init__(self, backend: Backend, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 4) -> None:
         self.backend = backend
         name = service_name(backend)
-        for base, (_, servicer_cls, add, module) in _SERVICES.items():
+        for base, (_, servicer_cls, add, companions) in _SERVICES.items():
             if isinstance(backend, base):
                 break
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
@@ -61,7 +66,7 @@ class BackendServer:
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection(
-            (name, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server)
+            (name, *companions, health.SERVICE_NAME, reflection.SERVICE_NAME), self._server)
         self.port = self._server.add_insecure_port(f"{host}:{port}")
         if self.port == 0:
             raise OSError(f"could not bind backend {backend.name!r} to {host}:{port}")

@@ -86,8 +86,10 @@ class _Sessions(Generic[B]):
         return pb.CloseSessionResponse()
 
 
-class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceServicer):
-    """Serves a :class:`RuntimeBackend` as ``cosim.v1.RuntimeBackendService``."""
+class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceServicer,
+                      rt_grpc.RuntimeStreamServiceServicer):
+    """Serves a :class:`RuntimeBackend` as ``cosim.v1.RuntimeBackendService`` and its
+    companion ``cosim.v1.RuntimeStreamService`` (the same sessions)."""
 
     @_rpc
     def OpenSession(self, request: rt_pb.OpenSessionRequest, context: grpc.ServicerContext) -> pb.OpenSessionResponse:

@@ -91,7 +91,8 @@ def check_runtime_backend(address: str, spec: pb.SessionSpec | None = None) -> l
 
         # Optional: the stream answers each request as PredictSteps does, in order.
         try:
-            streamed = [reply.timings for reply in stub.PredictStepsStream(iter([request, request]), timeout=30)]
+            streams = rt_grpc.RuntimeStreamServiceStub(channel)
+            streamed = [reply.timings for reply in streams.PredictStepsStream(iter([request, request]), timeout=30)]
         except grpc.RpcError as err:
             if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
                 raise AssertionError(f"PredictStepsStream failed: {err}") from err

@@ -4,7 +4,7 @@ Statuses map back to :class:`BackendError` carrying the backend's own
 message. Only idempotent calls are retried (Describe, OpenSession,
 PredictSteps, predict-mode Access/Transfer/Collective), on UNAVAILABLE and
 DEADLINE_EXCEEDED, with capped exponential backoff. Step timings go over one
-PredictStepsStream per client (an RPC per step costs about twice as much in
+PredictStepsStream per backend (a unary RPC per call costs about 1.5x as much in
 Python), or PredictSteps where a backend does not offer the stream.
 """
 
@@ -162,16 +162,17 @@ class StepStream:
 class RuntimeClient(BackendClient):
     """Client of ``RuntimeBackendService``.
 
-    Step timings go over one :class:`StepStream`, opened at the first call and
-    reopened after a transient fault; a backend that answers UNIMPLEMENTED to
-    the stream is asked with PredictSteps from then on.
+    Step timings go over one :class:`StepStream` (``RuntimeStreamService``), opened
+    at the first call and reopened after a transient fault; a backend that answers
+    UNIMPLEMENTED to the stream is asked with PredictSteps from then on.
     """
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
         self.stub = kwargs["stub"] if kwargs.get("stub") is not None else \
             rt_grpc.RuntimeBackendServiceStub(self.channel)
-        self._streaming = self.channel is not None
+        self._stream_stub = rt_grpc.RuntimeStreamServiceStub(self.channel) if self.channel is not None else None
+        self._streaming = self._stream_stub is not None
         self._stream: StepStream | None = None
 
     def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
@@ -179,7 +180,7 @@ class RuntimeClient(BackendClient):
 
     def _predict_on_stream(self, request: rt_pb.PredictStepsRequest, timeout: float) -> rt_pb.PredictStepsResponse:
         if self._stream is None:
-            self._stream = StepStream(self.stub.PredictStepsStream, timeout)
+            self._stream = StepStream(self._stream_stub.PredictStepsStream, timeout)
         try:
             return self._stream(request)
         except grpc.RpcError:
@@ -187,7 +188,7 @@ class RuntimeClient(BackendClient):
             self._stream = None
             raise
 
-    _predict_on_stream._method = b"/cosim.v1.RuntimeBackendService/PredictStepsStream"  # type: ignore[attr-defined]
+    _predict_on_stream._method = b"/cosim.v1.RuntimeStreamService/PredictStepsStream"  # type: ignore[attr-defined]
 
     def _predict(self, request: rt_pb.PredictStepsRequest, *, sim_time_ns: int | None,
                  client: str) -> rt_pb.PredictStepsResponse:

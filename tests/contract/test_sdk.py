@@ -46,19 +46,21 @@ def test_predict_steps_answers_each_batch_in_order(stub: rt_grpc.RuntimeBackendS
     assert [t.duration_ns for t in timings] == [5120, 30 + 3000, 2570 + 320]
 
 
-def test_the_stream_answers_each_request_in_order_and_ends_with_the_first_error(
-        stub: rt_grpc.RuntimeBackendServiceStub) -> None:
-    session_id = stub.OpenSession(rt_pb.OpenSessionRequest(spec=sample_session_spec())).session_id
-    requests = [rt_pb.PredictStepsRequest(session_id=session_id, batches=SAMPLE_BATCHES[i:]) for i in range(3)]
-    replies = stub.PredictStepsStream(iter(requests))
-    assert [[t.duration_ns for t in reply.timings] for reply in replies] == [
-        [5120, 3030, 2890], [3030, 2890], [2890]]
+def test_the_stream_answers_each_request_in_order_and_ends_with_the_first_error() -> None:
+    with BackendServer(TokenCountBackend()) as server, grpc.insecure_channel(server.address) as channel:
+        stub, streams = rt_grpc.RuntimeBackendServiceStub(channel), rt_grpc.RuntimeStreamServiceStub(channel)
+        session_id = stub.OpenSession(rt_pb.OpenSessionRequest(spec=sample_session_spec())).session_id
+        requests = [rt_pb.PredictStepsRequest(session_id=session_id, batches=SAMPLE_BATCHES[i:]) for i in range(3)]
+        replies = streams.PredictStepsStream(iter(requests))
+        assert [[t.duration_ns for t in reply.timings] for reply in replies] == [
+            [5120, 3030, 2890], [3030, 2890], [2890]]
 
-    bad = rt_pb.PredictStepsRequest(session_id=session_id, batches=[pb.StepBatch(new_tokens=[1], context_tokens=[])])
-    replies = stub.PredictStepsStream(iter([requests[2], bad, requests[2]]))
-    assert next(replies).timings[0].duration_ns == 2890
-    with pytest.raises(grpc.RpcError) as err:
-        next(replies)
+        bad = rt_pb.PredictStepsRequest(session_id=session_id,
+                                        batches=[pb.StepBatch(new_tokens=[1], context_tokens=[])])
+        replies = streams.PredictStepsStream(iter([requests[2], bad, requests[2]]))
+        assert next(replies).timings[0].duration_ns == 2890
+        with pytest.raises(grpc.RpcError) as err:
+            next(replies)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.value.details().startswith("batches[0].context_tokens")
 

@@ -191,7 +191,7 @@ def test_free_port_is_bindable() -> None:
 
 
 class UnaryOnly(rt_grpc.RuntimeBackendServiceServicer):
-    """A backend from another toolkit: PredictSteps but no PredictStepsStream (UNIMPLEMENTED)."""
+    """A backend from another toolkit: PredictSteps, no RuntimeStreamService (UNIMPLEMENTED)."""
 
     def __init__(self) -> None:
         self.calls = 0
@@ -201,7 +201,7 @@ class UnaryOnly(rt_grpc.RuntimeBackendServiceServicer):
         return rt_pb.PredictStepsResponse(timings=[pb.StepTiming(duration_ns=sum(b.new_tokens)) for b in request.batches])
 
 
-class StreamOnce(rt_grpc.RuntimeBackendServiceServicer):
+class StreamOnce(rt_grpc.RuntimeStreamServiceServicer):
     """Its first stream fails UNAVAILABLE mid-way; later streams answer."""
 
     def __init__(self) -> None:
@@ -215,16 +215,19 @@ class StreamOnce(rt_grpc.RuntimeBackendServiceServicer):
             yield rt_pb.PredictStepsResponse(timings=[pb.StepTiming(duration_ns=7) for _ in request.batches])
 
 
-class Hung(UnaryOnly):
+class Hung(rt_grpc.RuntimeStreamServiceServicer):
     def PredictStepsStream(self, requests: Any, context: grpc.ServicerContext) -> Any:
         for _ in requests:
             time.sleep(2.0)
             yield rt_pb.PredictStepsResponse()
 
 
-def serve_runtime(servicer: rt_grpc.RuntimeBackendServiceServicer) -> tuple[grpc.Server, str]:
+def serve_runtime(servicer: Any) -> tuple[grpc.Server, str]:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-    rt_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
+    if isinstance(servicer, rt_grpc.RuntimeBackendServiceServicer):
+        rt_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
+    if isinstance(servicer, rt_grpc.RuntimeStreamServiceServicer):
+        rt_grpc.add_RuntimeStreamServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return server, f"127.0.0.1:{port}"

@@ -51,11 +51,6 @@ class RuntimeBackendServiceStub:
                 request_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
                 response_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
                 _registered_method=True)
-        self.PredictStepsStream = channel.stream_stream(
-                '/cosim.v1.RuntimeBackendService/PredictStepsStream',
-                request_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
-                response_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
-                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/cosim.v1.RuntimeBackendService/CloseSession',
                 request_serializer=cosim_dot_v1_dot_types__pb2.CloseSessionRequest.SerializeToString,
@@ -92,18 +87,6 @@ class RuntimeBackendServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
-    def PredictStepsStream(self, request_iterator, context):
-        """PredictSteps over one long-lived stream, for a caller that asks after
-        every step (the hub does): one response per request, in order, each as
-        PredictSteps would answer it. A failing request ends the stream with the
-        status PredictSteps would return. Optional: a backend without it answers
-        UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
-        stream.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
     def CloseSession(self, request, context):
         """Closes a session. Returns NOT_FOUND for an unknown session.
         """
@@ -126,11 +109,6 @@ def add_RuntimeBackendServiceServicer_to_server(servicer, server):
             ),
             'PredictSteps': grpc.unary_unary_rpc_method_handler(
                     servicer.PredictSteps,
-                    request_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.FromString,
-                    response_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.SerializeToString,
-            ),
-            'PredictStepsStream': grpc.stream_stream_rpc_method_handler(
-                    servicer.PredictStepsStream,
                     request_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.FromString,
                     response_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.SerializeToString,
             ),
@@ -233,33 +211,6 @@ class RuntimeBackendService:
             _registered_method=True)
 
     @staticmethod
-    def PredictStepsStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/cosim.v1.RuntimeBackendService/PredictStepsStream',
-            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
-            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
     def CloseSession(request,
             target,
             options=(),
@@ -276,6 +227,97 @@ class RuntimeBackendService:
             '/cosim.v1.RuntimeBackendService/CloseSession',
             cosim_dot_v1_dot_types__pb2.CloseSessionRequest.SerializeToString,
             cosim_dot_v1_dot_types__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+
+class RuntimeStreamServiceStub:
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.PredictStepsStream = channel.stream_stream(
+                '/cosim.v1.RuntimeStreamService/PredictStepsStream',
+                request_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
+                response_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
+                _registered_method=True)
+
+
+class RuntimeStreamServiceServicer:
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    def PredictStepsStream(self, request_iterator, context):
+        """PredictSteps over one long-lived stream: one response per request, in
+        order, each as PredictSteps would answer it. A failing request ends the
+        stream with the status PredictSteps would return. Safe to retry on a new
+        stream.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_RuntimeStreamServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'PredictStepsStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.PredictStepsStream,
+                    request_deserializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.FromString,
+                    response_serializer=cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'cosim.v1.RuntimeStreamService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('cosim.v1.RuntimeStreamService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class RuntimeStreamService:
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    @staticmethod
+    def PredictStepsStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/cosim.v1.RuntimeStreamService/PredictStepsStream',
+            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsRequest.SerializeToString,
+            cosim_dot_v1_dot_runtime__service__pb2.PredictStepsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -46,14 +46,6 @@ class RuntimeBackendServiceStub:
     Returns INVALID_ARGUMENT for a malformed batch, NOT_FOUND for an unknown
     session. Idempotent: safe to retry.
     """
-    PredictStepsStream: _grpc.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]
-    """PredictSteps over one long-lived stream, for a caller that asks after
-    every step (the hub does): one response per request, in order, each as
-    PredictSteps would answer it. A failing request ends the stream with the
-    status PredictSteps would return. Optional: a backend without it answers
-    UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
-    stream.
-    """
     CloseSession: _grpc.UnaryUnaryMultiCallable[_types_pb2.CloseSessionRequest, _types_pb2.CloseSessionResponse]
     """Closes a session. Returns NOT_FOUND for an unknown session."""
 
@@ -73,14 +65,6 @@ class RuntimeBackendServiceAsyncStub(RuntimeBackendServiceStub):
     """Predicts the duration of one or more steps of an open session, in order.
     Returns INVALID_ARGUMENT for a malformed batch, NOT_FOUND for an unknown
     session. Idempotent: safe to retry.
-    """
-    PredictStepsStream: _aio.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]  # type: ignore[assignment]
-    """PredictSteps over one long-lived stream, for a caller that asks after
-    every step (the hub does): one response per request, in order, each as
-    PredictSteps would answer it. A failing request ends the stream with the
-    status PredictSteps would return. Optional: a backend without it answers
-    UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
-    stream.
     """
     CloseSession: _aio.UnaryUnaryMultiCallable[_types_pb2.CloseSessionRequest, _types_pb2.CloseSessionResponse]  # type: ignore[assignment]
     """Closes a session. Returns NOT_FOUND for an unknown session."""
@@ -119,20 +103,6 @@ class RuntimeBackendServiceServicer(metaclass=_abc_1.ABCMeta):
         """
 
     @_abc_1.abstractmethod
-    def PredictStepsStream(
-        self,
-        request_iterator: _MaybeAsyncIterator[_runtime_service_pb2.PredictStepsRequest],
-        context: _ServicerContext,
-    ) -> _typing.Union[_abc.Iterator[_runtime_service_pb2.PredictStepsResponse], _abc.AsyncIterator[_runtime_service_pb2.PredictStepsResponse]]:
-        """PredictSteps over one long-lived stream, for a caller that asks after
-        every step (the hub does): one response per request, in order, each as
-        PredictSteps would answer it. A failing request ends the stream with the
-        status PredictSteps would return. Optional: a backend without it answers
-        UNIMPLEMENTED and the caller uses PredictSteps. Safe to retry on a new
-        stream.
-        """
-
-    @_abc_1.abstractmethod
     def CloseSession(
         self,
         request: _types_pb2.CloseSessionRequest,
@@ -141,3 +111,61 @@ class RuntimeBackendServiceServicer(metaclass=_abc_1.ABCMeta):
         """Closes a session. Returns NOT_FOUND for an unknown session."""
 
 def add_RuntimeBackendServiceServicer_to_server(servicer: RuntimeBackendServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
+
+class RuntimeStreamServiceStub:
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    @_typing.overload
+    def __new__(cls, channel: _grpc.Channel) -> _Self: ...
+    @_typing.overload
+    def __new__(cls, channel: _aio.Channel) -> RuntimeStreamServiceAsyncStub: ...
+    PredictStepsStream: _grpc.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]
+    """PredictSteps over one long-lived stream: one response per request, in
+    order, each as PredictSteps would answer it. A failing request ends the
+    stream with the status PredictSteps would return. Safe to retry on a new
+    stream.
+    """
+
+@_typing.type_check_only
+class RuntimeStreamServiceAsyncStub(RuntimeStreamServiceStub):
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    def __init__(self, channel: _aio.Channel) -> None: ...
+    PredictStepsStream: _aio.StreamStreamMultiCallable[_runtime_service_pb2.PredictStepsRequest, _runtime_service_pb2.PredictStepsResponse]  # type: ignore[assignment]
+    """PredictSteps over one long-lived stream: one response per request, in
+    order, each as PredictSteps would answer it. A failing request ends the
+    stream with the status PredictSteps would return. Safe to retry on a new
+    stream.
+    """
+
+class RuntimeStreamServiceServicer(metaclass=_abc_1.ABCMeta):
+    """Optional companion of RuntimeBackendService, served beside it on the same
+    server and sessions, for a caller that asks after every step (the hub
+    does): one stream instead of an RPC per step. A backend without it answers
+    UNIMPLEMENTED and the caller uses PredictSteps. A separate service, so
+    that adding it changed nothing a RuntimeBackendService must implement.
+    """
+
+    @_abc_1.abstractmethod
+    def PredictStepsStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_runtime_service_pb2.PredictStepsRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_runtime_service_pb2.PredictStepsResponse], _abc.AsyncIterator[_runtime_service_pb2.PredictStepsResponse]]:
+        """PredictSteps over one long-lived stream: one response per request, in
+        order, each as PredictSteps would answer it. A failing request ends the
+        stream with the status PredictSteps would return. Safe to retry on a new
+        stream.
+        """
+
+def add_RuntimeStreamServiceServicer_to_server(servicer: RuntimeStreamServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
