@@ -45,7 +45,8 @@ class RuntimeSessionProxy:
         max_cache_entries: LRU bound, so long runs keep bounded memory.
     """
 
-    MIN_LOOKAHEAD, MAX_LOOKAHEAD = 4, 256
+    # At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
+    MIN_LOOKAHEAD, MAX_LOOKAHEAD = 8, 256
 
     def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000) -> None:
