@@ -13,7 +13,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 import grpc
 import tenacity
@@ -137,7 +137,7 @@ class StepStream:
         except grpc.RpcError:
             if self._expired:
                 raise LocalRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                                  f"Deadline Exceeded (no answer within {self._deadline_s:g} s)") from None
+                                    f"Deadline Exceeded (no answer within {self._deadline_s:g} s)") from None
             raise
         except StopIteration:
             raise LocalRpcError(grpc.StatusCode.UNAVAILABLE, "the stream ended without an answer") from None

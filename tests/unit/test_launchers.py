@@ -196,9 +196,11 @@ class UnaryOnly(rt_grpc.RuntimeBackendServiceServicer):
     def __init__(self) -> None:
         self.calls = 0
 
-    def PredictSteps(self, request: rt_pb.PredictStepsRequest, context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
+    def PredictSteps(self, request: rt_pb.PredictStepsRequest,
+                     context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
         self.calls += 1
-        return rt_pb.PredictStepsResponse(timings=[pb.StepTiming(duration_ns=sum(b.new_tokens)) for b in request.batches])
+        timings = [pb.StepTiming(duration_ns=sum(b.new_tokens)) for b in request.batches]
+        return rt_pb.PredictStepsResponse(timings=timings)
 
 
 class StreamOnce(rt_grpc.RuntimeStreamServiceServicer):
