@@ -56,6 +56,9 @@ class BackendConfig(FrozenModel):
     deadline_s: float = Field(30.0, gt=0, description="deadline of each call")
     cache: bool = Field(True, description="cache step timings by exact batch signature")
     lookahead: bool = Field(True, description="send predicted decode batches along with each step (needs cache)")
+    cache_bucket_tokens: int = Field(
+        0, ge=0, description="time steps with context tokens rounded up to a multiple of this, so nearby batches "
+        "share a cache entry (approximate; only for backends declaring bucketed_cache_safe; 0: exact)")
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> "BackendConfig":

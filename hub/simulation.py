@@ -16,7 +16,7 @@ import numpy as np
 from cosim.v1 import types_pb2 as pb
 
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
-from .backends.proxy import RuntimeSessionProxy
+from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
 from .clients.llm import LLMClient
 from .clients.service import ServiceClient
 from .clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
@@ -93,8 +93,13 @@ class Simulation:
             options=session_options(self.config.backends[cfg.backend].options))
         opened = _opened(where, cfg.backend, lambda: backend.open_session(spec))
         backend_config = self.config.backends[cfg.backend]
+        bucket = backend_config.cache_bucket_tokens
+        if bucket and BUCKETED_CACHE_SAFE not in opened.info.capabilities:
+            raise ScenarioError(f"backends.{cfg.backend}.cache_bucket_tokens",
+                                f"{bucket}: backend {opened.info.name!r} does not declare {BUCKETED_CACHE_SAFE!r} "
+                                "(its timings may change within a bucket); use 0 for exact keys")
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
-                                    lookahead=backend_config.lookahead)
+                                    lookahead=backend_config.lookahead, bucket_tokens=bucket)
         self.proxies[cfg.name] = proxy
         return proxy, opened
 

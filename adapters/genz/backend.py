@@ -71,7 +71,9 @@ class GenzBackend(RuntimeBackend):
     version = "0.1.0"
     fidelity = pb.FIDELITY_EXTERNAL_ANALYTICAL
     description = "GenZ LLM analytical model (genz-llm): per-operator roofline, chunked/mixed batches"
-    capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+    # bucketed_cache_safe: an analytical model, smooth in each context (it buckets them itself on request).
+    capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
+                    "bucketed_cache_safe")
 
     def open_session(self, spec: pb.SessionSpec) -> GenzState:
         options = parse_options(MessageToDict(spec.options) if spec.HasField("options") else {})

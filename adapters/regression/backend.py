@@ -66,7 +66,8 @@ class RegressionBackend(RuntimeBackend):
     version = "0.1.0"
     fidelity = pb.FIDELITY_EMPIRICAL
     description = "step times from fits to measured kernels (Vidur) or engine steps (Splitwise)"
-    capabilities: ClassVar[tuple[str, ...]] = ("mixed_batches", "out_of_range_flag")
+    # bucketed_cache_safe: contexts enter through interpolated grids, smooth between knots.
+    capabilities: ClassVar[tuple[str, ...]] = ("mixed_batches", "out_of_range_flag", "bucketed_cache_safe")
 
     def open_session(self, spec: pb.SessionSpec) -> OperatorStepModel | StepLinearModel | ProfileStepModel:
         """Loads the session's artifact and picks its entry.

@@ -68,8 +68,9 @@ class RooflineBackend(RuntimeBackend):
     version = "0.1.0"
     fidelity = pb.FIDELITY_ANALYTICAL
     description = "adapted roofline (BestServe §3.3): MFU/MBU per phase, CPU dispatch, TP/PP/EP communication"
+    # bucketed_cache_safe: step time is linear in each context, so nearby contexts time alike.
     capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
-                    "energy")
+                    "energy", "bucketed_cache_safe")
 
     def open_session(self, spec: pb.SessionSpec) -> _State:
         model = open_model(spec)

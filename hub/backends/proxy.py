@@ -33,6 +33,16 @@ class Timing:
 
 Signature = tuple[tuple[int, ...], tuple[int, ...]]
 
+# The capability (BackendInfo.capabilities) of a backend whose timings barely change within a
+# bucket of context tokens, so that the hub may round contexts before timing and caching.
+BUCKETED_CACHE_SAFE = "bucketed_cache_safe"
+
+
+def bucketed(key: Signature, bucket_tokens: int) -> Signature:
+    """``key`` with each context rounded up to a multiple of ``bucket_tokens``."""
+    new, context = key
+    return new, tuple(-(-c // bucket_tokens) * bucket_tokens for c in context)
+
 
 class RuntimeSessionProxy:
     """Times steps of one client's session, caching by batch signature.
@@ -43,15 +53,18 @@ class RuntimeSessionProxy:
         client_name: the hub client the session serves (named in errors).
         cache: whether to cache timings (a backend is deterministic per session).
         max_cache_entries: LRU bound, so long runs keep bounded memory.
+        bucket_tokens: time every batch with its contexts rounded up to a multiple of this
+            (0: exact); the caller checked the backend declares BUCKETED_CACHE_SAFE.
     """
 
     # At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
     MIN_LOOKAHEAD, MAX_LOOKAHEAD = 8, 256
 
     def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
-                 lookahead: bool = True, max_cache_entries: int = 20_000) -> None:
+                 lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0) -> None:
         self.client, self.session_id, self.client_name = client, session_id, client_name
         self.use_cache, self.max_cache_entries = cache, max_cache_entries
+        self.bucket_tokens = bucket_tokens
         self.lookahead = lookahead and cache
         self._cache: OrderedDict[Signature, Timing] = OrderedDict()
         self._hits_since_miss = 0
@@ -70,6 +83,9 @@ class RuntimeSessionProxy:
         """Timing of one step. On a miss, ``ahead(n)`` (up to n predicted next
         batches) rides along in the same call."""
         key = (tuple(new_tokens), tuple(context_tokens))
+        bucket = self.bucket_tokens
+        if bucket:
+            key = bucketed(key, bucket)
         self.num_lookups += 1
         if self.use_cache:
             hit = self._cache.get(key)
@@ -80,7 +96,8 @@ class RuntimeSessionProxy:
         keys = [key]
         if self.lookahead and ahead is not None:
             depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss))
-            keys += [k for k in ahead(depth) if k != key and k not in self._cache]
+            predicted = [bucketed(k, bucket) for k in ahead(depth)] if bucket else ahead(depth)
+            keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
             self.num_predicted += len(keys) - 1
         self._hits_since_miss = 0
         batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]

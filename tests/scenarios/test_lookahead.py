@@ -9,6 +9,7 @@ import pytest
 import cosim
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
+from cosim.hub.errors import ScenarioError
 from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
 
@@ -74,3 +75,46 @@ def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str) ->
     runs, stepwise = run("runs"), run("stepwise", lookahead=False)
     for name in ("requests.csv", "clients.csv"):
         assert (runs / name).read_bytes() == (stepwise / name).read_bytes(), name
+
+
+class BucketSafeRecorder(LinearBackend):
+    """Linear, declaring bucketed_cache_safe, and remembering every context it was asked about."""
+
+    capabilities = ("bucketed_cache_safe",)
+    contexts: set[int] = set()
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        BucketSafeRecorder.contexts.update(batch.context_tokens)
+        return super().predict(session, batch)
+
+
+def test_bucketed_cache_rounds_contexts_for_backends_that_declare_it_safe() -> None:
+    raw = config(cache_bucket_tokens=64)
+    raw["backends"]["lin"]["python"] = "tests.scenarios.test_lookahead:BucketSafeRecorder"
+    BucketSafeRecorder.contexts.clear()
+    bucketed = cosim.run(raw).summary
+    assert bucketed["requests"]["completed"] == 120
+    assert BucketSafeRecorder.contexts and all(c % 64 == 0 for c in BucketSafeRecorder.contexts)
+    exact = cosim.run(config()).summary
+    assert bucketed["backends"]["rpcs"] < exact["backends"]["rpcs"]
+    assert bucketed["backends"]["cache_hit_rate"] > exact["backends"]["cache_hit_rate"]
+
+
+def test_bucketed_cache_is_refused_for_a_backend_that_does_not_declare_it() -> None:
+    with pytest.raises(ScenarioError, match=r"backends\.lin\.cache_bucket_tokens: 64: backend 'linear' does not "
+                                            r"declare 'bucketed_cache_safe'"):
+        cosim.run(config(cache_bucket_tokens=64))
+
+
+def test_bucketed_roofline_keeps_time_per_output_token_within_half_a_percent() -> None:
+    """Per step the rounding changes little; TTFT, which hangs on where arrivals fall between
+    steps, moves more (a few percent here), which is why exact keys stay the default."""
+    base = {"seed": 2, "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
+            "hardware": {"h": {"preset": "H100-SXM"}},
+            "clients": [{"name": "c0", "model": "m", "backend": "r", "hardware": {"device": "h"}}],
+            "workload": {"requests": 30, "arrival": {"process": "poisson", "rate_per_s": 0.5},
+                         "input_tokens": {"dist": "uniform", "low": 1000, "high": 8000},
+                         "output_tokens": {"dist": "uniform", "low": 500, "high": 2000}}}
+    exact, approx = (cosim.run({**base, "backends": {"r": {"kind": "roofline", "cache_bucket_tokens": bucket}}})
+                     .summary["latency"]["tpot_s"]["mean"] for bucket in (0, 16))
+    assert approx != exact and approx == pytest.approx(exact, rel=0.005)
