@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import SchedulerConfig
-from .kv import BlockManager
+from .kv import BlockManager, blocks_for
 from .sequence import RUNNING, SWAPPED, WAITING, Sequence
 
 
@@ -175,20 +175,26 @@ class Scheduler:
 
     # -- lookahead -----------------------------------------------------------
     def lookahead(self, step: Step, max_steps: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
-        """The decode-only batches that follow ``step`` if no work arrives.
+        """The batches that follow ``step`` if no work arrives.
 
         Once every running sequence is decoding, each later step is the same
         sequences with contexts one longer; a sequence leaves after its last
         token. A waiting request that ``step`` could not admit can only get in
-        when one leaves, so with a non-empty queue the prediction stops at the
-        first departure (static batching never admits mid-batch). A preemption
-        only makes predictions unused. Returns at most ``max_steps``
-        (new_tokens, context_tokens) signatures; none while a prompt is still
-        being chunked.
+        when one leaves: with continuous batching (FCFS, no prefix caching) the
+        prediction admits the queue's head as :meth:`_admit` would with the
+        freed seats and blocks (a prefill step, then decodes with it) and stops
+        at the departure after that, since arrivals meanwhile make further
+        admissions guesses; with the other policies it stops at the first
+        departure (static batching never admits mid-batch). A preemption only
+        makes predictions unused. Returns
+        at most ``max_steps`` (new_tokens, context_tokens) signatures; none
+        while a prompt is still being chunked.
         """
+        block_size = self.kv.block_size
         scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
-        contexts: list[int] = []
-        lefts: list[int] = []
+        # Per sequence: computed tokens, tokens left to sample, blocks it can fill, shared prefix blocks.
+        live: list[tuple[int, int, int, int]] = []
+        free = self.kv.num_free
         for seq in self.running:
             computed = seq.num_computed + scheduled.get(id(seq), 0)
             sampled = computed >= seq.num_tokens
@@ -196,23 +202,69 @@ class Scheduler:
                 return []  # still prefilling after this step
             left = seq.target_generated - seq.generated - sampled
             if left > 0:
-                contexts.append(computed)
-                lefts.append(left)
-        through_departures = not self.waiting or self.config.batching == "static"
-        batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-        while contexts and len(batches) < max_steps:
-            run = min(lefts)
-            if through_departures:
-                run = min(run, max_steps - len(batches))
+                live.append((computed, left, seq.num_blocks + seq.prefix_blocks, seq.prefix_blocks))
             else:
-                run = min(run, max_steps)
-            ones = (1,) * len(contexts)
-            batches += [(ones, tuple([c + i for c in contexts])) for i in range(run)]
-            if not through_departures:
+                free += seq.num_blocks  # it leaves as ``step`` ends
+        queue = self._admissions_queue()
+        batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        while live and len(batches) < max_steps:
+            run = min(min(left for _, left, _, _ in live), max_steps - len(batches))
+            ones = (1,) * len(live)
+            batches += [(ones, tuple([c + i for c, _, _, _ in live])) for i in range(run)]
+            if queue is None:
                 break
-            kept = [(c + run, left - run) for c, left in zip(contexts, lefts) if left > run]
-            contexts, lefts = [c for c, _ in kept], [left for _, left in kept]
+            kept = []
+            for computed, left, held, prefix in live:
+                grown = max(held, blocks_for(computed + run, block_size))
+                free -= grown - held
+                if left > run:
+                    kept.append((computed + run, left - run, grown, prefix))
+                else:
+                    free += grown - prefix
+            live = kept
+            if free < 0 and not self.kv.enable_prefix_caching:
+                break  # a sequence would be preempted
+            admitted = self._predict_admission(queue, len(live), free) if queue else []
+            if admitted:
+                queue = None  # one admission ahead (see the docstring)
+                batches.append((tuple(need for _, need, _ in admitted),
+                                tuple(seq.num_computed for seq, _, _ in admitted)))
+            for seq, need, blocks in admitted:
+                free -= blocks
+                left = seq.target_generated - seq.generated - 1
+                if left > 0:
+                    live.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
+                else:
+                    free += seq.num_blocks + blocks
         return batches[:max_steps]
+
+    def _admissions_queue(self) -> list[Sequence] | None:
+        """What :meth:`lookahead` may take from the queue at departures: a copy of it where it can
+        predict admissions, nothing (static batching, or an empty queue), or None: stop there."""
+        config = self.config
+        if not self.waiting or config.batching == "static":
+            return []
+        if config.batching != "continuous" or config.packing != "fcfs" or self.kv.enable_prefix_caching:
+            return None
+        return list(self.waiting)
+
+    def _predict_admission(self, queue: list[Sequence], num_running: int,
+                           free_blocks: int) -> list[tuple[Sequence, int, int]]:
+        """Who :meth:`_admit` takes from ``queue`` (whole prompts, FCFS) when a departure frees room:
+        (sequence, tokens, new blocks) each, popped from ``queue``. A swapped head stops it."""
+        admitted: list[tuple[Sequence, int, int]] = []
+        budget, seats = self.token_budget, self.config.max_num_seqs - num_running
+        while queue and len(admitted) < seats and queue[0].state != SWAPPED:
+            seq = queue[0]
+            need = seq.num_tokens - seq.num_computed
+            blocks = self.kv.blocks_needed(seq, need)
+            if need <= 0 or (need > budget and (admitted or num_running)) or blocks > free_blocks:
+                break
+            admitted.append((seq, need, blocks))
+            queue.pop(0)
+            free_blocks -= blocks
+            budget -= need
+        return admitted
 
     # -- preemption ----------------------------------------------------------
     def _preempt(self, seq: Sequence) -> None:
