@@ -118,3 +118,16 @@ def test_bucketed_roofline_keeps_time_per_output_token_within_half_a_percent() -
     exact, approx = (cosim.run({**base, "backends": {"r": {"kind": "roofline", "cache_bucket_tokens": bucket}}})
                      .summary["latency"]["tpot_s"]["mean"] for bucket in (0, 16))
     assert approx != exact and approx == pytest.approx(exact, rel=0.005)
+
+
+def test_lookahead_admits_the_queue_head_at_a_departure() -> None:
+    """A full client (4 seats, 40 prompts waiting): each departure admits the next prompt, which
+    lookahead predicts, so the backend is asked about once per admission, not twice."""
+    raw = scenario(clients=[client("c0", batching="continuous", max_num_seqs=4)], per_token_ns=7,
+                   workload={"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 1e6},
+                             "input_tokens": {"dist": "uniform", "low": 20, "high": 200},
+                             "output_tokens": {"dist": "uniform", "low": 20, "high": 60}})
+    raw["backends"]["lin"]["options"]["per_context_ns"] = 3
+    backends = cosim.run(raw).summary["backends"]
+    assert backends["steps_timed"] == 450
+    assert backends["rpcs"] <= 35  # 53 when lookahead stops at every departure
