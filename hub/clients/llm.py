@@ -5,7 +5,7 @@ the next step, asks its timing source how long the step takes, and schedules
 the step's end. At the end it advances every scheduled sequence, records
 tokens, and hands finished stages back to the coordinator.
 
-Decode runs: once every running sequence is decoding and nothing waits, each
+Decode runs: once every running sequence is decoding and nothing can join, each
 following step is the same sequences with contexts one longer, until one
 would finish or they would outgrow the free KV blocks. The client then skips the scheduler and
 the per-sequence updates, counts the steps, and applies them to the
@@ -137,7 +137,7 @@ class LLMClient:
         if self.busy or not self.scheduler.has_work:
             return
         run = self._run
-        in_run = run is not None and run.steps_left > 0 and not self.scheduler.waiting
+        in_run = run is not None and run.steps_left > 0 and not self.scheduler.may_admit
         if in_run:
             step = run.begin_step(self.scheduler.kv)
         else:
@@ -234,7 +234,7 @@ class LLMClient:
     def _start_run(self, step: Step) -> DecodeRun | None:
         """A decode run after ``step``, if the next steps are its sequences decoding unchanged.
 
-        That holds when nothing waits, ``step`` ran exactly the running sequences (so
+        That holds when nothing can join, ``step`` ran exactly the running sequences (so
         each sampled a token as it ended), each now decodes, and the scheduler would
         take them all (within a chunked token budget). The run lasts until a
         sequence would finish, or its sequences would need more KV blocks than are
@@ -243,7 +243,7 @@ class LLMClient:
         sched = self.scheduler
         running = sched.running
         n = len(running)
-        if sched.waiting or step.swap_bytes or len(step.seqs) != n or \
+        if sched.may_admit or step.swap_bytes or len(step.seqs) != n or \
                 (sched.config.batching == "chunked" and n > sched.token_budget):
             return None
         for seq, ran in zip(running, step.seqs):

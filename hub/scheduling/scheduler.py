@@ -80,6 +80,11 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    @property
+    def may_admit(self) -> bool:
+        """Whether the next step may take a waiting sequence (static batching waits for the batch to end)."""
+        return bool(self.waiting) and (self.config.batching != "static" or not self.running)
+
     def finish(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
         """Removes a finished sequence and frees its blocks."""
         self.running.remove(seq)
