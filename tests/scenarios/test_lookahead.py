@@ -61,8 +61,8 @@ def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str) ->
     """Long decodes cut by arrivals, KV block boundaries and finishes, routed by remaining work."""
     def run(name: str, **flags: bool) -> Path:
         raw = scenario(
-            clients=[client("a", batching=batching, block_size=16, num_gpu_blocks=120, chunk_size=64),
-                     client("b", batching=batching, block_size=16, num_gpu_blocks=120, chunk_size=64)],
+            clients=[client("a", batching=batching, block_size=16, num_gpu_blocks=60, chunk_size=64),
+                     client("b", batching=batching, block_size=16, num_gpu_blocks=60, chunk_size=64)],
             per_token_ns=11,
             workload={"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 2000},
                       "input_tokens": {"dist": "uniform", "low": 20, "high": 200},
