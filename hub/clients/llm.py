@@ -5,13 +5,13 @@ the next step, asks its timing source how long the step takes, and schedules
 the step's end. At the end it advances every scheduled sequence, records
 tokens, and hands finished stages back to the coordinator.
 
-Decode runs: once every running sequence is decoding and nothing can join, each
-following step is the same sequences with contexts one longer, until one
-would finish or they would outgrow the free KV blocks. The client then skips the scheduler and
-the per-sequence updates, counts the steps, and applies them to the
-sequences in bulk (:meth:`LLMClient.settle`) when the run ends or someone
-looks. Every step is still an event, timed and recorded, so results are
-byte-identical to stepping one by one.
+Decode runs: once every running sequence is decoding and nothing can join,
+each following step is the same sequences with contexts one longer, until
+one would finish or they would outgrow the free KV blocks. The client then
+skips the scheduler and the per-sequence updates, counts the steps, and
+applies them to the sequences in bulk (:meth:`LLMClient.settle`) when the
+run ends or someone looks. Every step is still an event, timed and
+recorded, so results are byte-identical to stepping one by one.
 """
 
 from __future__ import annotations
