@@ -21,6 +21,7 @@ from .servicers import MemoryServicer, NetworkServicer, RuntimeServicer
 
 log = logging.getLogger(__name__)
 
+
 def _add_runtime(servicer: RuntimeServicer, server: grpc.Server) -> None:
     runtime_service_pb2_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
     runtime_service_pb2_grpc.add_RuntimeStreamServiceServicer_to_server(servicer, server)

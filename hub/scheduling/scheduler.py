@@ -191,9 +191,9 @@ class Scheduler:
         at the departure after that, since arrivals meanwhile make further
         admissions guesses; with the other policies it stops at the first
         departure (static batching never admits mid-batch). A preemption only
-        makes predictions unused. Returns
-        at most ``max_steps`` (new_tokens, context_tokens) signatures; none
-        while a prompt is still being chunked.
+        makes predictions unused. Returns at most ``max_steps``
+        (new_tokens, context_tokens) signatures; none while a prompt is still
+        being chunked.
         """
         block_size = self.kv.block_size
         scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
