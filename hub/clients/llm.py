@@ -173,9 +173,10 @@ class LLMClient:
         """How many batches to predict: all of them, unless a request may arrive here sooner.
 
         Only a hint (predictions are exact or unused): about the steps until the next
-        arrival, times the clients arrivals spread over, plus one.
+        arrival, times the clients arrivals spread over, plus one. Not while requests
+        wait: an arrival then joins the queue's tail, which the predicted steps do not reach.
         """
-        arrival = self.next_arrival_ns(now) if "prefill" in self.serves else None
+        arrival = self.next_arrival_ns(now) if "prefill" in self.serves and not self.scheduler.waiting else None
         if arrival is None or self._last_duration_ns <= 0:
             return self.max_lookahead
         steps = -(-(arrival - now) // self._last_duration_ns) * self.arrival_share + 1

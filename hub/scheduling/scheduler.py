@@ -24,8 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..config import SchedulerConfig
-from .kv import BlockManager, blocks_for
+from .kv import BlockManager
 from .sequence import RUNNING, SWAPPED, WAITING, Sequence
 
 
@@ -48,6 +50,51 @@ class Step:
         self.num_tokens += num_tokens
         if num_tokens > 1 or seq.generated == 0 or seq.num_tokens - computed > 1:
             self.prefill_tokens += num_tokens
+
+
+class _Decoding:
+    """The decoding sequences a lookahead advances, as arrays in running order: tokens computed,
+    tokens left to sample, KV blocks each can fill (shared prefix included), shared prefix blocks.
+    Arrays, because a departure touches every sequence's blocks and batches run to hundreds."""
+
+    def __init__(self, rows: list[tuple[int, int, int, int]]) -> None:
+        columns = np.array(rows, dtype=np.int64).reshape(-1, 4).T
+        self.computed, self.left, self.held, self.prefix = columns
+
+    def __len__(self) -> int:
+        return len(self.computed)
+
+    @property
+    def steps_to_departure(self) -> int:
+        return int(self.left.min())
+
+    def batches(self, run: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """The next ``run`` decode steps' (new_tokens, context_tokens) signatures."""
+        ones = (1,) * len(self.computed)
+        return [(ones, tuple((self.computed + i).tolist())) for i in range(run)]
+
+    def advance(self, run: int, block_size: int) -> int:
+        """Takes ``run`` decode steps and drops the sequences that finish; returns the change in
+        free blocks (blocks grown into, less the blocks the finished ones release)."""
+        computed = self.computed + run
+        grown = np.maximum(self.held, -(-computed // block_size))
+        change = -int((grown - self.held).sum())
+        stay = self.left > run
+        if stay.all():
+            self.computed, self.left, self.held = computed, self.left - run, grown
+            return change
+        change += int((grown - self.prefix)[~stay].sum())
+        self.computed, self.left, self.held, self.prefix = computed[stay], self.left[stay] - run, grown[stay], \
+            self.prefix[stay]
+        return change
+
+    def extend(self, rows: list[tuple[int, int, int, int]]) -> None:
+        """Adds admitted sequences at the end (as the scheduler appends them to ``running``)."""
+        if rows:
+            more = _Decoding(rows)
+            self.computed, self.left, self.held, self.prefix = (
+                np.concatenate(pair) for pair in ((self.computed, more.computed), (self.left, more.left),
+                                                  (self.held, more.held), (self.prefix, more.prefix)))
 
 
 class Scheduler:
@@ -187,18 +234,18 @@ class Scheduler:
         token. A waiting request that ``step`` could not admit can only get in
         when one leaves: with continuous batching (FCFS, no prefix caching) the
         prediction admits the queue's head as :meth:`_admit` would with the
-        freed seats and blocks (a prefill step, then decodes with it) and stops
-        at the departure after that, since arrivals meanwhile make further
-        admissions guesses; with the other policies it stops at the first
-        departure (static batching never admits mid-batch). A preemption only
-        makes predictions unused. Returns at most ``max_steps``
-        (new_tokens, context_tokens) signatures; none while a prompt is still
-        being chunked.
+        freed seats and blocks (a prefill step, then decodes with it), departure
+        after departure while the queue lasts: arrivals join its tail, so they
+        cannot change these admissions. Once an admission empties the queue, an
+        arrival could join the next one, so it stops at the departure after
+        that. With the other policies it stops at the first departure (static
+        batching never admits mid-batch). A preemption only makes predictions
+        unused. Returns at most ``max_steps`` (new_tokens, context_tokens)
+        signatures; none while a prompt is still being chunked.
         """
         block_size = self.kv.block_size
         scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
-        # Per sequence: computed tokens, tokens left to sample, blocks it can fill, shared prefix blocks.
-        live: list[tuple[int, int, int, int]] = []
+        rows: list[tuple[int, int, int, int]] = []
         free = self.kv.num_free
         for seq in self.running:
             computed = seq.num_computed + scheduled.get(id(seq), 0)
@@ -207,40 +254,39 @@ class Scheduler:
                 return []  # still prefilling after this step
             left = seq.target_generated - seq.generated - sampled
             if left > 0:
-                live.append((computed, left, seq.num_blocks + seq.prefix_blocks, seq.prefix_blocks))
+                rows.append((computed, left, seq.num_blocks + seq.prefix_blocks, seq.prefix_blocks))
             else:
                 free += seq.num_blocks  # it leaves as ``step`` ends
+        live = _Decoding(rows)
         queue = self._admissions_queue()
         batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-        while live and len(batches) < max_steps:
-            run = min(min(left for _, left, _, _ in live), max_steps - len(batches))
-            ones = (1,) * len(live)
-            batches += [(ones, tuple([c + i for c, _, _, _ in live])) for i in range(run)]
-            if queue is None:
-                break
-            kept = []
-            for computed, left, held, prefix in live:
-                grown = max(held, blocks_for(computed + run, block_size))
-                free -= grown - held
-                if left > run:
-                    kept.append((computed + run, left - run, grown, prefix))
-                else:
-                    free += grown - prefix
-            live = kept
-            if free < 0 and not self.kv.enable_prefix_caching:
-                break  # a sequence would be preempted
+        while (live or queue) and len(batches) < max_steps:
+            if live:
+                run = min(live.steps_to_departure, max_steps - len(batches))
+                batches += live.batches(run)
+                if queue is None:
+                    break
+                free += live.advance(run, block_size)
+                if free < 0 and not self.kv.enable_prefix_caching:
+                    break  # a sequence would be preempted
             admitted = self._predict_admission(queue, len(live), free) if queue else []
-            if admitted:
-                queue = None  # one admission ahead (see the docstring)
-                batches.append((tuple(need for _, need, _ in admitted),
-                                tuple(seq.num_computed for seq, _, _ in admitted)))
+            if not admitted:
+                if live:
+                    continue
+                break  # nothing runs and the head does not fit: a wait is no step
+            if not queue or any(seq.forks for seq, _, _ in admitted):
+                queue = None  # arrivals (or forked branches) could join the admissions after these
+            batches.append((tuple(need for _, need, _ in admitted),
+                            tuple(seq.num_computed for seq, _, _ in admitted)))
+            rows = []
             for seq, need, blocks in admitted:
                 free -= blocks
                 left = seq.target_generated - seq.generated - 1
                 if left > 0:
-                    live.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
+                    rows.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
                 else:
                     free += seq.num_blocks + blocks
+            live.extend(rows)
         return batches[:max_steps]
 
     def _admissions_queue(self) -> list[Sequence] | None:
