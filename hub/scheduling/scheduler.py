@@ -260,33 +260,33 @@ class Scheduler:
         live = _Decoding(rows)
         queue = self._admissions_queue()
         batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-        while (live or queue) and len(batches) < max_steps:
-            if live:
-                run = min(live.steps_to_departure, max_steps - len(batches))
-                batches += live.batches(run)
-                if queue is None:
-                    break
-                free += live.advance(run, block_size)
-                if free < 0 and not self.kv.enable_prefix_caching:
-                    break  # a sequence would be preempted
+        while len(batches) < max_steps:
             admitted = self._predict_admission(queue, len(live), free) if queue else []
-            if not admitted:
-                if live:
-                    continue
+            if admitted:
+                if not queue or any(seq.forks for seq, _, _ in admitted):
+                    queue = None  # arrivals (or forked branches) could join the admissions after these
+                batches.append((tuple(need for _, need, _ in admitted),
+                                tuple(seq.num_computed for seq, _, _ in admitted)))
+                rows = []
+                for seq, need, blocks in admitted:
+                    free -= blocks
+                    left = seq.target_generated - seq.generated - 1
+                    if left > 0:
+                        rows.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
+                    else:
+                        free += seq.num_blocks + blocks
+                live.extend(rows)
+                if not live:
+                    continue  # they all left (prefill-only): the next step admits again
+            elif not live:
                 break  # nothing runs and the head does not fit: a wait is no step
-            if not queue or any(seq.forks for seq, _, _ in admitted):
-                queue = None  # arrivals (or forked branches) could join the admissions after these
-            batches.append((tuple(need for _, need, _ in admitted),
-                            tuple(seq.num_computed for seq, _, _ in admitted)))
-            rows = []
-            for seq, need, blocks in admitted:
-                free -= blocks
-                left = seq.target_generated - seq.generated - 1
-                if left > 0:
-                    rows.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
-                else:
-                    free += seq.num_blocks + blocks
-            live.extend(rows)
+            run = min(live.steps_to_departure, max_steps - len(batches))
+            batches += live.batches(run)
+            if queue is None:
+                break
+            free += live.advance(run, block_size)
+            if free < 0 and not self.kv.enable_prefix_caching:
+                break  # a sequence would be preempted
         return batches[:max_steps]
 
     def _admissions_queue(self) -> list[Sequence] | None:
