@@ -33,10 +33,8 @@ from .scheduling import Sequence
 from .workload import RequestSpec
 
 
-def next_after(times: list[int], now: int) -> int | None:
-    """The first of the sorted ``times`` after ``now``, if any."""
-    index = bisect.bisect_right(times, now)
-    return times[index] if index < len(times) else None
+# How many upcoming arrivals a client's next-arrival forecast looks through.
+FORECAST_ARRIVALS = 8
 
 
 class TransferService(Protocol):
@@ -68,6 +66,7 @@ class Coordinator:
         self.on_request_done = on_request_done
         self.on_prefix_recomputed: Callable[[RequestRecord], None] = lambda r: None
         self.requests: list[RequestRecord] = []
+        self._arrivals: dict[str, list[int]] = {}  # per model, sorted arrival times
         self.num_finished = 0
         self.transfer_bytes = 0
         for client in clients:
@@ -86,11 +85,28 @@ class Coordinator:
                                    branches=pipeline.branches)
             self.requests.append(record)
             self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record)
-        arrivals = sorted(spec.arrival_ns for spec in specs)
-        prefill_clients = [c for c in self.clients if "prefill" in c.serves]
-        for client in prefill_clients:
-            client.next_arrival_ns = lambda now: next_after(arrivals, now)
-            client.arrival_share = len(prefill_clients)
+        for spec, pipeline in zip(specs, pipelines):
+            self._arrivals.setdefault(pipeline.model, []).append(spec.arrival_ns)
+        for times in self._arrivals.values():
+            times.sort()
+        for client in self.clients:
+            if "prefill" in client.serves:
+                client.next_arrival_ns = lambda now, client=client: self.next_arrival_at(client, now)
+
+    def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
+        """When the next request may reach ``client`` (a lookahead hint): the first of the next
+        few arrivals of its model that the router's forecast sends there, else the last of
+        them; where the router cannot forecast, the next arrival's wait times the candidates."""
+        times = self._arrivals.get(client.info.model, [])
+        start = bisect.bisect_right(times, now)
+        upcoming = times[start:start + FORECAST_ARRIVALS]
+        if not upcoming:
+            return None
+        candidates = self.candidates("prefill", client.info.model)
+        plan = self.router.forecast(candidates, len(upcoming))
+        if plan is None:
+            return now + (upcoming[0] - now) * len(candidates)
+        return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
 
     def candidates(self, kind: str, model: str) -> list[LLMClient]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""

@@ -63,6 +63,25 @@ class Router:
             candidates = self._group(candidates, request)
         return min(candidates, key=lambda c: client_load(c, self.config.load_metric))
 
+    def forecast(self, candidates: Sequence[LLMClient], count: int) -> list[LLMClient] | None:
+        """Where the next ``count`` stages among ``candidates`` would go if none finished
+        meanwhile, or None where the policy cannot tell (random, load-based). A lookahead hint;
+        routing itself is :meth:`choose`."""
+        if len(candidates) == 1:
+            return [candidates[0]] * count
+        if self.config.policy == "round_robin":
+            i = self._next.get(tuple(c.name for c in candidates), 0)
+            return [candidates[(i + k) % len(candidates)] for k in range(count)]
+        if self.config.policy == "least_outstanding":
+            load = [c.outstanding for c in candidates]
+            chosen = []
+            for _ in range(count):
+                j = load.index(min(load))  # the first listed among the least loaded, as choose() picks
+                load[j] += 1
+                chosen.append(candidates[j])
+            return chosen
+        return None
+
     def _group(self, candidates: Sequence[LLMClient], request: RequestRecord) -> Sequence[LLMClient]:
         named = set(self.config.heavy_clients)
         heavy = [c for c in candidates if c.name in named] if named else \

@@ -105,9 +105,8 @@ class LLMClient:
         self.decode_runs = decode_runs
         self._run: DecodeRun | None = None
         self.collectives_ns: Callable[[int], int] | None = None  # set when the network backend times them
-        # Lookahead hint: when the next request may arrive, and over how many clients arrivals spread.
+        # Lookahead hint: when the next request may arrive here (set by the coordinator).
         self.next_arrival_ns: Callable[[int], int | None] = lambda now: None
-        self.arrival_share = 1
         self._last_duration_ns = 0
         self.timeline = ClientTimeline()
         self.busy = False
@@ -147,8 +146,7 @@ class LLMClient:
             if not step.seqs:
                 return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
-        ahead = (lambda depth: self._lookahead(step, min(depth, self._lookahead_cap(now)))) \
-            if self.max_lookahead else None
+        ahead = (lambda depth: self._lookahead(step, self._lookahead_depth(now, depth))) if self.max_lookahead else None
         timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
         duration = timing.duration_ns
         if self.collectives_ns is not None:
@@ -169,18 +167,16 @@ class LLMClient:
         self.settle()  # the scheduler predicts from the sequences' state
         return self.scheduler.lookahead(step, depth)
 
-    def _lookahead_cap(self, now: int) -> int:
-        """How many batches to predict: all of them, unless a request may arrive here sooner.
-
-        Only a hint (predictions are exact or unused): about the steps until the next
-        arrival, times the clients arrivals spread over, plus one. Not while requests
-        wait: an arrival then joins the queue's tail, which the predicted steps do not reach.
+    def _lookahead_depth(self, now: int, depth: int) -> int:
+        """How many batches to predict: about the steps until the next request may arrive here,
+        plus two (step times drift), else ``depth`` (the proxy's, from how many predictions were
+        used lately). Only a hint: predictions are exact or unused. Not while requests wait: an
+        arrival then joins the queue's tail, which the predicted steps do not reach.
         """
         arrival = self.next_arrival_ns(now) if "prefill" in self.serves and not self.scheduler.waiting else None
         if arrival is None or self._last_duration_ns <= 0:
-            return self.max_lookahead
-        steps = -(-(arrival - now) // self._last_duration_ns) * self.arrival_share + 1
-        return max(2, min(self.max_lookahead, steps))
+            return depth
+        return max(2, min(self.max_lookahead, -(-(arrival - now) // self._last_duration_ns) + 2))
 
     def _on_step_done(self, step: Step, start_ns: int) -> None:
         now = self.kernel.now_ns
