@@ -295,7 +295,8 @@ class Scheduler:
         config = self.config
         if not self.waiting or config.batching == "static":
             return []
-        if config.batching != "continuous" or config.packing != "fcfs" or self.kv.enable_prefix_caching:
+        if config.batching != "continuous" or config.packing != "fcfs" or self.kv.enable_prefix_caching \
+                or any(seq.forks for seq in self.running):  # a forking sequence queues its branches first
             return None
         return list(self.waiting)
 
