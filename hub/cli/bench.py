@@ -15,12 +15,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--json", action="store_true", help="print one JSON object per scenario")
     parser.add_argument("--requests", type=int, help="override the scenario's request count (for quick checks)")
     parser.add_argument("--no-compare", action="store_true", help="skip the in-process comparison run")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="alternate the gRPC and in-process runs N times and keep the fastest of each "
+                             "(for noisy machines)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     for name in args.names or SCENARIOS:
-        figures = run_bench(name, requests=args.requests, compare_in_process=not args.no_compare)
+        figures = run_bench(name, requests=args.requests, compare_in_process=not args.no_compare,
+                            repeat=args.repeat)
         if args.json:
             print(json.dumps(figures))
             continue

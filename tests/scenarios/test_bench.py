@@ -19,3 +19,14 @@ def test_bench_scenario_runs_and_reports_its_figures(name: str, capsys: pytest.C
     figures = json.loads(capsys.readouterr().out)
     assert KEYS <= set(figures) and figures["scenario"] == name and figures["requests"] == 24
     assert figures["grpc_over_inprocess"] > 0 and 0 < figures["rpcs_per_step"] <= 1.5
+
+
+def test_repeated_bench_keeps_the_fastest_runs_of_the_same_simulation(capsys: pytest.CaptureFixture[str]) -> None:
+    figures = []
+    for repeat in ("1", "3"):
+        assert main(["bench", "mixed", "--requests", "24", "--repeat", repeat, "--json"]) == 0
+        figures.append(json.loads(capsys.readouterr().out))
+    once, thrice = figures
+    for key in ("requests", "steps", "rpcs_per_step", "cache_hit_rate", "sim_time_s"):
+        assert once[key] == thrice[key], key
+    assert thrice["grpc_over_inprocess"] == pytest.approx(thrice["wall_s"] / thrice["inprocess_wall_s"], rel=0.01)
