@@ -9,6 +9,7 @@ per wall second, backend RPCs per step, timing-cache hit rate, peak RSS.
 
 from __future__ import annotations
 
+import gc
 import resource
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ def _timed_run(name: str, overrides: list[str], *, in_process: bool) -> tuple[fl
     if not path.exists():
         raise ScenarioError(str(path), f"benchmark scenario {name!r} not found; known: {', '.join(SCENARIOS)}")
     config, folder = load_config(path, overrides=overrides)
+    gc.collect()  # what earlier runs left behind is not this run's cost
     started = time.perf_counter()
     with started_backends(config, backend_names(config), in_process=in_process) as clients:
         simulation = Simulation(config, folder, clients)
@@ -46,14 +48,15 @@ def run_bench(name: str, *, requests: int | None = None, compare_in_process: boo
     overrides = [f"workload.requests={requests}"] if requests else []
     wall_s, sim = _timed_run(name, overrides, in_process=False)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    summary = sim.summarize(wall_s)
+    steps = sum(len(c.timeline) for c in sim.clients)
+    del sim  # a finished run left alive would slow the next ones' garbage collection
     inproc_walls: list[float] = []
     for i in range(repeat):
         if i:  # the same run again (a run is deterministic: only its wall time differs)
             wall_s = min(wall_s, _timed_run(name, overrides, in_process=False)[0])
         if compare_in_process:
             inproc_walls.append(_timed_run(name, overrides, in_process=True)[0])
-    summary = sim.summarize(wall_s)
-    steps = sum(len(c.timeline) for c in sim.clients)
     completed = summary["requests"]["completed"]
     figures: dict[str, Any] = {
         "scenario": name,
