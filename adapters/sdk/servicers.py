@@ -109,7 +109,11 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
             if timing.duration_ns < 0:
                 raise BackendFault(f"backend {self.backend.name!r} returned duration_ns={timing.duration_ns} "
                                    f"for batches[{i}]; durations must be >= 0")
-        return rt_pb.PredictStepsResponse(timings=timings)
+        response = rt_pb.PredictStepsResponse(timings=timings)
+        if request.omit_breakdown:
+            for timing in response.timings:  # the response holds copies: a backend's cached timings stay whole
+                timing.ClearField("breakdown")
+        return response
 
     def PredictStepsStream(self, requests: Iterator[rt_pb.PredictStepsRequest],
                            context: grpc.ServicerContext) -> Iterator[rt_pb.PredictStepsResponse]:

@@ -202,10 +202,12 @@ class RuntimeClient(BackendClient):
                 self._streaming = False  # the backend has no stream: one RPC per call from now on
         return self.call(self.stub.PredictSteps, request, sim_time_ns=sim_time_ns, client=client)
 
-    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch],
-                      *, sim_time_ns: int | None = None, client: str = "") -> list[pb.StepTiming]:
-        reply = self._predict(rt_pb.PredictStepsRequest(session_id=session_id, batches=batches),
-                              sim_time_ns=sim_time_ns, client=client)
+    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int | None = None,
+                      client: str = "", omit_breakdown: bool = False) -> list[pb.StepTiming]:
+        """Timings of ``batches`` (PredictSteps); ``omit_breakdown`` lets the backend leave
+        StepTiming.breakdown empty."""
+        request = rt_pb.PredictStepsRequest(session_id=session_id, batches=batches, omit_breakdown=omit_breakdown)
+        reply = self._predict(request, sim_time_ns=sim_time_ns, client=client)
         if len(reply.timings) != len(batches):
             raise BackendError(f"returned {len(reply.timings)} timings for {len(batches)} batches",
                                backend=self.name, address=self.address, rpc="PredictSteps", client=client,

@@ -45,6 +45,16 @@ def test_session_lifecycle_with_several_batches(client: RuntimeClient) -> None:
         client.predict_steps(session_id, batches[:1])
 
 
+def test_omit_breakdown_leaves_the_timings_and_the_backends_cache_as_they_were(client: RuntimeClient) -> None:
+    session_id = client.open_session(make_spec(tp=4)).session_id
+    batch = [pb.StepBatch(new_tokens=[1] * 8, context_tokens=[900] * 8)]
+    slim = client.predict_steps(session_id, batch, omit_breakdown=True)[0]
+    full = client.predict_steps(session_id, batch)[0]  # the same batch, now from the backend's cache
+    assert not slim.breakdown and full.breakdown and sum(full.breakdown.values()) > 0
+    assert (slim.duration_ns, slim.communication_ns, slim.energy_j) == \
+        (full.duration_ns, full.communication_ns, full.energy_j)
+
+
 def test_unknown_device_is_invalid_argument(client: RuntimeClient) -> None:
     spec = make_spec(hardware=dict(device="mystery-npu", peak_tflops=0, mem_bandwidth_gbps=1000))
     with pytest.raises(BackendError, match=r"INVALID_ARGUMENT: spec\.hardware\.peak_tflops=0\.0 .*mystery-npu"):

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from cosim.v1 import types_pb2 as cosim_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63osim/v1/runtime_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"9\n\x12OpenSessionRequest\x12#\n\x04spec\x18\x01 \x01(\x0b\x32\x15.cosim.v1.SessionSpec\"O\n\x13PredictStepsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x07\x62\x61tches\x18\x02 \x03(\x0b\x32\x13.cosim.v1.StepBatch\"=\n\x14PredictStepsResponse\x12%\n\x07timings\x18\x01 \x03(\x0b\x32\x14.cosim.v1.StepTiming2\xc4\x02\n\x15RuntimeBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12J\n\x0bOpenSession\x12\x1c.cosim.v1.OpenSessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12M\n\x0cPredictSteps\x12\x1d.cosim.v1.PredictStepsRequest\x1a\x1e.cosim.v1.PredictStepsResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponse2o\n\x14RuntimeStreamService\x12W\n\x12PredictStepsStream\x12\x1d.cosim.v1.PredictStepsRequest\x1a\x1e.cosim.v1.PredictStepsResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1e\x63osim/v1/runtime_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"9\n\x12OpenSessionRequest\x12#\n\x04spec\x18\x01 \x01(\x0b\x32\x15.cosim.v1.SessionSpec\"g\n\x13PredictStepsRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12$\n\x07\x62\x61tches\x18\x02 \x03(\x0b\x32\x13.cosim.v1.StepBatch\x12\x16\n\x0eomit_breakdown\x18\x03 \x01(\x08\"=\n\x14PredictStepsResponse\x12%\n\x07timings\x18\x01 \x03(\x0b\x32\x14.cosim.v1.StepTiming2\xc4\x02\n\x15RuntimeBackendService\x12\x41\n\x08\x44\x65scribe\x12\x19.cosim.v1.DescribeRequest\x1a\x1a.cosim.v1.DescribeResponse\x12J\n\x0bOpenSession\x12\x1c.cosim.v1.OpenSessionRequest\x1a\x1d.cosim.v1.OpenSessionResponse\x12M\n\x0cPredictSteps\x12\x1d.cosim.v1.PredictStepsRequest\x1a\x1e.cosim.v1.PredictStepsResponse\x12M\n\x0c\x43loseSession\x12\x1d.cosim.v1.CloseSessionRequest\x1a\x1e.cosim.v1.CloseSessionResponse2o\n\x14RuntimeStreamService\x12W\n\x12PredictStepsStream\x12\x1d.cosim.v1.PredictStepsRequest\x1a\x1e.cosim.v1.PredictStepsResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,11 +35,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OPENSESSIONREQUEST']._serialized_start=66
   _globals['_OPENSESSIONREQUEST']._serialized_end=123
   _globals['_PREDICTSTEPSREQUEST']._serialized_start=125
-  _globals['_PREDICTSTEPSREQUEST']._serialized_end=204
-  _globals['_PREDICTSTEPSRESPONSE']._serialized_start=206
-  _globals['_PREDICTSTEPSRESPONSE']._serialized_end=267
-  _globals['_RUNTIMEBACKENDSERVICE']._serialized_start=270
-  _globals['_RUNTIMEBACKENDSERVICE']._serialized_end=594
-  _globals['_RUNTIMESTREAMSERVICE']._serialized_start=596
-  _globals['_RUNTIMESTREAMSERVICE']._serialized_end=707
+  _globals['_PREDICTSTEPSREQUEST']._serialized_end=228
+  _globals['_PREDICTSTEPSRESPONSE']._serialized_start=230
+  _globals['_PREDICTSTEPSRESPONSE']._serialized_end=291
+  _globals['_RUNTIMEBACKENDSERVICE']._serialized_start=294
+  _globals['_RUNTIMEBACKENDSERVICE']._serialized_end=618
+  _globals['_RUNTIMESTREAMSERVICE']._serialized_start=620
+  _globals['_RUNTIMESTREAMSERVICE']._serialized_end=731
 # @@protoc_insertion_point(module_scope)

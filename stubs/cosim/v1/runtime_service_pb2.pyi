@@ -51,8 +51,14 @@ class PredictStepsRequest(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     BATCHES_FIELD_NUMBER: _builtins.int
+    OMIT_BREAKDOWN_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Id returned by OpenSession."""
+    omit_breakdown: _builtins.bool
+    """The caller does not read StepTiming.breakdown (informational): the
+    backend may leave it empty, which saves encoding it per step. Added after
+    v1 was first published; a backend that ignores it stays correct.
+    """
     @_builtins.property
     def batches(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.StepBatch]:
         """Steps to time, in the order they run. At least one."""
@@ -62,10 +68,11 @@ class PredictStepsRequest(_message.Message):
         *,
         session_id: _builtins.str = ...,
         batches: _abc.Iterable[_types_pb2.StepBatch] | None = ...,
+        omit_breakdown: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batches", b"batches", "omit_breakdown", b"omit_breakdown", "session_id", b"session_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
