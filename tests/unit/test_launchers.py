@@ -5,12 +5,13 @@ The `image:` launcher needs a Docker engine: tests/integration/test_containers.p
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import grpc
 import pytest
@@ -224,7 +225,9 @@ class Hung(rt_grpc.RuntimeStreamServiceServicer):
             yield rt_pb.PredictStepsResponse()
 
 
-def serve_runtime(servicer: Any) -> tuple[grpc.Server, str]:
+@contextlib.contextmanager
+def serving(servicer: Any, **client_options: Any) -> Iterator[RuntimeClient]:
+    """A client of ``servicer`` served on a loopback port (its runtime and/or stream service)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
     if isinstance(servicer, rt_grpc.RuntimeBackendServiceServicer):
         rt_grpc.add_RuntimeBackendServiceServicer_to_server(servicer, server)
@@ -232,7 +235,12 @@ def serve_runtime(servicer: Any) -> tuple[grpc.Server, str]:
         rt_grpc.add_RuntimeStreamServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    return server, f"127.0.0.1:{port}"
+    client = RuntimeClient("lab", f"127.0.0.1:{port}", **client_options)
+    try:
+        yield client
+    finally:
+        client.close()
+        server.stop(0)
 
 
 BATCH = pb.StepBatch(new_tokens=[3, 1], context_tokens=[0, 5])
@@ -240,40 +248,26 @@ BATCH = pb.StepBatch(new_tokens=[3, 1], context_tokens=[0, 5])
 
 def test_a_backend_without_the_stream_is_asked_one_call_at_a_time() -> None:
     servicer = UnaryOnly()
-    server, address = serve_runtime(servicer)
-    client = RuntimeClient("lab", address)
-    try:
+    with serving(servicer) as client:
         for _ in range(3):
             assert [t.duration_ns for t in client.predict_steps("s", [BATCH, BATCH])] == [4, 4]
-    finally:
-        client.close()
-        server.stop(0)
     assert servicer.calls == 3
 
 
 def test_a_failed_stream_is_reopened_and_the_request_retried() -> None:
     servicer = StreamOnce()
-    server, address = serve_runtime(servicer)
-    client = RuntimeClient("lab", address, attempts=3)
-    try:
+    with serving(servicer, attempts=3) as client:
         assert [t.duration_ns for t in client.predict_steps("s", [BATCH])] == [7]
         assert [t.duration_ns for t in client.predict_steps("s", [BATCH, BATCH])] == [7, 7]
-    finally:
-        client.close()
-        server.stop(0)
     assert servicer.streams == 2
 
 
 def test_a_hung_stream_times_out_at_the_deadline_and_is_reported() -> None:
-    server, address = serve_runtime(Hung())
-    client = RuntimeClient("lab", address, deadline_s=0.3, attempts=2)
-    began = time.monotonic()
-    try:
+    with serving(Hung(), deadline_s=0.3, attempts=2) as client:
+        address = client.address
+        began = time.monotonic()
         with pytest.raises(BackendError) as err:
             client.predict_steps("s", [BATCH], client="c0")
-    finally:
-        client.close()
-        server.stop(0)
     assert time.monotonic() - began < 1.9  # the watchdog, not the backend, ended each wait
     text = str(err.value)
     assert "DEADLINE_EXCEEDED" in text and "retried" in text and "client 'c0'" in text and address in text
