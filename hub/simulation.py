@@ -1,9 +1,10 @@
 """One scenario assembled for a run: clients, coordinator, kernel; then run and summarize.
 
-:class:`Simulation` opens one backend session per client (LLM clients and
-model-based stage clients on runtime backends, KV-retrieval clients on memory
-backends, transfers on the network backend), generates the workload with its
-pipelines, and runs the event loop.
+:class:`Simulation` opens the backend sessions its clients need (LLM clients and
+model-based stage clients on runtime backends, one session for the clients whose
+specs differ only in their names; KV-retrieval clients on memory backends;
+transfers on the network backend), generates the workload with its pipelines,
+and runs the event loop.
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def _opened(where: str, backend: str, call: Callable[[], Any]) -> Any:
         raise
 
 
+def _without_client(spec: pb.SessionSpec) -> bytes:
+    """The spec's bytes less the client's name: what a backend's timings may depend on."""
+    anonymous = pb.SessionSpec()
+    anonymous.CopyFrom(spec)
+    anonymous.ClearField("client")
+    return anonymous.SerializeToString(deterministic=True)
+
+
 class Simulation:
     """One scenario, built and ready to run (see :func:`cosim.hub.runner.run`)."""
 
@@ -55,7 +64,8 @@ class Simulation:
         self.config, self.base_dir, self.backends = config, base_dir, backends
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel()
-        self.proxies: dict[str, RuntimeSessionProxy] = {}
+        # Runtime sessions by backend and spec (less the client's name), each with its timing proxy.
+        self.sessions: dict[tuple[str, bytes], tuple[RuntimeSessionProxy, pb.OpenSessionResponse]] = {}
         self.infos: list[ClientInfo] = []
         self.hardware_specs: dict[str, pb.HardwareSpec] = {}
         llm_models = {c.model for c in config.clients if c.kind == "llm" and c.model}
@@ -80,7 +90,8 @@ class Simulation:
 
     # -- assembly ------------------------------------------------------------
     def _runtime_session(self, where: str, cfg: ClientConfig) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
-        """Opens a runtime session for a client's model on its cluster; returns its timing proxy."""
+        """The runtime session for a client's model on its cluster, and its timing proxy: opened
+        for it, or the one already open for another client of the same backend and spec."""
         assert cfg.model and cfg.backend and cfg.hardware
         backend = self.backends[cfg.backend]
         assert isinstance(backend, RuntimeClient)
@@ -91,6 +102,10 @@ class Simulation:
             parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
                                        expert=cfg.hardware.expert_parallel),
             options=session_options(self.config.backends[cfg.backend].options))
+        # Clients whose sessions would differ only in the client's name share one, and its cache.
+        key = (cfg.backend, _without_client(spec))
+        if key in self.sessions:
+            return self.sessions[key]
         opened = _opened(where, cfg.backend, lambda: backend.open_session(spec))
         backend_config = self.config.backends[cfg.backend]
         bucket = backend_config.cache_bucket_tokens
@@ -100,7 +115,7 @@ class Simulation:
                                 "(its timings may change within a bucket); use 0 for exact keys")
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
                                     lookahead=backend_config.lookahead, bucket_tokens=bucket)
-        self.proxies[cfg.name] = proxy
+        self.sessions[key] = proxy, opened
         return proxy, opened
 
     def _info(self, cfg: ClientConfig, opened: pb.OpenSessionResponse | None, **extra: Any) -> ClientInfo:
@@ -123,9 +138,11 @@ class Simulation:
         info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size)
         kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token())
-        return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, timing=proxy,
-                         on_stage_done=lambda seq, now: None, serves=_SERVES[cfg.role],
-                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
+        client = LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, timing=proxy,
+                           on_stage_done=lambda seq, now: None, serves=_SERVES[cfg.role],
+                           host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
+        proxy.join(client)
+        return client
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"
@@ -229,7 +246,7 @@ class Simulation:
 
     def summarize(self, wall_time_s: float) -> dict[str, Any]:
         """summary.json content, with backend statistics."""
-        proxies = self.proxies.values()
+        proxies = [proxy for proxy, _ in self.sessions.values()]
         lookups = sum(p.num_lookups for p in proxies)
         hits = sum(p.num_hits for p in proxies)
         rpcs = sum(client.num_calls for client in self.backends.values())

@@ -1,6 +1,6 @@
-"""A runtime session seen from a client: step timings with a cache and lookahead.
+"""A runtime session seen from its clients: step timings with a cache and lookahead.
 
-The client hands over the per-sequence token arrays of a step, and the
+A client hands over the per-sequence token arrays of a step, and the
 batches its scheduler predicts will follow (exact decode lookahead). The
 proxy answers from its cache keyed by the exact batch signature; on a miss it
 sends the step and the predicted batches in one PredictSteps call and caches
@@ -8,16 +8,22 @@ every answer. Because each step is still looked up by its exact signature,
 results are byte-identical to asking step by step; a wrong prediction only
 costs backend work. How far to look ahead adapts to how many predictions
 were used since the last miss, so bursty arrivals do not waste backend time.
+
+Clients whose sessions would be identical share one (and its cache). Each
+joins as a :class:`Rider`: when one misses, the others' predictions that no
+longer reach far enough ride along in the same call, so their own misses,
+which would each cost a round trip, mostly never happen.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 from cosim.v1 import types_pb2 as pb
 
+from ..scheduling import Signature
 from .clients import RuntimeClient
 
 
@@ -31,7 +37,6 @@ class Timing:
     communication_ns: int = 0
 
 
-Signature = tuple[tuple[int, ...], tuple[int, ...]]
 
 # The capability (BackendInfo.capabilities) of a backend whose timings barely change within a
 # bucket of context tokens, so that the hub may round contexts before timing and caching.
@@ -44,13 +49,30 @@ def bucketed(key: Signature, bucket_tokens: int) -> Signature:
     return new, tuple(-(-c // bucket_tokens) * bucket_tokens for c in context)
 
 
+def _convert(timing: pb.StepTiming) -> Timing:
+    return Timing(duration_ns=timing.duration_ns, energy_j=timing.energy_j, out_of_range=timing.out_of_range,
+                  communication_ns=timing.communication_ns)
+
+
+class Rider(Protocol):
+    """A client timing its steps through a shared session (:meth:`RuntimeSessionProxy.join`)."""
+
+    name: str
+
+    def top_up(self, now_ns: int, depth: int) -> Sequence[Signature]:
+        """The batches to predict for this client now that another's miss makes a call anyway:
+        none while its predictions reach far enough (``depth``: the proxy's default)."""
+        ...
+
+
 class RuntimeSessionProxy:
-    """Times steps of one client's session, caching by batch signature.
+    """Times the steps of the clients sharing one session, caching by batch signature.
 
     Args:
         client: the backend's gRPC client.
         session_id: the open session.
-        client_name: the hub client the session serves (named in errors).
+        client_name: the hub client the session was opened for (named in errors of calls
+            made for no rider).
         cache: whether to cache timings (a backend is deterministic per session).
         max_cache_entries: LRU bound, so long runs keep bounded memory.
         bucket_tokens: time every batch with its contexts rounded up to a multiple of this
@@ -67,21 +89,26 @@ class RuntimeSessionProxy:
         self.bucket_tokens = bucket_tokens
         self.lookahead = lookahead and cache
         self._cache: OrderedDict[Signature, Timing] = OrderedDict()
-        self._hits_since_miss = 0
+        self._hits_since_miss: Counter[Rider | None] = Counter()  # per rider: its own predictions used
         self.num_lookups = 0
         self.num_hits = 0
         self.num_out_of_range = 0
         self.num_predicted = 0
+        self._riders: list[Rider] = []
 
     def _store(self, key: Signature, timing: Timing) -> None:
         self._cache[key] = timing
         if len(self._cache) > self.max_cache_entries:
             self._cache.popitem(last=False)
 
+    def join(self, rider: Rider) -> None:
+        """Adds a client whose top-ups ride along when another client's step misses."""
+        self._riders.append(rider)
+
     def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int,
-                  ahead: Callable[[int], Sequence[Signature]] | None = None) -> Timing:
-        """Timing of one step. On a miss, ``ahead(n)`` (up to n predicted next
-        batches) rides along in the same call."""
+                  ahead: Callable[[int], Sequence[Signature]] | None = None, rider: Rider | None = None) -> Timing:
+        """Timing of one step of ``rider``. On a miss, ``ahead(n)`` (up to n predicted next
+        batches) and the other riders' top-ups ride along in the same call."""
         key = (tuple(new_tokens), tuple(context_tokens))
         bucket = self.bucket_tokens
         if bucket:
@@ -91,29 +118,30 @@ class RuntimeSessionProxy:
             hit = self._cache.get(key)
             if hit is not None:
                 self.num_hits += 1
-                self._hits_since_miss += 1
+                self._hits_since_miss[rider] += 1
+                self.num_out_of_range += hit.out_of_range
                 return hit
         keys = [key]
-        if self.lookahead and ahead is not None:
-            depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss))
-            predicted = [bucketed(k, bucket) for k in ahead(depth)] if bucket else ahead(depth)
+        if self.lookahead:
+            depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss.pop(rider, 0)))
+            predicted = list(ahead(depth)) if ahead is not None else []
+            for other in self._riders:
+                if other is not rider:
+                    predicted += other.top_up(now_ns, self.MIN_LOOKAHEAD)
+            if bucket:
+                predicted = [bucketed(k, bucket) for k in predicted]
             keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
             self.num_predicted += len(keys) - 1
-        self._hits_since_miss = 0
         batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]
         # The hub reads no breakdown; leaving it out saves encoding it per predicted step.
-        timings = [self._convert(t) for t in self.client.predict_steps(
-            self.session_id, batches, sim_time_ns=now_ns, client=self.client_name, omit_breakdown=True)]
+        timings = [_convert(t) for t in self.client.predict_steps(
+            self.session_id, batches, sim_time_ns=now_ns, client=rider.name if rider else self.client_name,
+            omit_breakdown=True)]
         if self.use_cache:
             for k, timing in zip(keys, timings):
                 self._store(k, timing)
+        self.num_out_of_range += timings[0].out_of_range  # the steps run, not the batches predicted
         return timings[0]
-
-    def _convert(self, timing: pb.StepTiming) -> Timing:
-        if timing.out_of_range:
-            self.num_out_of_range += 1
-        return Timing(duration_ns=timing.duration_ns, energy_j=timing.energy_j, out_of_range=timing.out_of_range,
-                      communication_ns=timing.communication_ns)
 
     @property
     def hit_rate(self) -> float:

@@ -21,14 +21,14 @@ from typing import Callable, Protocol, Sequence as Seq
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..records import ClientInfo, ClientTimeline, StageRecord
-from ..scheduling import BlockManager, Scheduler, Sequence, Step, blocks_for
+from ..scheduling import BlockManager, Scheduler, Sequence, Signature, Step, blocks_for
 
 
 class TimingSource(Protocol):
     """Anything that times a step from its token arrays (the backend proxy)."""
 
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
-                  ahead: Callable[[int], Seq[tuple[tuple[int, ...], tuple[int, ...]]]] | None = None
+                  ahead: Callable[[int], Seq[Signature]] | None = None, rider: "LLMClient | None" = None
                   ) -> "TimingLike": ...
 
 
@@ -115,6 +115,9 @@ class LLMClient:
         self.busy_ns = 0
         self.outstanding = 0  # stages routed here and not finished (router load)
         self.outstanding_input_tokens = 0
+        self._step: Step | None = None  # the step in flight while busy
+        self._steps_begun = 0
+        self._predicted_through = 0  # the step (counted as _steps_begun) up to which batches were predicted
 
     # -- work arriving ---------------------------------------------------
     def submit(self, seq: Sequence) -> None:
@@ -122,6 +125,7 @@ class LLMClient:
         seq.order = self._next_order
         self._next_order += 1
         self.scheduler.enqueue(seq)
+        self._predicted_through = self._steps_begun  # the steps after this one may now admit it
         self.wake()
 
     def wake(self) -> None:
@@ -146,8 +150,10 @@ class LLMClient:
             if not step.seqs:
                 return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
         now = self.kernel.now_ns
+        self._step = step
+        self._steps_begun += 1
         ahead = (lambda depth: self._lookahead(step, self._lookahead_depth(now, depth))) if self.max_lookahead else None
-        timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead)
+        timing = self.timing.step_time(step.num_new, step.context, now_ns=now, ahead=ahead, rider=self)
         duration = timing.duration_ns
         if self.collectives_ns is not None:
             # The network backend times the TP all-reduces in place of the runtime backend's estimate.
@@ -163,9 +169,23 @@ class LLMClient:
         self._last_duration_ns = duration
         self.kernel.call_at(now + duration, DONE, self._on_step_done, step, now)
 
-    def _lookahead(self, step: Step, depth: int) -> Seq[tuple[tuple[int, ...], tuple[int, ...]]]:
+    def _lookahead(self, step: Step, depth: int) -> list[Signature]:
         self.settle()  # the scheduler predicts from the sequences' state
-        return self.scheduler.lookahead(step, depth)
+        batches = self.scheduler.lookahead(step, depth)
+        self._predicted_through = self._steps_begun + len(batches)
+        return batches
+
+    def top_up(self, now_ns: int, depth: int) -> list[Signature]:
+        """The batches after the step in flight, when those predicted so far fall short of the
+        lookahead horizon; the timing source asks when another client sharing the session makes
+        a call anyway, so that this client's next miss, and its round trip, mostly never come."""
+        step = self._step
+        if not self.busy or step is None or not self.max_lookahead:
+            return []
+        depth = self._lookahead_depth(now_ns, depth)
+        if self._predicted_through - self._steps_begun >= depth:
+            return []
+        return self._lookahead(step, depth)
 
     def _lookahead_depth(self, now: int, depth: int) -> int:
         """How many batches to predict: about the steps until the next request may arrive here,

@@ -31,6 +31,9 @@ from .kv import BlockManager
 from .sequence import RUNNING, SWAPPED, WAITING, Sequence
 
 
+Signature = tuple[tuple[int, ...], tuple[int, ...]]  # a batch's (new_tokens, context_tokens): what times it
+
+
 @dataclass
 class Step:
     """One scheduled step: sequences with the tokens each computes."""
@@ -68,7 +71,7 @@ class _Decoding:
     def steps_to_departure(self) -> int:
         return int(self.left.min())
 
-    def batches(self, run: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    def batches(self, run: int) -> list[Signature]:
         """The next ``run`` decode steps' (new_tokens, context_tokens) signatures."""
         ones = (1,) * len(self.computed)
         return [(ones, tuple((self.computed + i).tolist())) for i in range(run)]
@@ -226,7 +229,7 @@ class Scheduler:
         return bool(pinned)
 
     # -- lookahead -----------------------------------------------------------
-    def lookahead(self, step: Step, max_steps: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    def lookahead(self, step: Step, max_steps: int) -> list[Signature]:
         """The batches that follow ``step`` if no work arrives.
 
         Once every running sequence is decoding, each later step is the same
@@ -259,7 +262,7 @@ class Scheduler:
                 free += seq.num_blocks  # it leaves as ``step`` ends
         live = _Decoding(rows)
         queue = self._admissions_queue()
-        batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        batches: list[Signature] = []
         while len(batches) < max_steps:
             admitted = self._predict_admission(queue, len(live), free) if queue else []
             if admitted:

@@ -145,3 +145,37 @@ def test_lookahead_predicts_a_backlog_of_prompts_on_a_prefill_client() -> None:
     backends = cosim.run(raw).summary["backends"]
     assert backends["steps_timed"] == 23
     assert backends["rpcs"] <= 5  # two sessions opened, then 3 step calls; 25 when each step was a surprise
+
+
+class SessionCounter(LinearBackend):
+    """Linear, counting the sessions the hub opens."""
+
+    opened = 0
+
+    def open_session(self, spec: pb.SessionSpec) -> tuple[int, int, int, int]:
+        SessionCounter.opened += 1
+        return super().open_session(spec)
+
+
+def test_clients_of_one_spec_share_a_session_and_top_up_each_other() -> None:
+    """Four identical clients under Poisson load: each arrival's admission is a miss. Sharing one
+    session, each miss also predicts the other clients' next steps where theirs fall short (after
+    an admission the cache answered, or a forecast arrival that went elsewhere), so those clients'
+    own misses mostly never happen. A fifth client on two GPUs gets a session of its own."""
+    clients = [client(f"c{i}", batching="continuous") for i in range(4)]
+    raw = scenario(clients=clients, step_ns=10_000_000, per_token_ns=20_000,
+                   workload={"requests": 400, "arrival": {"process": "poisson", "rate_per_s": 48},
+                             "input_tokens": {"dist": "lognormal", "mean": 600, "sigma": 0.8},
+                             "output_tokens": {"dist": "uniform", "low": 20, "high": 200}},
+                   router={"policy": "least_outstanding"})
+    raw["backends"]["lin"]["options"]["per_context_ns"] = 3
+    backends = cosim.run(raw).summary["backends"]
+    assert backends["steps_timed"] == 3356
+    assert backends["rpcs"] <= 300  # 478 when each client asks for its own steps only
+
+    raw["backends"]["lin"]["python"] = "tests.scenarios.test_lookahead:SessionCounter"
+    raw["clients"].append(client("tp2"))
+    raw["clients"][-1]["hardware"].update(count=2, tensor_parallel=2)
+    SessionCounter.opened = 0
+    cosim.run(raw)
+    assert SessionCounter.opened == 2

@@ -1,0 +1,66 @@
+"""The runtime session proxy: a miss carries the caller's predictions and the other riders' top-ups."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from cosim.hub.backends.proxy import RuntimeSessionProxy
+from cosim.hub.scheduling import Signature
+from cosim.v1 import types_pb2 as pb
+
+
+class RecordingClient:
+    """Stands in for a RuntimeClient: times a batch as 1 + the sum of its contexts (out of range past
+    1,000), and records each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[Signature]]] = []
+
+    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int, client: str,
+                      omit_breakdown: bool) -> list[pb.StepTiming]:
+        self.calls.append((client, [(tuple(b.new_tokens), tuple(b.context_tokens)) for b in batches]))
+        return [pb.StepTiming(duration_ns=1 + sum(b.context_tokens), out_of_range=sum(b.context_tokens) > 1000)
+                for b in batches]
+
+
+class Rider:
+    def __init__(self, name: str, top_ups: list[Signature]) -> None:
+        self.name, self.top_ups, self.asked = name, top_ups, 0
+
+    def top_up(self, now_ns: int, depth: int) -> list[Signature]:
+        self.asked += 1
+        return self.top_ups
+
+
+def test_a_miss_carries_the_callers_predictions_and_the_other_riders_top_ups() -> None:
+    backend = RecordingClient()
+    proxy = RuntimeSessionProxy(backend, "s", client_name="a")  # type: ignore[arg-type]
+    a = Rider("a", [((1,), (999,))])
+    b = Rider("b", [((1, 1), (10, 20)), ((1, 1), (11, 21))])
+    proxy.join(a)
+    proxy.join(b)
+    timing = proxy.step_time([1], [5], now_ns=0, ahead=lambda depth: [((1,), (6,))], rider=a)
+    assert timing.duration_ns == 6
+    assert backend.calls == [("a", [((1,), (5,)), ((1,), (6,)), ((1, 1), (10, 20)), ((1, 1), (11, 21))])]
+    assert (a.asked, b.asked) == (0, 1)  # the caller's own predictions come from ``ahead``
+    assert proxy.step_time([1, 1], [11, 21], now_ns=1, rider=b).duration_ns == 33
+    assert len(backend.calls) == 1  # b's step was answered by a's call
+    b.top_ups = [((1, 1), (12, 22))]
+    proxy.step_time([1], [7], now_ns=2, rider=a)
+    assert backend.calls[1] == ("a", [((1,), (7,)), ((1, 1), (12, 22))])  # cached batches are not asked again
+
+
+def test_top_ups_are_bucketed_like_the_callers_batches() -> None:
+    backend = RecordingClient()
+    proxy = RuntimeSessionProxy(backend, "s", bucket_tokens=64)  # type: ignore[arg-type]
+    proxy.join(Rider("b", [((1,), (70,))]))
+    proxy.step_time([1], [5], now_ns=0)
+    assert backend.calls == [("", [((1,), (64,)), ((1,), (128,))])]
+
+
+def test_out_of_range_counts_the_steps_run_not_the_batches_predicted() -> None:
+    proxy = RuntimeSessionProxy(RecordingClient(), "s")  # type: ignore[arg-type]
+    proxy.step_time([1], [5], now_ns=0, ahead=lambda depth: [((1,), (2000,)), ((1,), (3000,))])
+    assert proxy.num_out_of_range == 0
+    proxy.step_time([1], [2000], now_ns=1)
+    assert proxy.num_out_of_range == 1
