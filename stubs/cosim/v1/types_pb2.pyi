@@ -466,7 +466,10 @@ Global___Parallelism: _TypeAlias = Parallelism  # noqa: Y015
 
 @_typing.final
 class SessionSpec(_message.Message):
-    """Everything a runtime backend needs to time steps of one client."""
+    """Everything a runtime backend needs to time steps of one client. Timings may depend on
+    everything here but the client's name: the hub gives clients whose specs differ only in
+    it one session.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -476,7 +479,9 @@ class SessionSpec(_message.Message):
     PARALLELISM_FIELD_NUMBER: _builtins.int
     OPTIONS_FIELD_NUMBER: _builtins.int
     client: _builtins.str
-    """Name of the hub client the session serves (for logs and errors)."""
+    """Name of the hub client the session serves (for logs and errors); of the first of them
+    where several share it.
+    """
     @_builtins.property
     def model(self) -> Global___ModelSpec:
         """Model being served."""
