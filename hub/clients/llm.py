@@ -28,7 +28,7 @@ class TimingSource(Protocol):
     """Anything that times a step from its token arrays (the backend proxy)."""
 
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
-                  ahead: Callable[[int], Seq[Signature]] | None = None, rider: "LLMClient | None" = None
+                  ahead: Callable[[int], Seq[Signature]] | None = None, rider: LLMClient | None = None
                   ) -> "TimingLike": ...
 
 
