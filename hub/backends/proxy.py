@@ -6,8 +6,9 @@ proxy answers from its cache keyed by the exact batch signature; on a miss it
 sends the step and the predicted batches in one PredictSteps call and caches
 every answer. Because each step is still looked up by its exact signature,
 results are byte-identical to asking step by step; a wrong prediction only
-costs backend work. How far to look ahead adapts to how many predictions
-were used since the last miss, so bursty arrivals do not waste backend time.
+costs backend work. How far to look ahead adapts to how many of a client's
+predictions were used since its last miss, so bursty arrivals do not waste
+backend time.
 
 Clients whose sessions would be identical share one (and its cache). Each
 joins as a :class:`Rider`: when one misses, the others' predictions that no
@@ -35,7 +36,6 @@ class Timing:
     energy_j: float = 0.0
     out_of_range: bool = False
     communication_ns: int = 0
-
 
 
 # The capability (BackendInfo.capabilities) of a backend whose timings barely change within a
