@@ -235,9 +235,9 @@ class Scheduler:
         Once every running sequence is decoding, each later step is the same
         sequences with contexts one longer; a sequence leaves after its last
         token. A waiting request that ``step`` could not admit can only get in
-        when one leaves (as ``step`` ends, or later): with continuous batching (FCFS, no prefix caching) the
-        prediction admits the queue's head as :meth:`_admit` would with the
-        freed seats and blocks (a prefill step, then decodes with it), departure
+        when one leaves (as ``step`` ends, or later): with continuous batching
+        (FCFS, no prefix caching) the prediction admits the queue's head as
+        :meth:`_admit` would with the freed seats and blocks (a prefill step, then decodes with it), departure
         after departure while the queue lasts: arrivals join its tail, so they
         cannot change these admissions. Once an admission empties the queue, an
         arrival could join the next one, so it stops at the departure after
