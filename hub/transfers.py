@@ -48,8 +48,7 @@ class NetworkTransfers:
         self.layers = layers
         self._ids = itertools.count(1)
         self._collectives: dict[tuple[str, int], int] = {}
-        self._sync = TimeSync(kernel, lambda until_ns: client.advance(session_id, until_ns)) \
-            if time_synchronized else None
+        self._sync = TimeSync(kernel, client, session_id) if time_synchronized else None
 
     def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
         now = self.kernel.now_ns

@@ -4,6 +4,11 @@ A runtime backend implements one method, :meth:`RuntimeBackend.predict`;
 memory and network backends implement ``access`` or ``transfer`` and
 ``collective``. Sessions, validation, batching and error mapping live in
 :mod:`cosim.adapters.sdk.servicers`; serving in :mod:`cosim.adapters.sdk.server`.
+
+To reject input, raise :class:`InvalidArgument` (or ``ValueError``): the caller
+gets INVALID_ARGUMENT and the hub blames the scenario. Any other exception is a
+bug in the backend: the caller gets INTERNAL naming the exception and the line
+of the backend's code that raised it (:mod:`cosim.adapters.sdk.errors`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
 """gRPC servicers that wrap a backend object: sessions, validation, error mapping.
 
+Exceptions map to statuses as :mod:`cosim.adapters.sdk.errors` documents:
+a :class:`BackendFault` to its code, a ``ValueError`` to INVALID_ARGUMENT,
+anything else to INTERNAL with where the backend's code raised it.
+
 NOTE: every call into the backend holds one lock, so a lab's backend never
 needs to be thread-safe, and a time-synchronized backend sees calls in order.
 """
@@ -23,7 +27,7 @@ from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
 from .backend import Backend, MemoryBackend, NetworkBackend, RuntimeBackend, Session
-from .errors import BackendFault, InvalidArgument, SessionNotFound
+from .errors import BackendFault, InvalidArgument, SessionNotFound, fault_summary
 from .validation import validate_batch, validate_memory_spec, validate_network_spec, validate_session_spec
 
 log = logging.getLogger(__name__)
@@ -33,7 +37,13 @@ B = TypeVar("B", bound=Backend)
 
 
 def _rpc(method: F) -> F:
-    """Runs a servicer method under the lock and maps exceptions to statuses."""
+    """Runs a servicer method under the lock and maps exceptions to statuses.
+
+    A :class:`BackendFault` carries its own status, and a ``ValueError`` is a
+    lab's rejection of the input (INVALID_ARGUMENT); anything else, a
+    ``TypeError`` included, is a bug in the backend (INTERNAL, with the
+    exception and the line of the backend's code it came from).
+    """
 
     @functools.wraps(method)
     def wrapper(self: "_Sessions[Any]", request: Any, context: grpc.ServicerContext) -> Any:
@@ -42,12 +52,12 @@ def _rpc(method: F) -> F:
                 return method(self, request, context)
         except BackendFault as err:
             context.abort(err.code, str(err))
-        except (ValueError, TypeError) as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{type(err).__name__}: {err}")
-        except Exception as err:  # noqa: BLE001 - a backend bug must reach the caller, named
+        except ValueError as err:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, fault_summary(err, self.backend))
+        except Exception as err:  # a backend bug must reach the caller, named
             log.exception("backend %s failed in %s", self.backend.name, method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL,
-                          f"backend {self.backend.name!r} failed in {method.__name__}: {type(err).__name__}: {err}")
+            context.abort(grpc.StatusCode.INTERNAL, f"backend {self.backend.name!r} failed in "
+                          f"{method.__name__}: {fault_summary(err, self.backend)}")
 
     return wrapper  # type: ignore[return-value]
 

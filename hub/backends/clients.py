@@ -1,7 +1,7 @@
 """gRPC clients of the three backend services, with deadlines and retries.
 
-Statuses map back to :class:`BackendError` carrying the backend's own
-message. Only idempotent calls are retried (Describe, OpenSession,
+Statuses map back to :class:`BackendError` carrying the status code and the
+backend's own message. Only idempotent calls are retried (Describe, OpenSession,
 PredictSteps, predict-mode Access/Transfer/Collective), on UNAVAILABLE and
 DEADLINE_EXCEEDED, with capped exponential backoff. Step timings go over one
 PredictStepsStream per backend (a unary RPC per call costs about 1.5x as much in
@@ -77,7 +77,7 @@ class BackendClient:
             method = getattr(rpc, "_method", b"")
             raise BackendError(f"{code.name}: {details}{hint}", backend=self.name, address=self.address,
                                rpc=method.decode() if isinstance(method, bytes) else str(method),
-                               client=client, sim_time_ns=sim_time_ns) from err
+                               client=client, sim_time_ns=sim_time_ns, code=code) from err
 
     stub: Any  # the service's generated stub, set by each subclass
 
@@ -196,8 +196,7 @@ class RuntimeClient(BackendClient):
             try:
                 return self.call(self._predict_on_stream, request, sim_time_ns=sim_time_ns, client=client)
             except BackendError as err:
-                if not isinstance(err.__cause__, grpc.RpcError) or \
-                        err.__cause__.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                if err.code != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 self._streaming = False  # the backend has no stream: one RPC per call from now on
         return self.call(self.stub.PredictSteps, request, sim_time_ns=sim_time_ns, client=client)

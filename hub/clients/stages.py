@@ -109,7 +109,7 @@ class KVRetrievalTimer:
         self.stateful = config.mode == "time_synchronized"
         self.parallel_decode_transfer = config.parallel_decode_transfer
         self._ids = itertools.count(1)
-        self._sync = TimeSync(kernel, lambda until_ns: memory.advance(session_id, until_ns)) if self.stateful else None
+        self._sync = TimeSync(kernel, memory, session_id) if self.stateful else None
         self.num_lookups = self.num_hits = 0
 
     def _access(self, op: int, request: RequestRecord) -> mem_pb.AccessResult:

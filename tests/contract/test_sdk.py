@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import signal
 import subprocess
 import sys
@@ -118,6 +119,27 @@ def test_negative_duration_from_a_backend_is_an_internal_error() -> None:
             stub.PredictSteps(rt_pb.PredictStepsRequest(session_id=session_id, batches=SAMPLE_BATCHES[:1]))
     assert err.value.code() == grpc.StatusCode.INTERNAL
     assert "duration_ns=-5" in err.value.details()
+
+
+@pytest.mark.parametrize(("error", "code"), [
+    (ZeroDivisionError("division by zero"), grpc.StatusCode.INTERNAL),  # a bug in the backend
+    (TypeError("unsupported operand"), grpc.StatusCode.INTERNAL),  # a bug too: the hub sends typed protos
+    (ValueError("batch too long for my tables"), grpc.StatusCode.INVALID_ARGUMENT),  # a lab's rejection
+])
+def test_exceptions_in_predict_map_to_a_fault_or_a_rejection_naming_the_line(error: Exception, code) -> None:
+    class Raising(TokenCountBackend):
+        def predict(self, session, batch):  # type: ignore[no-untyped-def]
+            raise error
+
+    line = inspect.getsourcelines(Raising.predict)[1] + 1
+    with BackendServer(Raising()) as server, grpc.insecure_channel(server.address) as channel:
+        stub = rt_grpc.RuntimeBackendServiceStub(channel)
+        session_id = stub.OpenSession(rt_pb.OpenSessionRequest(spec=sample_session_spec())).session_id
+        with pytest.raises(grpc.RpcError) as err:
+            stub.PredictSteps(rt_pb.PredictStepsRequest(session_id=session_id, batches=SAMPLE_BATCHES[:1]))
+    assert err.value.code() == code
+    assert f"{type(error).__name__}: {error} at " in err.value.details()
+    assert f"test_sdk.py:{line} in predict" in err.value.details()
 
 
 def test_served_process_logs_its_address_and_stops_gracefully_on_sigterm() -> None:
