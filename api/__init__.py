@@ -7,13 +7,15 @@ The Python API mirrors the CLI::
     result.summary["latency"]["ttft_s"]["p90"]
     cosim.goodput("examples/quickstart.yaml").goodput_rps       # highest rate meeting the SLOs
     cosim.search("examples/search/math_reasoning.yaml").rows    # deployments ranked per dollar
+    cosim.validate("examples/quickstart.yaml")                  # every problem, without running ([] = ok)
 """
 
 from cosim.hub.errors import BackendError, CosimError, HubError, ScenarioError
 from cosim.hub.runner import RunResult, run
 from cosim.hub.search import GoodputResult, SearchResult, goodput, search
+from cosim.hub.validation import validate
 
 __version__ = "0.1.0"
 
 __all__ = ["BackendError", "CosimError", "GoodputResult", "HubError", "RunResult", "ScenarioError", "SearchResult",
-           "goodput", "run", "search"]
+           "goodput", "run", "search", "validate"]

@@ -10,17 +10,49 @@ at once, each located by its path (``clients[1].scheduler.chunk_size: must be
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from .errors import ScenarioError
 from .frozen import FrozenModel
+from .metrics.slo import slo_problems
 from .pipelines import LLM_STAGES, TemplateConfig, resolve_templates
 from .stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from .workload import WorkloadConfig
+
+
+class ScenarioProblems(ScenarioError):
+    """Every problem found in one scenario, each a ScenarioError located by its own path.
+
+    Reads as one error (``source: path: message``, or one problem per indented
+    line); ``problems`` keeps them apart for ``cosim validate``.
+    """
+
+    def __init__(self, source: str, problems: Sequence[ScenarioError]) -> None:
+        self.source, self.problems = source, list(problems)
+        if len(self.problems) == 1:
+            only = self.problems[0]
+            where, message = (source, str(only)) if source else (only.where, only.message)
+        else:
+            where = source or f"{len(self.problems)} problems"
+            message = "\n  " + "\n  ".join(map(str, self.problems))
+        super().__init__(where, message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its parts when it crosses a process pool (goodput's workers).
+        return type(self), (self.source, self.problems)
+
+
+class _Problems(ValueError):
+    """Cross-field problems of one model, each already located by its path (see _pydantic_problems)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{where}: {what}" for where, what in problems))
+        self.problems = list(problems)
 
 
 class ModelConfig(FrozenModel):
@@ -61,7 +93,7 @@ class BackendConfig(FrozenModel):
         "share a cache entry (approximate; only for backends declaring bucketed_cache_safe; 0: exact)")
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> "BackendConfig":
+    def _exactly_one_source(self) -> BackendConfig:
         given = [k for k in ("kind", "python", "command", "image", "address") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(f"give exactly one of kind, python, command, image, address; got {given or 'none'}")
@@ -134,7 +166,7 @@ class ClientConfig(FrozenModel):
     memory: KVRetrievalConfig | None = None
 
     @model_validator(mode="after")
-    def _check_kind(self) -> "ClientConfig":
+    def _check_kind(self) -> ClientConfig:
         needs = {"llm": ("model", "backend", "hardware"), "rag": ("model", "backend", "hardware", "rag"),
                  "kv_retrieval": ("backend", "memory")}.get(self.kind, ())
         missing = [field for field in needs if getattr(self, field) is None]
@@ -194,10 +226,6 @@ class RouterConfig(FrozenModel):
                                      description="heavy_light: clients for heavy requests (default: first half)")
 
 
-_STATISTICS = ("mean", "p50", "p90", "p99", "max")
-_SLO_METRICS = ("ttft_s", "tpot_s", "e2e_s", "tbt_max_s")
-
-
 class OutputConfig(FrozenModel):
     """Where and what a run writes."""
 
@@ -223,7 +251,7 @@ class ScenarioConfig(FrozenModel):
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     @model_validator(mode="after")
-    def _check_references(self) -> "ScenarioConfig":
+    def _check_references(self) -> ScenarioConfig:
         problems: list[tuple[str, str]] = []
         names: set[str] = set()
         for i, client in enumerate(self.clients):
@@ -240,7 +268,8 @@ class ScenarioConfig(FrozenModel):
                 devices.append(("rag.retrieval_device", client.rag.retrieval_device))
             for field, device in devices:
                 if device not in self.hardware:
-                    problems.append((f"{where}.{field}", f"unknown device {device!r}; defined: {sorted(self.hardware)}"))
+                    problems.append((f"{where}.{field}",
+                                     f"unknown device {device!r}; defined: {sorted(self.hardware)}"))
         problems += self._check_pipelines()
         roles = {c.role for c in self.clients if c.kind == "llm"}
         for needed, role in (("prefill", "decode"), ("decode", "prefill")):
@@ -256,21 +285,13 @@ class ScenarioConfig(FrozenModel):
             problems.append(("network.collectives", "needs a network backend in predict mode"))
         if self.network.backend is not None and self.network.backend not in self.backends:
             problems.append(("network.backend", f"unknown backend {self.network.backend!r}"))
-        for metric, stats in self.slo.items():
-            if metric not in _SLO_METRICS:
-                problems.append((f"slo.{metric}", f"unknown metric; use one of {list(_SLO_METRICS)}"))
-            for stat, value in stats.items():
-                if stat not in _STATISTICS:
-                    problems.append((f"slo.{metric}.{stat}", f"unknown statistic; use one of {list(_STATISTICS)}"))
-                elif not value > 0:
-                    problems.append((f"slo.{metric}.{stat}", f"must be > 0, got {value}"))
+        problems += [(err.where, err.message) for err in slo_problems(self.slo)]
         for router_client in self.router.heavy_clients:
             if router_client not in names:
                 problems.append(("router.heavy_clients", f"unknown client {router_client!r}"))
         if problems:
-            raise ValueError("; ".join(f"{where}: {what}" for where, what in problems))
+            raise _Problems(problems)
         return self
-
 
     def _check_pipelines(self) -> list[tuple[str, str]]:
         """Every stage of every template in use has a client (of the template's model, for LLM stages)."""
@@ -307,17 +328,18 @@ def _format_location(loc: Sequence[int | str]) -> str:
     return text
 
 
-def _pydantic_problems(err: ValidationError) -> list[str]:
-    problems = []
+def _pydantic_problems(err: ValidationError) -> list[ScenarioError]:
+    problems: list[ScenarioError] = []
     for item in err.errors():
+        cause = item.get("ctx", {}).get("error")
+        if isinstance(cause, _Problems):
+            problems.extend(ScenarioError(where, what) for where, what in cause.problems)
+            continue  # cross-field checks already name their paths
         where = _format_location(item["loc"])
         message = str(item["msg"]).removeprefix("Value error, ")
-        if item["type"] == "value_error" and re.match(r"^[\w\[\].]+: ", message):
-            problems.extend(message.split("; "))  # cross-field checks already name their paths
-            continue
         got = item.get("input")
         shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f", got {got!r}"
-        problems.append(f"{where}: {message.lower()}{shown}")
+        problems.append(ScenarioError(where, f"{message.lower()}{shown}"))
     return problems
 
 
@@ -346,16 +368,19 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
 
 
 def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config") -> ScenarioConfig:
-    """Validates a config mapping (after overrides), raising one ScenarioError listing every problem."""
-    data = yaml.safe_load(yaml.safe_dump(dict(data)))  # a deep copy the overrides may change
+    """Validates a config mapping (after overrides).
+
+    Raises:
+        ScenarioError: a bad ``--set``.
+        ScenarioProblems: listing every problem of the config, each with its path.
+    """
+    copied: dict[str, Any] = yaml.safe_load(yaml.safe_dump(dict(data)))  # a deep copy the overrides may change
     for assignment in overrides:
-        apply_override(data, assignment)
+        apply_override(copied, assignment)
     try:
-        return ScenarioConfig.model_validate(data)
+        return ScenarioConfig.model_validate(copied)
     except ValidationError as err:
-        problems = _pydantic_problems(err)
-        raise ScenarioError(source, problems[0] if len(problems) == 1 else
-                            "\n  " + "\n  ".join(problems)) from None
+        raise ScenarioProblems(source, _pydantic_problems(err)) from None
 
 
 def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[ScenarioConfig, Path]:

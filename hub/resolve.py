@@ -1,14 +1,19 @@
 """From config to wire: presets resolved, KV capacity, session and topology specs.
 
 Everything here is a pure function of the scenario config (and presets), so
-the runner, the search and the CLI compute the same numbers.
+the runner, the search and the CLI compute the same numbers. Bad input raises
+:class:`ScenarioError` located by its config path; :func:`parallelism_problems`
+returns its problems instead, all of them (``cosim validate`` lists each).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from collections.abc import Mapping
+from typing import Any
 
 from google.protobuf import struct_pb2
+from pydantic import ValidationError
 
 from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import network_service_pb2 as net_pb
@@ -23,7 +28,11 @@ FIDELITY = {v: k.removeprefix("FIDELITY_").lower() for k, v in pb.Fidelity.items
 
 
 def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
-    """The model preset of ``models[name]`` with the config's dtype and overrides applied."""
+    """The model preset of ``models[name]`` with the config's dtype and overrides applied.
+
+    Raises:
+        ScenarioError: an unknown preset, or overrides that are unknown or give an impossible shape.
+    """
     entry = config.models[name]
     try:
         preset = presets.get_model(entry.preset)
@@ -33,25 +42,50 @@ def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
     if unknown:
         raise ScenarioError(f"models.{name}.overrides", f"unknown fields {sorted(unknown)}")
     update = {"bytes_per_param": DTYPE_BYTES[entry.dtype], **entry.overrides}
-    return presets.ModelPreset.model_validate({**preset.model_dump(), **update})
+    try:
+        return presets.ModelPreset.model_validate({**preset.model_dump(), **update})
+    except ValidationError as err:
+        problems = [": ".join([*map(str, e["loc"]), str(e["msg"]).removeprefix("Value error, ")])
+                    for e in err.errors()]
+        raise ScenarioError(f"models.{name}.overrides", f"gives an impossible model: {'; '.join(problems)}") from None
 
 
 def resolve_hardware(config: ScenarioConfig, client: ClientConfig, where: str) -> pb.HardwareSpec:
     """The HardwareSpec of a client's cluster: device preset, count, dtype, overrides."""
     assert client.hardware is not None and client.model is not None
-    return device_spec(config, client.hardware.device, client.hardware.count, config.models[client.model].dtype)
+    return device_spec(config, client.hardware.device, client.hardware.count, config.models[client.model].dtype,
+                       where=f"{where}.hardware.device")
 
 
-def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str) -> pb.HardwareSpec:
-    """The HardwareSpec of ``count`` devices of ``hardware[device]`` computing in ``dtype``."""
-    entry = config.hardware[device]
+def resolve_device(config: ScenarioConfig, device: str) -> presets.DevicePreset:
+    """The device preset of ``hardware[device]``.
+
+    Raises:
+        ScenarioError: at ``hardware.<device>.preset``, for an unknown preset.
+    """
     try:
-        preset = presets.get_device(entry.preset)
-        if "peak_tflops" in entry.overrides and dtype not in preset.peak_tflops:
-            dtype = next(iter(preset.peak_tflops))  # the override replaces the peak anyway
-        spec = presets.hardware_spec(preset, count, dtype)
+        return presets.get_device(config.hardware[device].preset)
     except presets.UnknownPreset as err:
         raise ScenarioError(f"hardware.{device}.preset", str(err)) from None
+
+
+def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, where: str = "") -> pb.HardwareSpec:
+    """The HardwareSpec of ``count`` devices of ``hardware[device]`` computing in ``dtype``.
+
+    Raises:
+        ScenarioError: an unknown preset; or, at ``where`` (the place that chose the device), a
+            device that lists no peak for ``dtype``.
+    """
+    entry = config.hardware[device]
+    preset = resolve_device(config, device)
+    if "peak_tflops" in entry.overrides and dtype not in preset.peak_tflops:
+        dtype = next(iter(preset.peak_tflops))  # the override replaces the peak anyway
+    try:
+        spec = presets.hardware_spec(preset, count, dtype)
+    except presets.UnknownPreset:
+        raise ScenarioError(where or f"hardware.{device}", f"{preset.name} lists no {dtype} peak (only "
+                            f"{', '.join(preset.peak_tflops)}); use one of those dtypes or set "
+                            f"hardware.{device}.overrides.peak_tflops") from None
     for key, value in entry.overrides.items():
         if key in ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps"):
             setattr(spec, key, value)
@@ -64,12 +98,50 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str) -> 
     return spec
 
 
+def parallelism_problems(client: ClientConfig, model: presets.ModelPreset | None, where: str) -> list[ScenarioError]:
+    """How a client's parallel degrees fail to fit its devices or its model (``model`` None: devices only).
+
+    The same checks every SDK backend makes when it opens the session, here
+    located in the config and all at once, before any backend starts.
+    """
+    assert client.hardware is not None
+    hw, at = client.hardware, f"{where}.hardware"
+    tp, pp, ep = hw.tensor_parallel, hw.pipeline_parallel, hw.expert_parallel
+    problems = []
+    if tp * pp > hw.count:
+        problems.append(ScenarioError(f"{at}.count", f"{hw.count} devices, fewer than tensor_parallel x "
+                                                     f"pipeline_parallel = {tp} x {pp} = {tp * pp}"))
+    if model is None:
+        return problems
+    if model.num_attention_heads % tp:
+        problems.append(ScenarioError(f"{at}.tensor_parallel", f"{tp} does not divide the {model.num_attention_heads} "
+                                                               f"attention heads of {model.name}"))
+    elif model.num_kv_heads % tp and tp % model.num_kv_heads:
+        problems.append(ScenarioError(f"{at}.tensor_parallel", f"{tp} neither divides nor is a multiple of the "
+                                                               f"{model.num_kv_heads} KV heads of {model.name}"))
+    if model.num_layers % pp:
+        problems.append(ScenarioError(f"{at}.pipeline_parallel",
+                                      f"{pp} does not divide the {model.num_layers} layers of {model.name}"))
+    if ep > 1 and not model.is_moe:
+        problems.append(ScenarioError(f"{at}.expert_parallel", f"{ep} needs a mixture-of-experts model; "
+                                                               f"{model.name} is dense"))
+    elif ep > 1 and model.num_experts % ep:
+        problems.append(ScenarioError(f"{at}.expert_parallel",
+                                      f"{ep} does not divide the {model.num_experts} experts of {model.name}"))
+    return problems
+
+
 def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardware: pb.HardwareSpec,
                        where: str) -> int:
-    """KV blocks of one client: device memory x utilization - weight shard - reserve, per TP/PP shard."""
+    """KV blocks of one client: device memory x utilization - weight shard - reserve, per TP/PP shard.
+
+    Raises:
+        ScenarioError: at ``<where>.hardware``, when the weights leave no room for one block.
+    """
     sched = client.scheduler
     if sched.num_gpu_blocks is not None:
         return sched.num_gpu_blocks
+    assert client.hardware is not None
     tp, pp = client.hardware.tensor_parallel, client.hardware.pipeline_parallel
     weights = model.weight_bytes() / (tp * pp)
     free = hardware.mem_capacity_bytes * sched.gpu_memory_utilization - weights - sched.reserve_bytes
@@ -79,6 +151,9 @@ def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardwar
             f"TP={tp} PP={pp}, more than {hardware.device}'s usable "
             f"{hardware.mem_capacity_bytes * sched.gpu_memory_utilization / 1e9:.1f} GB; raise tensor_parallel "
             f"or pick a larger device")
+    if model.num_layers < pp:  # no layer per stage would leave no KV per token to divide by
+        raise ScenarioError(f"{where}.hardware.pipeline_parallel",
+                            f"{pp} stages for the {model.num_layers} layers of {model.name}")
     kv_heads_per_device = max(1, model.num_kv_heads // tp)
     per_token = 2 * (model.num_layers // pp) * kv_heads_per_device * model.effective_head_dim \
         * model.bytes_per_kv_element
@@ -89,7 +164,12 @@ def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardwar
 
 
 def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.HardwareSpec]) -> net_pb.NetworkSessionSpec:
-    """The network session of a scenario: its topology, and each client's devices as consecutive NPUs."""
+    """The network session of a scenario: its topology, and each client's devices as consecutive NPUs.
+
+    Raises:
+        ScenarioError: at ``network.topology``, a topology with fewer NPUs than the clients have
+            devices, or none given where no client's hardware could set the default one.
+    """
     endpoints, offset = [], 0
     for client in config.clients:
         count = client.hardware.count if client.hardware else 1
@@ -99,6 +179,12 @@ def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.Hardw
     if network.topology:
         dims = [net_pb.TopologyDim(kind=_TOPOLOGY_KINDS[d.kind], npus=d.npus, bandwidth_gbps=d.bandwidth_gbps,
                                    latency_ns=d.latency_ns) for d in network.topology]
+        npus = math.prod(d.npus for d in network.topology)
+        if npus < offset:
+            raise ScenarioError("network.topology", f"has {npus} NPUs, fewer than the {offset} the clients need "
+                                                    "(each client's devices, one per client without hardware)")
+    elif not hardware:
+        raise ScenarioError("network.topology", "give one: no client has hardware to derive the default from")
     else:
         slowest = min(spec.inter_node_gbps for spec in hardware.values())
         dims = [net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=max(2, offset), bandwidth_gbps=slowest,
@@ -120,14 +206,20 @@ def session_options(options: Mapping[str, Any]) -> struct_pb2.Struct:
 
 
 def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float,
-                        config_options: Mapping[str, Any] | None = None) -> mem_pb.MemorySessionSpec:
-    """The memory hierarchy of a KV-retrieval client (``kv_bytes_per_token`` turns misses into tokens)."""
+                        config_options: Mapping[str, Any] | None = None, *,
+                        where: str = "") -> mem_pb.MemorySessionSpec:
+    """The memory hierarchy of a KV-retrieval client (``kv_bytes_per_token`` turns misses into tokens).
+
+    Raises:
+        ScenarioError: at ``where`` (default ``clients[<name>].memory.levels``), a level with
+            unknown fields or values of the wrong type.
+    """
     assert client.memory is not None
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if client.memory.mode == "time_synchronized" else pb.SYNC_MODE_PREDICT
     try:
         levels = [mem_pb.MemoryLevel(**level) for level in client.memory.levels]
     except (ValueError, TypeError) as err:
-        raise ScenarioError(f"clients[{client.name}].memory.levels", str(err)) from None
+        raise ScenarioError(where or f"clients[{client.name}].memory.levels", str(err)) from None
     return mem_pb.MemorySessionSpec(client=client.name, levels=levels, mode=mode,
                                     kv_bytes_per_token=max(1, int(kv_bytes_per_token)),
                                     options=session_options(config_options or {}))

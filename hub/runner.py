@@ -24,6 +24,7 @@ from .metrics import write_run_folder
 from .records import ClientInfo, RequestRecord
 from .resolve import kv_capacity_blocks, resolve_hardware, resolve_model  # noqa: F401 - re-exported
 from .simulation import Simulation
+from .validation import check_scenario
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +135,8 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     else:
         scenario, folder = parse_config(config, overrides=overrides), Path.cwd()
     folder = Path(base_dir) if base_dir is not None else folder
+    # Every resolution problem at once, before any backend starts (the simulation would stop at the first).
+    check_scenario(scenario, source=str(config) if isinstance(config, (str, Path)) else "")
     out = output_dir if output_dir is not None else scenario.output.dir
     started = time.perf_counter()
     with started_backends(scenario, backend_names(scenario)) as backends:

@@ -18,6 +18,7 @@ from ..errors import CosimError, ScenarioError
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
     "run",
+    "validate",
     "replay",
     "goodput",
     "search",

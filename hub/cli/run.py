@@ -1,11 +1,8 @@
-"""``cosim run CONFIG`` and ``cosim validate CONFIG``."""
+"""``cosim run CONFIG``."""
 
 from __future__ import annotations
 
 import argparse
-import sys
-
-from ..config import load_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,11 +14,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="override a config field, e.g. --set clients[0].scheduler.max_num_seqs=64")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run_command)
-
-    validate = subparsers.add_parser("validate", help="check a scenario config without running it")
-    validate.add_argument("config", help="scenario YAML file")
-    validate.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    validate.set_defaults(handler=validate_command)
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -35,9 +27,3 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"run folder: {result.output_dir}")
     return 0
 
-
-def validate_command(args: argparse.Namespace) -> int:
-    config, _ = load_config(args.config, overrides=args.overrides)
-    print(f"{args.config}: ok ({len(config.clients)} clients, {config.workload.requests} requests)",
-          file=sys.stdout)
-    return 0

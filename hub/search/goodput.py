@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScenarioError
+from ..metrics.slo import validate_slo
 from . import scenario as sc
 from .stats import Bound, Verdict, bounds, judge, point_feasible
 
@@ -213,8 +214,7 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
         raise ScenarioError("replications", f"need replications >= 1 and tolerance > 0, got {replications}, "
                                             f"{tolerance}")
     data, folder = sc.as_mapping(config, overrides=tuple(overrides), base_dir=base_dir)
-    if not any(data["slo"].values()):
-        raise ScenarioError("slo", "goodput needs an SLO, e.g. slo: {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}")
+    validate_slo(data["slo"], needed_by="goodput")  # the scenario's own check, plus: some bound must be set
     if requests is not None:
         data["workload"]["requests"] = requests
     trace_rate = sc.base_rate(data, folder) if data["workload"]["arrival"]["process"] == "trace" else None

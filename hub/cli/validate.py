@@ -1,0 +1,60 @@
+"""``cosim validate CONFIG``: resolve a scenario without running it; list every problem.
+
+Prints ``error: <path>: <message>`` for each problem (pydantic's, then the
+resolution's: presets, overrides, parallelism, KV capacity) and exits 2; or
+prints what it resolved, with each LLM client's computed KV capacity, and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..validation import ClientCapacity
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "validate", help="check a scenario config without running it",
+        description="Resolve presets, overrides, parallelism and KV capacity as a run would, without "
+                    "starting a backend; list every problem (exit 2) or what was resolved (exit 0).")
+    parser.add_argument("config", help="scenario YAML file")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config field, e.g. --set clients[0].hardware.tensor_parallel=2")
+    parser.set_defaults(handler=validate_command)
+
+
+def describe(client: ClientCapacity) -> str:
+    """One line per LLM client: model, cluster, parallelism and KV capacity."""
+    source = " (scheduler.num_gpu_blocks)" if client.from_num_gpu_blocks else ""
+    return (f"  {client.name} ({client.role}): {client.model} {client.dtype} on {client.device} x {client.count}, "
+            f"TP {client.tensor_parallel} PP {client.pipeline_parallel} EP {client.expert_parallel}, "
+            f"KV cache {client.kv_capacity_blocks:,} blocks x {client.block_size_tokens} = "
+            f"{client.kv_capacity_tokens:,} tokens{source}")
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    from ..config import ScenarioProblems, load_config
+    from ..errors import ScenarioError
+    from ..validation import resolve_scenario
+
+    try:
+        config, _ = load_config(args.config, overrides=args.overrides)
+    except ScenarioProblems as err:
+        errors = err.problems
+    except ScenarioError as err:
+        errors = [err]
+    else:
+        resolution = resolve_scenario(config)
+        errors = resolution.errors
+    if errors:
+        for error in errors:
+            print(f"error: {error}", file=sys.stderr)
+        return 2
+    clients = f"{len(config.clients)} client{'s' * (len(config.clients) != 1)}"
+    print(f"{args.config}: ok ({clients}, {config.workload.requests} requests)")
+    for client in resolution.clients:
+        print(describe(client))
+    return 0

@@ -1,0 +1,217 @@
+"""Validation up front: a scenario resolved as a run resolves it, every problem at once.
+
+:func:`resolve_scenario` resolves every model and device preset, each
+client's cluster (device x count in its model's dtype), parallelism, KV
+capacity, RAG retrieval devices, KV-retrieval memory levels and the network
+topology, with the functions a run uses (:mod:`cosim.hub.resolve`), and keeps
+every :class:`ScenarioError`, each located by its config path; no backend
+starts. :func:`validate_scenario` returns those errors, :func:`check_scenario`
+raises them as one (the runner's check before it starts backends), and
+:func:`validate` (``cosim.validate``) also reads and parses the config.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from cosim.v1 import types_pb2 as pb
+
+from . import presets
+from .config import ClientConfig, ScenarioConfig, ScenarioProblems, load_config, parse_config
+from .errors import ScenarioError
+from .resolve import (
+    device_spec,
+    kv_capacity_blocks,
+    memory_session_spec,
+    network_session_spec,
+    parallelism_problems,
+    resolve_device,
+    resolve_hardware,
+    resolve_model,
+)
+
+__all__ = ["ClientCapacity", "Resolution", "ScenarioProblems", "check_scenario", "resolve_scenario", "validate",
+           "validate_scenario"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClientCapacity:
+    """What validation computed for one LLM client (``cosim validate`` prints it).
+
+    Attributes:
+        name: the client's name.
+        role: mixed, prefill or decode.
+        model: the model preset's name; dtype: its dtype.
+        device: the device preset's name; count: devices in the cluster.
+        tensor_parallel, pipeline_parallel, expert_parallel: the parallel degrees.
+        kv_capacity_blocks: KV blocks, as a run sizes the client's block manager.
+        block_size_tokens: tokens per block.
+        from_num_gpu_blocks: the capacity was set by ``scheduler.num_gpu_blocks``, not computed.
+    """
+
+    name: str
+    role: str
+    model: str
+    dtype: str
+    device: str
+    count: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    expert_parallel: int
+    kv_capacity_blocks: int
+    block_size_tokens: int
+    from_num_gpu_blocks: bool
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens the KV cache holds: blocks x block size."""
+        return self.kv_capacity_blocks * self.block_size_tokens
+
+
+@dataclass
+class Resolution:
+    """A scenario resolved without backends: its problems, and the capacity of each LLM client resolved."""
+
+    errors: list[ScenarioError] = field(default_factory=list)
+    clients: list[ClientCapacity] = field(default_factory=list)
+
+    def attempt(self, call: Callable[[], T]) -> T | None:
+        """``call()``, or None with its ScenarioError kept (once: clients sharing a bad entry repeat it)."""
+        try:
+            return call()
+        except ScenarioError as err:
+            self.add([err])
+            return None
+
+    def add(self, errors: Sequence[ScenarioError]) -> None:
+        """Keeps ``errors``, less those already kept."""
+        seen = {(e.where, e.message) for e in self.errors}
+        self.errors += [e for e in errors if (e.where, e.message) not in seen]
+
+
+def resolve_scenario(config: ScenarioConfig) -> Resolution:
+    """Resolves everything a run resolves before it starts backends; collects every problem.
+
+    Args:
+        config: a parsed scenario (pydantic checks already passed).
+
+    Returns:
+        The problems in config order (entries first, then clients, then the network), and the
+        capacity of every LLM client that resolved.
+    """
+    found = Resolution()
+    models = {name: found.attempt(functools.partial(resolve_model, config, name)) for name in config.models}
+    devices = {name: found.attempt(functools.partial(resolve_device, config, name)) for name in config.hardware}
+    if not any(c.kind == "llm" for c in config.clients):
+        found.add([ScenarioError("clients", "needs an llm client: every request's prefill runs on one")])
+    hardware: dict[str, pb.HardwareSpec] = {}  # of the clients with a runtime session, as the simulation's
+    for index, client in enumerate(config.clients):
+        _resolve_client(config, index, client, models, devices, hardware, found)
+    sessions = {c.name for c in config.clients if c.model is not None and c.hardware is not None}
+    if config.network.backend is not None and set(hardware) == sessions:
+        found.attempt(lambda: network_session_spec(config, hardware))  # once every cluster resolved
+    return found
+
+
+def _resolve_client(config: ScenarioConfig, index: int, client: ClientConfig,
+                    models: Mapping[str, presets.ModelPreset | None],
+                    devices: Mapping[str, presets.DevicePreset | None],
+                    hardware: dict[str, pb.HardwareSpec], found: Resolution) -> None:
+    """One client as the simulation builds it: its cluster, parallelism, KV capacity, stage devices."""
+    where = f"clients[{index}]"
+    if client.kind == "kv_retrieval" and client.memory is not None:
+        # Only the levels are checked here; the KV size per token does not change their validity.
+        found.attempt(lambda: memory_session_spec(client, 1.0, where=f"{where}.memory.levels"))
+    if client.rag is not None and devices.get(retrieval := client.rag.retrieval_device) is not None:
+        found.attempt(lambda: device_spec(config, retrieval, 1, "fp32", where=f"{where}.rag.retrieval_device"))
+    if client.model is None or client.hardware is None:
+        return  # no runtime session: the cluster times nothing
+    model = models[client.model]
+    problems = parallelism_problems(client, model, where)
+    found.add(problems)
+    if model is None or devices.get(client.hardware.device) is None:
+        return  # the entry's own problem is reported once, at models.* or hardware.*
+    spec = found.attempt(lambda: resolve_hardware(config, client, where))
+    if spec is None:
+        return
+    hardware[client.name] = spec
+    if client.kind != "llm" or problems:
+        return
+    blocks = found.attempt(lambda: kv_capacity_blocks(client, model, spec, where))
+    if blocks is not None:
+        hw = client.hardware
+        found.clients.append(ClientCapacity(
+            name=client.name, role=client.role, model=model.name, dtype=config.models[client.model].dtype,
+            device=spec.device, count=hw.count, tensor_parallel=hw.tensor_parallel,
+            pipeline_parallel=hw.pipeline_parallel, expert_parallel=hw.expert_parallel, kv_capacity_blocks=blocks,
+            block_size_tokens=client.scheduler.block_size,
+            from_num_gpu_blocks=client.scheduler.num_gpu_blocks is not None))
+
+
+def validate_scenario(config: ScenarioConfig) -> list[ScenarioError]:
+    """Every problem a run of ``config`` would meet while resolving it, each located by its config path.
+
+    Presets (models, devices, RAG retrieval devices), overrides, parallelism
+    against devices and model shape, KV capacity, memory levels and the network
+    topology, through the functions a run uses; no backend is needed.
+
+    Returns:
+        The problems (``clients[1].hardware.count: ...``), [] when the scenario resolves.
+    """
+    return resolve_scenario(config).errors
+
+
+def check_scenario(config: ScenarioConfig, *, source: str = "") -> None:
+    """Raises every problem :func:`validate_scenario` finds as one error.
+
+    Args:
+        config: the scenario.
+        source: where it came from (a file name), shown before a list of problems.
+
+    Raises:
+        ScenarioProblems: one problem reads as itself (``path: message``); several, one per line.
+    """
+    errors = validate_scenario(config)
+    if errors:
+        raise ScenarioProblems(source, errors)
+
+
+def _parse_any(config: ScenarioConfig | Mapping[str, Any] | str | Path, *,
+              overrides: Sequence[str] = ()) -> ScenarioConfig:
+    """A parsed scenario from a path, a mapping or a parsed config, with ``overrides`` applied.
+
+    Raises:
+        ScenarioError: unreadable YAML or a bad ``--set``; ScenarioProblems: every pydantic problem.
+    """
+    if isinstance(config, (str, Path)):
+        return load_config(config, overrides=overrides)[0]
+    if isinstance(config, ScenarioConfig):
+        return parse_config(config.model_dump(), overrides=overrides) if overrides else config
+    return parse_config(config, overrides=overrides)
+
+
+def validate(config: ScenarioConfig | Mapping[str, Any] | str | Path, *,
+             overrides: Sequence[str] = ()) -> list[ScenarioError]:
+    """Checks a scenario without running it (``cosim.validate``, the Python side of ``cosim validate``).
+
+    Args:
+        config: a path to a YAML file, a mapping, or a parsed config.
+        overrides: ``key=value`` assignments, as ``cosim run --set``.
+
+    Returns:
+        Every problem, each a ScenarioError whose ``where`` is its config path; [] when the
+        scenario parses and resolves. Parse problems come alone: resolving needs a parsed config.
+    """
+    try:
+        scenario = _parse_any(config, overrides=overrides)
+    except ScenarioProblems as err:
+        return list(err.problems)
+    except ScenarioError as err:
+        return [err]
+    return validate_scenario(scenario)

@@ -1,0 +1,191 @@
+"""``cosim validate`` and validation up front: every problem at once, located by its path, no backend."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import cosim
+from cosim.hub.cli import main
+from cosim.hub.config import ScenarioProblems, load_config
+from cosim.hub.errors import ScenarioError
+from cosim.hub.metrics.slo import slo_problems, validate_slo
+from cosim.hub.validation import validate_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+
+
+def quickstart(**changes: Any) -> dict[str, Any]:
+    """The quickstart config (5 requests) with top-level keys replaced."""
+    config = yaml.safe_load(QUICKSTART.read_text())
+    config["workload"]["requests"] = 5
+    config["output"] = {"dir": None, "plots": False}
+    return {**config, **changes}
+
+
+def validate_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: dict[str, Any],
+                 *extra: str) -> tuple[int, str, str]:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code = main(["validate", str(path), *extra])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def three_problems() -> dict[str, Any]:
+    """An unknown model preset, an unknown device preset and a TP that does not fit, on two clients."""
+    config = quickstart()
+    config["models"]["other"] = {"preset": "llama-9"}
+    config["hardware"]["tpu"] = {"preset": "TPU-v9"}
+    good, = config["clients"]
+    config["clients"] = [{**good, "hardware": {"device": "a100", "count": 1, "tensor_parallel": 2}},
+                         {**good, "name": "c1", "model": "other", "hardware": {"device": "tpu"}}]
+    return config
+
+
+def test_unknown_model_unknown_device_and_tp_are_reported_together(tmp_path, capsys) -> None:
+    code, out, err = validate_cli(tmp_path, capsys, three_problems())
+    assert code == 2 and out == ""
+    lines = err.splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == [
+        "models.other.preset", "hardware.tpu.preset", "clients[0].hardware.count"], err
+    assert all(line.startswith("error: ") for line in lines)
+    assert "unknown model 'llama-9'" in lines[0] and "unknown device 'TPU-v9'" in lines[1]
+    assert lines[2] == "error: clients[0].hardware.count: 1 devices, fewer than tensor_parallel x " \
+                       "pipeline_parallel = 2 x 1 = 2"
+
+
+def test_parallelism_is_checked_against_the_model_shape() -> None:
+    """Llama-3-8B: 32 attention heads, 8 KV heads, 32 layers, dense."""
+    config = quickstart()
+    config["clients"][0]["hardware"] = {"device": "a100", "count": 15, "tensor_parallel": 3,
+                                        "pipeline_parallel": 5, "expert_parallel": 2}
+    errors = cosim.validate(config)
+    assert [str(e) for e in errors] == [
+        "clients[0].hardware.tensor_parallel: 3 does not divide the 32 attention heads of meta-llama/Meta-Llama-3-8B",
+        "clients[0].hardware.pipeline_parallel: 5 does not divide the 32 layers of meta-llama/Meta-Llama-3-8B",
+        "clients[0].hardware.expert_parallel: 2 needs a mixture-of-experts model; meta-llama/Meta-Llama-3-8B is dense",
+    ]
+
+
+def test_good_config_prints_the_kv_capacity_a_run_uses(tmp_path, capsys) -> None:
+    code, out, err = validate_cli(tmp_path, capsys, quickstart())
+    # A100-80GB x 0.9 less Llama-3-8B's fp16 weights, over K and V of 32 layers x 8 heads x 128 x 2 bytes x 16 tokens.
+    blocks = int((80 * 2**30 * 0.9 - 8_030_261_248 * 2) // (2 * 32 * 8 * 128 * 2 * 16))
+    assert (code, err) == (0, "")
+    assert f"KV cache {blocks:,} blocks x 16 = {blocks * 16:,} tokens" in out, out
+    assert "c0 (mixed): meta-llama/Meta-Llama-3-8B fp16 on A100-80GB x 1, TP 1 PP 1 EP 1" in out
+    result = cosim.run(quickstart(workload={**quickstart()["workload"], "requests": 2}))
+    assert result.summary["clients"]["c0"]["kv_capacity_blocks"] == blocks
+
+
+def test_every_pydantic_problem_is_one_line(tmp_path, capsys) -> None:
+    code, _, err = validate_cli(tmp_path, capsys, quickstart(), "--set", "clients[0].scheduler.max_num_seqs=0",
+                                "--set", "clients[0].scheduler.chunk_size=-5")
+    assert code == 2
+    assert err.splitlines() == [
+        "error: clients[0].scheduler.max_num_seqs: input should be greater than 0, got 0",
+        "error: clients[0].scheduler.chunk_size: input should be greater than 0, got -5"]
+
+
+def test_cross_field_problem_keeps_its_whole_message_on_one_line(tmp_path, capsys) -> None:
+    code, _, err = validate_cli(tmp_path, capsys, quickstart(), "--set", "clients[0].backend=nope",
+                                "--set", "clients[0].model=gpt5")
+    assert code == 2
+    assert err.splitlines() == [
+        "error: clients[0].model: unknown model 'gpt5'; defined: ['llama3-8b']",
+        "error: clients[0].backend: unknown backend 'nope'; defined: ['analytical', 'empirical']"]
+
+
+def test_bad_overrides_and_dtypes_are_scenario_errors_at_their_path() -> None:
+    config = quickstart()
+    config["models"]["llama3-8b"] = {"preset": "meta-llama/Meta-Llama-3-8B", "dtype": "fp8",
+                                     "overrides": {"num_kv_heads": 3}}
+    assert [e.where for e in cosim.validate(config)] == ["models.llama3-8b.overrides"]
+    config["models"]["llama3-8b"]["overrides"] = {}
+    error, = cosim.validate(config)
+    assert str(error) == ("clients[0].hardware.device: A100-80GB lists no fp8 peak (only fp16, bf16, tf32, fp32, "
+                          "int8); use one of those dtypes or set hardware.a100.overrides.peak_tflops")
+
+
+def test_weights_that_do_not_fit_are_located() -> None:
+    errors = cosim.validate(quickstart(), overrides=["models.llama3-8b.preset=meta-llama/Llama-2-70b-hf"])
+    assert [e.where for e in errors] == ["clients[0].hardware"]
+    assert "raise tensor_parallel" in errors[0].message
+
+
+def test_network_topology_must_hold_every_client_device() -> None:
+    config = quickstart(backends={**quickstart()["backends"], "net": {"kind": "network"}},
+                        network={"backend": "net", "topology": [{"kind": "ring", "npus": 2, "bandwidth_gbps": 50}]})
+    config["clients"][0]["hardware"].update(count=4, tensor_parallel=4)
+    error, = cosim.validate(config)
+    assert str(error).startswith("network.topology: has 2 NPUs, fewer than the 4")
+
+
+def test_run_raises_every_problem_before_starting_a_backend() -> None:
+    """The backend's address is unreachable: reaching it would be a BackendError, not these."""
+    config = three_problems()
+    config["backends"] = {"analytical": {"address": "127.0.0.1:1"}}
+    with pytest.raises(ScenarioProblems) as caught:
+        cosim.run(config)
+    assert [e.where for e in caught.value.problems] == [
+        "models.other.preset", "hardware.tpu.preset", "clients[0].hardware.count"]
+    assert str(caught.value).startswith("3 problems: \n  models.other.preset: unknown model 'llama-9'")
+    copy = pickle.loads(pickle.dumps(caught.value))
+    assert str(copy) == str(caught.value) and len(copy.problems) == 3
+
+
+def test_one_problem_reads_as_itself() -> None:
+    config = quickstart()
+    config["clients"][0]["hardware"]["tensor_parallel"] = 2
+    with pytest.raises(ScenarioError) as caught:
+        cosim.run(config)
+    assert str(caught.value) == "clients[0].hardware.count: 1 devices, fewer than tensor_parallel x " \
+                                "pipeline_parallel = 2 x 1 = 2"
+
+
+def test_validate_accepts_a_path_and_a_parsed_config() -> None:
+    assert cosim.validate(QUICKSTART) == []
+    assert cosim.validate(str(QUICKSTART), overrides=["clients[0].hardware.count=0"])[0].where == \
+        "clients[0].hardware.count"
+    assert validate_scenario(load_config(QUICKSTART)[0]) == []
+
+
+BAD_BOUND = "slo.ttft_s.p90: must be > 0, got -1.0"
+
+
+def test_a_bad_slo_bound_reads_the_same_from_run_validate_goodput_and_search(tmp_path, capsys) -> None:
+    config = quickstart(slo={"ttft_s": {"p90": -1.0}})
+    assert [str(e) for e in slo_problems(config["slo"])] == [BAD_BOUND]
+    with pytest.raises(ScenarioError, match="^slo.ttft_s.p90: must be > 0, got -1.0$"):
+        validate_slo(config["slo"])
+    assert [str(e) for e in cosim.validate(config)] == [BAD_BOUND]
+    code, _, err = validate_cli(tmp_path, capsys, config)
+    assert (code, err) == (2, f"error: {BAD_BOUND}\n")
+    for call in (lambda: cosim.run(config), lambda: cosim.goodput(config),
+                 lambda: cosim.search({"base": config, "devices": ["A100-80GB"]})):
+        with pytest.raises(ScenarioProblems) as caught:
+            call()
+        assert [str(e) for e in caught.value.problems] == [BAD_BOUND]
+
+
+@pytest.mark.parametrize(("slo", "expected"), [
+    ({"ttft_s": {"p95": 1.0}}, "slo.ttft_s.p95: unknown statistic; use one of mean, p50, p90, p99, max"),
+    ({"ttfb_s": {"p90": 1.0}}, "slo.ttfb_s: unknown metric; use one of ttft_s, tpot_s, e2e_s, tbt_max_s"),
+    ({"ttft_s": {"p90": 0}}, "slo.ttft_s.p90: must be > 0, got 0"),
+    ({"ttft_s": {"p90": float("nan")}}, "slo.ttft_s.p90: must be > 0, got nan"),
+    ({"ttft_s": 2.0}, "slo.ttft_s: give a threshold per statistic, e.g. {p90: 2.0}; got 2.0"),
+])
+def test_slo_problems_name_the_bound(slo, expected) -> None:
+    assert [str(e) for e in slo_problems(slo)] == [expected]
+
+
+def test_goodput_needs_some_bound() -> None:
+    assert slo_problems({}) == []
+    error, = slo_problems({"ttft_s": {}}, needed_by="goodput")
+    assert str(error).startswith("slo: goodput needs an SLO")
