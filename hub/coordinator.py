@@ -24,6 +24,7 @@ from typing import Callable, Protocol, Sequence as Seq
 
 from .clients.llm import LLMClient
 from .clients.service import ServiceClient
+from .clients.stages import KVRetrievalTimer
 from .errors import ScenarioError
 from .kernel import ARRIVAL, Kernel
 from .pipelines import LLM_STAGES, Pipeline, decode_kind
@@ -46,33 +47,34 @@ class TransferService(Protocol):
 class Coordinator:
     """Routes stages to clients and moves requests through their pipelines.
 
+    Clients are built with the coordinator as their stage sink, then :meth:`register` ed.
+
     Args:
         kernel: the event kernel.
-        clients: LLM clients, in config order.
-        services: clients of the other stage kinds, in config order.
         router: picks among candidate clients.
         transfers: times inter-client transfers.
         kv_bytes_per_token: per model name, KV bytes of one token (all layers).
         on_request_done: called with each finished request.
     """
 
-    def __init__(self, *, kernel: Kernel, clients: list[LLMClient], router: Router, transfers: TransferService,
-                 kv_bytes_per_token: dict[str, float], services: Seq[ServiceClient] = (),
-                 on_request_done: Callable[[RequestRecord], None] = lambda r: None) -> None:
+    def __init__(self, *, kernel: Kernel, router: Router, transfers: TransferService,
+                 kv_bytes_per_token: dict[str, float], on_request_done: Callable[[RequestRecord], None]) -> None:
         self.kernel, self.router, self.transfers = kernel, router, transfers
-        self.clients = clients
-        self.services = list(services)
         self.kv_bytes_per_token = kv_bytes_per_token
         self.on_request_done = on_request_done
-        self.on_prefix_recomputed: Callable[[RequestRecord], None] = lambda r: None
+        self.clients: list[LLMClient] = []
+        self.services: list[ServiceClient] = []
         self.requests: list[RequestRecord] = []
         self._arrivals: dict[str, list[int]] = {}  # per model, sorted arrival times
         self.num_finished = 0
         self.transfer_bytes = 0
-        for client in clients:
-            client.on_stage_done = self.on_llm_done
-        for service in self.services:
-            service.on_stage_done = self.on_service_done
+
+    def register(self, client: LLMClient | ServiceClient) -> None:
+        """Adds a client (routing prefers clients registered first)."""
+        if isinstance(client, LLMClient):
+            self.clients.append(client)
+        else:
+            self.services.append(client)
 
     # -- arrivals ----------------------------------------------------------
     def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
@@ -84,14 +86,11 @@ class Coordinator:
                                    template=pipeline.template, pipeline=pipeline.stages,
                                    branches=pipeline.branches)
             self.requests.append(record)
-            self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record)
+            self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record, label="arrival")
         for spec, pipeline in zip(specs, pipelines):
             self._arrivals.setdefault(pipeline.model, []).append(spec.arrival_ns)
         for times in self._arrivals.values():
             times.sort()
-        for client in self.clients:
-            if "prefill" in client.serves:
-                client.next_arrival_ns = lambda now, client=client: self.next_arrival_at(client, now)
 
     def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
         """When the next request may reach ``client`` (a lookahead hint): the first of the next
@@ -160,15 +159,17 @@ class Coordinator:
         request.stages.append(stage)
         per_branch = request.output_tokens // request.branches
         seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=request.retrieved_tokens,
-                       target_generated=per_branch if whole else 1, order=0,
+                       target_generated=per_branch if whole else 1,
                        prefix_id=request.prefix_id if not request.retrieved_tokens else None,
                        forks=request.branches - 1 if whole else 0)
-        self._hand_over(client, seq)
-
-    def _hand_over(self, client: LLMClient, seq: Sequence) -> None:
-        client.outstanding += 1
-        client.outstanding_input_tokens += seq.request.input_tokens
         client.submit(seq)
+
+    def _store_prefix(self, request: RequestRecord) -> None:
+        """A prefix the request's KV-retrieval client missed was recomputed: that client stores it."""
+        looked_up = next(stage.client for stage in request.stages if stage.kind == "kv_retrieval")
+        timer = next(s.timer for s in self.services if s.name == looked_up)
+        assert isinstance(timer, KVRetrievalTimer)
+        timer.store(request)
 
     def on_llm_done(self, seq: Sequence, now_ns: int) -> None:
         """An LLM client finished its part: decode elsewhere, or move past the LLM stages."""
@@ -179,7 +180,7 @@ class Coordinator:
                 return  # one reasoning path ended; its siblings are still generating
         if request.generated_tokens >= request.output_tokens:
             if "kv_retrieval" in request.pipeline and request.prefix_tokens and not request.retrieved_tokens:
-                self.on_prefix_recomputed(request)
+                self._store_prefix(request)
             while request.stage_index < len(request.pipeline) and request.pipeline[request.stage_index] in LLM_STAGES:
                 request.stage_index += 1
             self.push_stage(request)
@@ -201,6 +202,6 @@ class Coordinator:
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
         seq = Sequence(request, stage, num_tokens=request.input_tokens + 1, num_computed=request.input_tokens,
-                       target_generated=request.output_tokens // request.branches, order=0, generated=1,
+                       target_generated=request.output_tokens // request.branches, generated=1,
                        forks=request.branches - 1)
-        self._hand_over(client, seq)
+        client.submit(seq)

@@ -2,14 +2,16 @@
 
 Heap entries are ``(time_ns, priority, seq, event)``; ``seq`` comes from the
 kernel's own counter, so events at the same time and priority run in the
-order they were scheduled and every run is deterministic.
+order they were scheduled and every run is deterministic. Each event carries
+a label (``arrival``, ``wake c0``, ``step done c0``, ...), and the kernel can
+keep the first events it handles (``cosim run --log-events N``).
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Callable, Protocol
+from typing import Callable
 
 from .errors import HubError
 
@@ -20,61 +22,59 @@ ARRIVAL = 1
 WAKE = 2
 
 
-class Event(Protocol):
-    """Anything with ``handle()``; it may schedule follow-up events."""
+class Event:
+    """A call of ``fn(*args)`` at a simulated time, with a label saying what it is."""
 
-    def handle(self) -> None: ...
+    __slots__ = ("fn", "args", "label")
 
+    def __init__(self, fn: Callable[..., None], args: tuple[object, ...], label: str) -> None:
+        self.fn, self.args, self.label = fn, args, label
 
-class Call:
-    """An event that calls a function with arguments."""
-
-    __slots__ = ("fn", "args")
-
-    def __init__(self, fn: Callable[..., None], *args: object) -> None:
-        self.fn, self.args = fn, args
-
-    def handle(self) -> None:
-        self.fn(*self.args)
+    def describe(self) -> str:
+        """The label (else the function's name), with the request it concerns where its first
+        argument is a request record."""
+        label = self.label or getattr(self.fn, "__qualname__", "event")
+        request_id = getattr(self.args[0], "id", None) if self.args else None
+        return f"{label} request {request_id}" if isinstance(request_id, int) else label
 
 
 class Kernel:
     """Clock plus event heap.
 
+    Args:
+        log_limit: how many of the first events to keep in :attr:`log`.
+
     Attributes:
         now_ns: the simulated time of the event being handled.
         num_events: events handled so far.
+        log: (time_ns, description) of the first ``log_limit`` events handled.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, log_limit: int = 0) -> None:
         self.now_ns = 0
         self.num_events = 0
+        self.log_limit = log_limit
+        self.log: list[tuple[int, str]] = []
         self._heap: list[tuple[int, int, int, Event]] = []
         self._seq = itertools.count()
 
-    def schedule(self, time_ns: int, priority: int, event: Event) -> None:
-        """Schedules ``event`` at ``time_ns`` (never in the past)."""
+    def call_at(self, time_ns: int, priority: int, fn: Callable[..., None], *args: object, label: str = "") -> None:
+        """Schedules ``fn(*args)`` at ``time_ns`` (never in the past)."""
         if time_ns < self.now_ns:
-            raise HubError(f"event scheduled at {time_ns} ns, before now ({self.now_ns} ns)")
-        heapq.heappush(self._heap, (time_ns, priority, next(self._seq), event))
-
-    def call_at(self, time_ns: int, priority: int, fn: Callable[..., None], *args: object) -> None:
-        """Schedules ``fn(*args)`` at ``time_ns``."""
-        self.schedule(time_ns, priority, Call(fn, *args))
-
-    def next_time_ns(self) -> int | None:
-        """Time of the next event, or None when the heap is empty."""
-        return self._heap[0][0] if self._heap else None
+            raise HubError(f"event {label!r} scheduled at {time_ns} ns, before now ({self.now_ns} ns)")
+        heapq.heappush(self._heap, (time_ns, priority, next(self._seq), Event(fn, args, label)))
 
     def run(self, *, stop: Callable[[], bool] = lambda: False) -> None:
         """Handles events in order until the heap is empty or ``stop()`` is true.
 
         NOTE: time never goes backwards: every event is at or after ``now_ns``,
-        which :meth:`schedule` enforces.
+        which :meth:`call_at` enforces.
         """
-        heap = self._heap
+        heap, log = self._heap, self.log
         while heap and not stop():
             time_ns, _, _, event = heapq.heappop(heap)
             self.now_ns = time_ns
             self.num_events += 1
-            event.handle()
+            if self.num_events <= self.log_limit:
+                log.append((time_ns, event.describe()))
+            event.fn(*event.args)

@@ -3,34 +3,32 @@
 Policies: ``round_robin``, ``random``, ``least_outstanding`` (fewest stages
 in flight), ``load_based`` (least load) and ``heavy_light`` (long prompts to
 the heavy group, short ones to the rest, least load within a group). Load is
-``input_tokens`` (prompt tokens in flight), ``kv_tokens`` (tokens held in KV
-blocks) or ``remaining_tokens`` (prefill and decode tokens still to compute).
+each client's own figure (``LLMClient.load``): ``input_tokens`` (prompt tokens
+of the requests it holds), ``kv_tokens`` (tokens held in KV blocks) or
+``remaining_tokens`` (prefill and decode tokens still to compute); stage
+clients count the stages they hold, whatever the metric.
 Ties go to the client listed first in the config, so routing is deterministic.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Protocol, Sequence, TypeVar
 
 import numpy as np
 
-from .clients.llm import LLMClient
 from .config import RouterConfig
 from .records import RequestRecord
 
 
-def client_load(client: LLMClient, metric: str) -> int:
-    """A client's load by the configured metric (stages in flight for non-LLM clients)."""
-    scheduler = getattr(client, "scheduler", None)
-    if scheduler is None:
-        return client.outstanding
-    if metric == "input_tokens":
-        return client.outstanding_input_tokens
-    if metric == "kv_tokens":
-        return scheduler.kv.num_used * scheduler.kv.block_size
-    client.settle()  # a decode run's pending steps count
-    return sum(seq.remaining_work for seq in scheduler.running) + \
-        sum(seq.remaining_work for seq in scheduler.waiting)
+class Routable(Protocol):
+    """A client the router can choose: its name and its load by a metric (``LLMClient.load``)."""
+
+    name: str
+
+    def load(self, metric: str) -> int: ...
+
+
+C = TypeVar("C", bound=Routable)
 
 
 class Router:
@@ -45,7 +43,7 @@ class Router:
         self.config, self.rng = config, rng
         self._next: dict[tuple[str, ...], int] = {}
 
-    def choose(self, candidates: Sequence[LLMClient], request: RequestRecord) -> LLMClient:
+    def choose(self, candidates: Sequence[C], request: RequestRecord) -> C:
         """Picks one of ``candidates`` (non-empty, in config order) for ``request``."""
         if len(candidates) == 1:
             return candidates[0]
@@ -58,12 +56,12 @@ class Router:
         if policy == "random":
             return candidates[int(self.rng.integers(len(candidates)))]
         if policy == "least_outstanding":
-            return min(candidates, key=lambda c: c.outstanding)
+            return min(candidates, key=lambda c: c.load("stages"))
         if policy == "heavy_light":
             candidates = self._group(candidates, request)
-        return min(candidates, key=lambda c: client_load(c, self.config.load_metric))
+        return min(candidates, key=lambda c: c.load(self.config.load_metric))
 
-    def forecast(self, candidates: Sequence[LLMClient], count: int) -> list[LLMClient] | None:
+    def forecast(self, candidates: Sequence[C], count: int) -> list[C] | None:
         """Where the next ``count`` stages among ``candidates`` would go if none finished
         meanwhile, or None where the policy cannot tell (random, load-based). A lookahead hint;
         routing itself is :meth:`choose`."""
@@ -73,7 +71,7 @@ class Router:
             i = self._next.get(tuple(c.name for c in candidates), 0)
             return [candidates[(i + k) % len(candidates)] for k in range(count)]
         if self.config.policy == "least_outstanding":
-            load = [c.outstanding for c in candidates]
+            load = [c.load("stages") for c in candidates]
             chosen = []
             for _ in range(count):
                 j = load.index(min(load))  # the first listed among the least loaded, as choose() picks
@@ -82,7 +80,7 @@ class Router:
             return chosen
         return None
 
-    def _group(self, candidates: Sequence[LLMClient], request: RequestRecord) -> Sequence[LLMClient]:
+    def _group(self, candidates: Sequence[C], request: RequestRecord) -> Sequence[C]:
         named = set(self.config.heavy_clients)
         heavy = [c for c in candidates if c.name in named] if named else \
             list(candidates[:(len(candidates) + 1) // 2])

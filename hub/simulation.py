@@ -23,7 +23,7 @@ from .clients.service import ServiceClient
 from .clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
 from .config import ClientConfig, ScenarioConfig
 from .coordinator import Coordinator
-from .errors import BackendError, CosimError, HubError, ScenarioError
+from .errors import CosimError, HubError, ScenarioError, open_or_blame
 from .kernel import Kernel
 from .metrics import ProgressBar, summarize
 from .pipelines import Pipeline, assign_pipelines, resolve_templates
@@ -39,16 +39,6 @@ _SERVES = {"mixed": frozenset({"prefill", "decode"}), "prefill": frozenset({"pre
            "decode": frozenset({"decode"})}
 
 
-def _opened(where: str, backend: str, call: Callable[[], Any]) -> Any:
-    """Opens a session, turning a backend's INVALID_ARGUMENT into a scenario error located at ``where``."""
-    try:
-        return call()
-    except BackendError as err:
-        if "INVALID_ARGUMENT" in err.message:
-            raise ScenarioError(where, f"backend {backend!r} rejected it: {err.message}") from None
-        raise
-
-
 def _without_client(spec: pb.SessionSpec) -> bytes:
     """The spec's bytes less the client's name: what a backend's timings may depend on."""
     anonymous = pb.SessionSpec()
@@ -58,35 +48,44 @@ def _without_client(spec: pb.SessionSpec) -> bytes:
 
 
 class Simulation:
-    """One scenario, built and ready to run (see :func:`cosim.hub.runner.run`)."""
+    """One scenario, built and ready to run (see :func:`cosim.hub.runner.run`).
 
-    def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient]) -> None:
+    Args:
+        config: the scenario.
+        base_dir: where its relative paths resolve.
+        backends: a connected client per backend name.
+        log_events: how many of the first events the kernel keeps (``kernel.log``).
+    """
+
+    def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient], *,
+                 log_events: int = 0) -> None:
         self.config, self.base_dir, self.backends = config, base_dir, backends
         self.rng = np.random.default_rng(config.seed)
-        self.kernel = Kernel()
+        self.kernel = Kernel(log_limit=log_events)
         # Runtime sessions by backend and spec (less the client's name), each with its timing proxy.
         self.sessions: dict[tuple[str, bytes], tuple[RuntimeSessionProxy, pb.OpenSessionResponse]] = {}
         self.infos: list[ClientInfo] = []
-        self.hardware_specs: dict[str, pb.HardwareSpec] = {}
+        # The clusters of the clients timed by a runtime backend (LLM, RAG embedding, model-based stages).
+        self.hardware_specs = {cfg.name: resolve_hardware(config, cfg, f"clients[{i}]")
+                               for i, cfg in enumerate(config.clients) if cfg.hardware and cfg.model}
         llm_models = {c.model for c in config.clients if c.kind == "llm" and c.model}
         self.kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in llm_models}
+        self._progress: Callable[[RequestRecord], None] | None = None  # set while running
+        self.transfers = self._transfers()
+        self.coordinator = Coordinator(kernel=self.kernel, router=Router(config.router, self.rng),
+                                       transfers=self.transfers, kv_bytes_per_token=self.kv_bytes,
+                                       on_request_done=self._request_done)
         self.kv_timers: list[KVRetrievalTimer] = []
         self.clients: list[LLMClient] = []
         self.services: list[ServiceClient] = []
         for index, cfg in enumerate(config.clients):
             if cfg.kind == "llm":
-                self.clients.append(self._build_llm(index, cfg))
+                client: LLMClient | ServiceClient = self._build_llm(index, cfg)
+                self.clients.append(client)
             else:
-                self.services.append(self._build_service(index, cfg))
-        transfers = self._transfers()
-        self.coordinator = Coordinator(kernel=self.kernel, clients=self.clients, services=self.services,
-                                       router=Router(config.router, self.rng), transfers=transfers,
-                                       kv_bytes_per_token=self.kv_bytes)
-        if config.network.collectives:
-            assert isinstance(transfers, NetworkTransfers)
-            self._time_collectives(transfers)
-        if self.kv_timers:
-            self.coordinator.on_prefix_recomputed = self.kv_timers[0].store
+                client = self._build_service(index, cfg)
+                self.services.append(client)
+            self.coordinator.register(client)
 
     # -- assembly ------------------------------------------------------------
     def _runtime_session(self, where: str, cfg: ClientConfig) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
@@ -95,10 +94,9 @@ class Simulation:
         assert cfg.model and cfg.backend and cfg.hardware
         backend = self.backends[cfg.backend]
         assert isinstance(backend, RuntimeClient)
-        hardware = resolve_hardware(self.config, cfg, where)
-        self.hardware_specs[cfg.name] = hardware
         spec = pb.SessionSpec(
-            client=cfg.name, model=resolve_model(self.config, cfg.model).to_model_spec(), hardware=hardware,
+            client=cfg.name, model=resolve_model(self.config, cfg.model).to_model_spec(),
+            hardware=self.hardware_specs[cfg.name],
             parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
                                        expert=cfg.hardware.expert_parallel),
             options=session_options(self.config.backends[cfg.backend].options))
@@ -106,7 +104,7 @@ class Simulation:
         key = (cfg.backend, _without_client(spec))
         if key in self.sessions:
             return self.sessions[key]
-        opened = _opened(where, cfg.backend, lambda: backend.open_session(spec))
+        opened = open_or_blame(where, cfg.backend, lambda: backend.open_session(spec))
         backend_config = self.config.backends[cfg.backend]
         bucket = backend_config.cache_bucket_tokens
         if bucket and BUCKETED_CACHE_SAFE not in opened.info.capabilities:
@@ -138,11 +136,9 @@ class Simulation:
         info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size)
         kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token())
-        client = LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, timing=proxy,
-                           on_stage_done=lambda seq, now: None, serves=_SERVES[cfg.role],
-                           host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
-        proxy.join(client)
-        return client
+        return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
+                         serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg),
+                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"
@@ -153,7 +149,7 @@ class Simulation:
             # One KV size per session: the first LLM client's model (pipelines of one model per tier).
             first_llm = next(c.model for c in self.config.clients if c.kind == "llm")
             spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)], self.config.backends[str(cfg.backend)].options)
-            session = _opened(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
+            session = open_or_blame(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
             timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id,
                                           self.kv_bytes)
             self.kv_timers.append(timer)
@@ -172,7 +168,7 @@ class Simulation:
                 proxy, opened = self._runtime_session(where, cfg)
             timer = LinearStageTimer(self.kernel, cfg.kind, cfg.service, proxy)
         return ServiceClient(info=self._info(cfg, opened), kernel=self.kernel, kind=cfg.kind, servers=cfg.servers,
-                             timer=timer, on_stage_done=lambda request, stage: None)
+                             timer=timer, on_stage_done=self.coordinator.on_service_done)
 
     def _transfers(self) -> LinkTransfers | NetworkTransfers:
         """The transfer service: the network backend's session, or the plain link."""
@@ -182,27 +178,28 @@ class Simulation:
         client = self.backends[network.backend]
         assert isinstance(client, NetworkClient)
         spec = network_session_spec(self.config, self.hardware_specs)
-        opened = _opened("network", network.backend, lambda: client.open_session(spec))
+        opened = open_or_blame("network", network.backend, lambda: client.open_session(spec))
         return NetworkTransfers(self.kernel, client, opened.session_id,
                                 time_synchronized=network.mode == "congestion_aware", layers=network.kv_layers)
 
-    def _time_collectives(self, transfers: NetworkTransfers) -> None:
-        """Gives each tensor-parallel client the network backend's all-reduce times: two per layer
-        (after attention and after the MLP), each of the step's activations (tokens x hidden x 2 bytes)."""
-        for cfg, client in zip((c for c in self.config.clients if c.kind == "llm"), self.clients):
-            assert cfg.hardware is not None and cfg.model is not None
-            if cfg.hardware.tensor_parallel < 2:
-                continue
-            model = resolve_model(self.config, cfg.model)
-            per_token = model.hidden_size * 2
-
-            def collectives_ns(tokens: int, name: str = cfg.name, layers: int = model.num_layers,
-                               per_token: int = per_token) -> int:
-                return 2 * layers * transfers.all_reduce_ns(name, tokens * per_token)
-
-            client.collectives_ns = collectives_ns
+    def _collectives_ns(self, cfg: ClientConfig) -> Callable[[int], int] | None:
+        """The network backend's time of a tensor-parallel step's all-reduces, by its tokens: two per
+        layer (after attention and after the MLP), each of the step's activations (tokens x hidden x
+        2 bytes); None where the network backend does not time collectives."""
+        assert cfg.hardware is not None and cfg.model is not None
+        transfers = self.transfers
+        if not self.config.network.collectives or cfg.hardware.tensor_parallel < 2:
+            return None
+        assert isinstance(transfers, NetworkTransfers)
+        model = resolve_model(self.config, cfg.model)
+        layers, per_token, name = model.num_layers, model.hidden_size * 2, cfg.name
+        return lambda tokens: 2 * layers * transfers.all_reduce_ns(name, tokens * per_token)
 
     # -- running -------------------------------------------------------------
+    def _request_done(self, request: RequestRecord) -> None:
+        if self._progress is not None:
+            self._progress(request)
+
     def workload(self) -> tuple[list[Any], list[Pipeline]]:
         """The requests and their pipelines (templates drawn by weight when the workload mixes them)."""
         specs = generate_requests(self.config.workload, self.rng, base_dir=self.base_dir)
@@ -228,7 +225,7 @@ class Simulation:
                 if on_progress:
                     on_progress(done, total, self.kernel.now_ns)
 
-        self.coordinator.on_request_done = report
+        self._progress = report
         try:
             self.kernel.run()
         except CosimError as err:

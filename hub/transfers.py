@@ -28,7 +28,7 @@ class LinkTransfers:
 
     def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
         duration = self.latency_ns + int(size_bytes / self.bytes_per_ns)
-        self.kernel.call_at(self.kernel.now_ns + duration, DONE, on_done, duration)
+        self.kernel.call_at(self.kernel.now_ns + duration, DONE, on_done, duration, label=f"transfer done {dst}")
 
 
 class NetworkTransfers:
@@ -57,7 +57,7 @@ class NetworkTransfers:
         (result,) = self.client.transfer(self.session_id, [transfer], stateful=self._sync is not None,
                                          sim_time_ns=now)
         if self._sync is None:
-            self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns)
+            self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns, label=f"transfer done {dst}")
         else:
             self._sync.submitted(transfer.id, now + result.duration_ns, on_done)
 

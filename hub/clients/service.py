@@ -8,10 +8,12 @@ asynchronous part (a memory-backend access) and call back when it is done.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
-from ..kernel import DONE, Kernel
+from ..kernel import Kernel
 from ..records import ClientInfo, ClientTimeline, RequestRecord, StageRecord
 
 OnStageDone = Callable[[RequestRecord, StageRecord], None]
@@ -53,12 +55,16 @@ class ServiceClient:
         self._queue.append((request, stage))
         self._start_next()
 
+    def load(self, metric: str) -> int:
+        """Stages queued or in service (whatever the router's metric)."""
+        return self.outstanding
+
     def _start_next(self) -> None:
         while self._idle and self._queue:
             request, stage = self._queue.popleft()
             self._idle -= 1
             stage.start_ns = self.kernel.now_ns
-            self.timer.serve(request, lambda r=request, s=stage: self._finish(r, s))
+            self.timer.serve(request, functools.partial(self._finish, request, stage))
 
     def _finish(self, request: RequestRecord, stage: StageRecord) -> None:
         now = self.kernel.now_ns
@@ -69,8 +75,3 @@ class ServiceClient:
         self.outstanding -= 1
         self.on_stage_done(request, stage)
         self._start_next()
-
-
-def after(kernel: Kernel, duration_ns: int, finish: Callable[[], None]) -> None:
-    """Calls ``finish`` ``duration_ns`` from now (a stage whose time is known up front)."""
-    kernel.call_at(kernel.now_ns + duration_ns, DONE, finish)

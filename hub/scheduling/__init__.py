@@ -1,7 +1,10 @@
-"""Per-client scheduling: sequences, KV blocks, batching policies."""
+"""Per-client scheduling: sequences, KV blocks, batching policies, the scheduler."""
 
+from .batch import DecodeRun, ScheduledBatch, Signature, StepOutcome
 from .kv import BlockManager, blocks_for
-from .scheduler import Scheduler, Signature, Step
+from .policies import POLICIES, BatchingPolicy
+from .scheduler import Scheduler
 from .sequence import Sequence
 
-__all__ = ["BlockManager", "Scheduler", "Sequence", "Signature", "Step", "blocks_for"]
+__all__ = ["POLICIES", "BatchingPolicy", "BlockManager", "DecodeRun", "ScheduledBatch", "Scheduler", "Sequence",
+           "Signature", "StepOutcome", "blocks_for"]

@@ -40,8 +40,13 @@ class BlockManager:
         self.enable_prefix_caching = enable_prefix_caching
         # prefix id -> [blocks, users]; insertion order is LRU order (oldest first)
         self._prefixes: OrderedDict[str, list[int]] = OrderedDict()
-        self.prefix_hits = 0
-        self.prefix_lookups = 0
+
+    def copy(self) -> BlockManager:
+        """An independent copy (lookahead schedules on it)."""
+        copy = BlockManager(self.num_blocks, self.block_size, enable_prefix_caching=self.enable_prefix_caching)
+        copy.num_free = self.num_free
+        copy._prefixes = OrderedDict((key, entry.copy()) for key, entry in self._prefixes.items())
+        return copy
 
     @property
     def num_used(self) -> int:
@@ -104,14 +109,12 @@ class BlockManager:
         """
         if not self.enable_prefix_caching or seq.num_computed or seq.prefix_id is None:
             return 0
-        self.prefix_lookups += 1
         entry = self._prefixes.get(seq.prefix_id)
         if entry is None:
             return 0
         usable = min(entry[0], (min(prefix_tokens, seq.num_tokens - 1)) // self.block_size)
         if usable <= 0:
             return 0
-        self.prefix_hits += 1
         entry[1] += 1
         self._prefixes.move_to_end(seq.prefix_id)
         seq.prefix_blocks = usable
@@ -185,19 +188,6 @@ class BlockManager:
         self._prefixes[self._parked_key(seq)][1] -= 1
         seq.prefix_blocks = 0
         seq.num_computed = 0
-
-    def is_parked(self, seq: Sequence) -> bool:
-        return self._parked_key(seq) in self._prefixes
-
-    def drop_parked(self, seq: Sequence) -> None:
-        """Frees a parked sequence's cached blocks (it will not come back)."""
-        entry = self._prefixes.pop(self._parked_key(seq), None)
-        if entry is not None:
-            self.num_free += entry[0]
-
-    def check(self) -> None:
-        """Asserts the accounting invariant (used by tests)."""
-        assert 0 <= self.num_free <= self.num_blocks, (self.num_free, self.num_blocks)
 
     def fork(self, parent: Sequence, children: list[Sequence], *, prompt_tokens: int) -> None:
         """Lets ``children`` share the parent's full prompt blocks (multi-path reasoning).

@@ -1,123 +1,56 @@
-"""The per-client LLM scheduler: which sequences run in the next step.
+"""The per-client LLM scheduler: every change to its sequences, through two calls.
 
-Batching policies (``SchedulerConfig.batching``):
-
-- ``static``: a batch is formed when the client is idle; it runs (prefill,
-  then decodes) until every sequence in it finishes; nothing joins meanwhile.
-- ``continuous``: prefill-prioritized (Orca / vLLM V0): when waiting prompts
-  can be admitted, the step prefills them whole and running decodes pause;
-  otherwise the step decodes every running sequence.
-- ``chunked``: Sarathi-Serve / vLLM V1: running sequences first (decodes and
-  unfinished chunks), then waiting prompts, all within one token budget
-  (``chunk_size``, default ``max_num_batched_tokens``); prompts are split.
-- ``mixed``: every running decode plus whole waiting prompts that fit the
-  remaining budget, in one step.
+As in vLLM, a client asks :meth:`Scheduler.schedule` for the next step
+(:class:`ScheduledBatch`: which sequences compute how many tokens) and hands
+it back after the step with :meth:`Scheduler.update`, which advances the
+sequences, samples, forks reasoning branches, finishes stages and frees their
+KV (:class:`StepOutcome`). The batching policy (:mod:`.policies`) decides what
+a step holds, out of two moves: :meth:`schedule_running` and :meth:`admit`.
 
 KV blocks are allocated as tokens are scheduled. When a running sequence
 needs a block and none is free, the newest running sequence is preempted
 (recompute: its KV is dropped and it re-enters the front of the queue; swap:
-its KV moves to host memory and back, the copy time added to the step),
-as vLLM does.
+its KV moves to host memory and back, the copy time added to the step), as
+vLLM does.
+
+Lookahead schedules on a :meth:`copy` (the same policy code, on cloned
+sequences), and a :class:`DecodeRun` lets a client skip forming and updating
+steps that are certain to be the same sequences decoding.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-import numpy as np
-
 from ..config import SchedulerConfig
-from .kv import BlockManager
-from .sequence import RUNNING, SWAPPED, WAITING, Sequence
-
-
-Signature = tuple[tuple[int, ...], tuple[int, ...]]  # a batch's (new_tokens, context_tokens): what times it
-
-
-@dataclass
-class Step:
-    """One scheduled step: sequences with the tokens each computes."""
-
-    seqs: list[Sequence] = field(default_factory=list)
-    num_new: list[int] = field(default_factory=list)
-    context: list[int] = field(default_factory=list)
-    swap_bytes: int = 0  # KV bytes copied between host and device in this step
-    num_tokens: int = 0
-    prefill_tokens: int = 0  # tokens of prompts (or recomputed context), not decodes
-
-    def add(self, seq: Sequence, num_tokens: int) -> None:
-        computed = seq.num_computed
-        self.seqs.append(seq)
-        self.num_new.append(num_tokens)
-        self.context.append(computed)
-        self.num_tokens += num_tokens
-        if num_tokens > 1 or seq.generated == 0 or seq.num_tokens - computed > 1:
-            self.prefill_tokens += num_tokens
-
-
-class _Decoding:
-    """The decoding sequences a lookahead advances, as arrays in running order: tokens computed,
-    tokens left to sample, KV blocks each can fill (shared prefix included), shared prefix blocks.
-    Arrays, because a departure touches every sequence's blocks and batches run to hundreds."""
-
-    def __init__(self, rows: list[tuple[int, int, int, int]]) -> None:
-        columns = np.array(rows, dtype=np.int64).reshape(-1, 4).T
-        self.computed, self.left, self.held, self.prefix = columns
-
-    def __len__(self) -> int:
-        return len(self.computed)
-
-    @property
-    def steps_to_departure(self) -> int:
-        return int(self.left.min())
-
-    def batches(self, run: int) -> list[Signature]:
-        """The next ``run`` decode steps' (new_tokens, context_tokens) signatures."""
-        ones = (1,) * len(self.computed)
-        return [(ones, tuple((self.computed + i).tolist())) for i in range(run)]
-
-    def advance(self, run: int, block_size: int) -> int:
-        """Takes ``run`` decode steps and drops the sequences that finish; returns the change in
-        free blocks (blocks grown into, less the blocks the finished ones release)."""
-        computed = self.computed + run
-        grown = np.maximum(self.held, -(-computed // block_size))
-        change = -int((grown - self.held).sum())
-        stay = self.left > run
-        if stay.all():
-            self.computed, self.left, self.held = computed, self.left - run, grown
-            return change
-        change += int((grown - self.prefix)[~stay].sum())
-        self.computed, self.left, self.held, self.prefix = computed[stay], self.left[stay] - run, grown[stay], \
-            self.prefix[stay]
-        return change
-
-    def extend(self, rows: list[tuple[int, int, int, int]]) -> None:
-        """Adds admitted sequences at the end (as the scheduler appends them to ``running``)."""
-        if rows:
-            more = _Decoding(rows)
-            self.computed, self.left, self.held, self.prefix = (
-                np.concatenate(pair) for pair in ((self.computed, more.computed), (self.left, more.left),
-                                                  (self.held, more.held), (self.prefix, more.prefix)))
+from .batch import DecodeRun, ScheduledBatch, StepOutcome
+from .kv import BlockManager, blocks_for
+from .policies import POLICIES
+from .sequence import FINISHED, RUNNING, SWAPPED, WAITING, Sequence
 
 
 class Scheduler:
-    """Waiting queue, running set and KV blocks of one client."""
+    """Waiting queue, running set and KV blocks of one client.
+
+    Args:
+        config: the client's scheduler section.
+        kv: its KV blocks.
+        kv_bytes_per_token: KV bytes of one token (swap sizes).
+    """
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0) -> None:
-        self.config = config
-        self.kv = kv
-        self.kv_bytes_per_token = kv_bytes_per_token
+        self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
+        self.policy = POLICIES[config.batching](config)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.swap_free_bytes = config.swap_space_bytes
-        self.num_preemptions = 0
-        budget = config.chunk_size if config.batching == "chunked" and config.chunk_size else None
-        self.token_budget = budget or config.max_num_batched_tokens
+        self._next_order = 0
+        self._borrowed: set[int] = set()  # in a copy: ids of the original's waiting sequences, cloned on write
 
-    # -- queue -------------------------------------------------------------
-    def enqueue(self, seq: Sequence, *, front: bool = False) -> None:
-        """Adds a sequence to the waiting queue (ordered by the packing policy); ``front``
-        puts it first (a branch of a request already running)."""
+    # -- the contract ----------------------------------------------------------
+    def add(self, seq: Sequence, *, front: bool = False) -> None:
+        """Queues a new sequence (ordered by the packing policy); ``front`` puts it first (a branch
+        of a request already running)."""
+        seq.order = self._next_order
+        self._next_order += 1
         seq.state = WAITING
         if front:
             self.waiting.insert(0, seq)
@@ -130,75 +63,72 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
-    @property
-    def may_admit(self) -> bool:
-        """Whether the next step may take a waiting sequence (static batching waits for the batch to end)."""
-        return bool(self.waiting) and (self.config.batching != "static" or not self.running)
-
-    def finish(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
-        """Removes a finished sequence and frees its blocks."""
-        self.running.remove(seq)
-        self.kv.release(seq, prefix_tokens=prefix_tokens)
-
-    # -- step formation ----------------------------------------------------
-    def schedule(self) -> Step:
+    def schedule(self) -> ScheduledBatch:
         """Forms the next step (possibly empty: nothing can run)."""
-        policy = self.config.batching
-        if policy == "static":
-            return self._schedule_static()
-        if policy == "continuous":
-            step = self._admit(Step(), budget=self.token_budget, whole_prompts=True)
-            return step if step.seqs else self._schedule_running(Step(), budget=None)
-        if policy == "mixed":
-            step = self._schedule_running(Step(), budget=None)
-            return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=True)
-        preemptions = self.num_preemptions
-        step = self._schedule_running(Step(), budget=self.token_budget)
-        if self.num_preemptions != preemptions:
-            return step  # vLLM V1 admits no waiting request in a step that preempted
-        return self._admit(step, budget=self.token_budget - step.num_tokens, whole_prompts=False)
+        batch = self.policy.form(self)
+        batch.queue_stamp = self._next_order
+        return batch
 
-    def _schedule_static(self) -> Step:
-        if self.running:
-            return self._schedule_running(Step(), budget=None)
-        return self._admit(Step(), budget=self.config.max_num_batched_tokens, whole_prompts=True)
+    def update(self, batch: ScheduledBatch) -> StepOutcome:
+        """Applies a finished step: each sequence holds its new tokens; a sequence whose tokens are
+        all computed samples one; reasoning branches fork; finished stages leave and free their KV."""
+        sampled, forking, finished = [], [], []
+        for seq, num in zip(batch.seqs, batch.num_new):
+            seq.num_computed += num
+            if seq.num_computed < seq.num_tokens:
+                continue  # a partial prefill chunk samples nothing
+            seq.generated += 1
+            seq.num_tokens += 1
+            sampled.append(seq)
+            if seq.forks:
+                forking.append(seq)
+            if seq.generated >= seq.target_generated:
+                finished.append(seq)
+        forked = [(seq, self._fork(seq)) for seq in forking]
+        outcome = StepOutcome(sampled, forked, finished, self.kv.num_used, len(self.waiting))
+        for seq in finished:
+            self.running.remove(seq)
+            self.kv.release(seq, prefix_tokens=seq.request.prefix_tokens)
+            seq.state = FINISHED
+        return outcome
 
-    def _schedule_running(self, step: Step, *, budget: int | None) -> Step:
-        """Schedules running sequences in admission order, preempting the newest when blocks run out."""
+    # -- the two moves policies form steps from ---------------------------------
+    def schedule_running(self, batch: ScheduledBatch, *, budget: int | None) -> ScheduledBatch:
+        """Adds running sequences in admission order, preempting the newest when blocks run out."""
         i = 0
         block_size = self.kv.block_size
         while i < len(self.running):
             seq = self.running[i]
             remaining = seq.num_tokens - seq.num_computed
-            num = remaining if budget is None else min(remaining, budget - step.num_tokens)
+            num = remaining if budget is None else min(remaining, budget - batch.num_tokens)
             if num <= 0:
                 break
             if seq.num_computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
-                step.add(seq, num)  # fast path: its blocks already hold the new tokens
+                batch.add(seq, num)  # fast path: its blocks already hold the new tokens
                 i += 1
                 continue
             while not self.kv.grow(seq, num):
                 victim = self.running[-1]
-                self._preempt(victim)
+                self._preempt(victim, batch)
                 if victim is seq:
                     break
             else:
-                step.add(seq, num)
+                batch.add(seq, num)
                 i += 1
                 continue
             break  # seq itself was preempted: it was the newest
-        return step
+        return batch
 
-    def _admit(self, step: Step, *, budget: int, whole_prompts: bool) -> Step:
-        """Admits waiting sequences FCFS (or by packing order) while budget, seats and blocks allow."""
-        while self.waiting and len(step.seqs) < self.config.max_num_seqs and \
-                len(self.running) < self.config.max_num_seqs:
-            seq = self.waiting[0]
+    def admit(self, batch: ScheduledBatch, *, budget: int, whole_prompts: bool) -> ScheduledBatch:
+        """Admits waiting sequences in queue order while budget, seats and blocks allow."""
+        max_seqs = self.config.max_num_seqs
+        while self.waiting and len(batch.seqs) < max_seqs and len(self.running) < max_seqs:
+            seq = self._writable_head()
             resumed = self.kv.resume(seq)  # a preempted sequence's KV still cached (prefix caching)
             cached = 0 if resumed else self.kv.attach_prefix(seq, seq.request.prefix_tokens)
             need = seq.remaining_tokens
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
-            fits = num > 0 and not (whole_prompts and num > budget and (step.seqs or self.running))
+            fits = num > 0 and not (whole_prompts and num > budget and (batch.seqs or self.running))
             if not fits or not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
                 if resumed:
                     self.kv.undo_resume(seq)
@@ -207,125 +137,135 @@ class Scheduler:
                     continue  # blocks that queued sequences shared are evictable now: try again
                 break
             if seq.state == SWAPPED:
-                self._swap_in(seq, step)
+                self._swap_in(seq, batch)
             self.kv.grow(seq, num)
             if resumed:
                 self.kv.commit_resume(seq)
             if cached:
-                seq.request.cached_tokens = cached
+                batch.cache_hits.append((seq, cached))
             self.waiting.pop(0)
             seq.state = RUNNING
             self.running.append(seq)
-            step.add(seq, num)
+            batch.add(seq, num)
+            batch.admitted += 1
             budget -= num
-        return step
+        batch.queue_blocked = bool(self.waiting)
+        return batch
 
+    # -- decode runs -----------------------------------------------------------
+    def decode_run(self, batch: ScheduledBatch) -> DecodeRun | None:
+        """The steps after ``batch`` (just updated) that are certain to be its sequences decoding
+        unchanged, if no work arrives.
+
+        That holds when ``batch`` ran exactly the running sequences, each now decodes, the policy
+        would take them all, and the queue can give no one: it is empty, or ``batch`` tried it,
+        admitted no one, and nothing was queued since (a step later only fewer blocks are free). The run lasts until a sequence
+        would finish, or its sequences would need more KV blocks than are free (a preemption or a
+        prefix-cache eviction is :meth:`schedule`'s to decide).
+        """
+        running = self.running
+        n = len(running)
+        if batch.swap_bytes or batch.preempted or len(batch.seqs) != n or not self.policy.decodes_all(n) or \
+                (self.waiting and (batch.admitted or not batch.queue_blocked or batch.queue_stamp != self._next_order)):
+            return None
+        for seq, ran in zip(running, batch.seqs):
+            if seq is not ran or seq.num_tokens - seq.num_computed != 1 or seq.generated < 1 or seq.forks:
+                return None
+        length = min(seq.target_generated - seq.generated for seq in running) - 1
+        if length < 1:
+            return None
+        # A sequence whose blocks hold ``room`` more tokens needs a block at run step
+        # room + 1, and every block_size steps after (0-based: room, room + block_size, ...).
+        block_size = self.kv.block_size
+        new_blocks = [0] * length
+        for seq in running:
+            for j in range((seq.num_blocks + seq.prefix_blocks) * block_size - seq.num_computed, length, block_size):
+                new_blocks[j] += 1
+        free = self.kv.num_free
+        for j, blocks in enumerate(new_blocks):
+            free -= blocks
+            if free < 0:
+                del new_blocks[j:]
+                break
+        return DecodeRun(list(running), new_blocks, batch.queue_stamp) if new_blocks else None
+
+    def run_step(self, run: DecodeRun) -> ScheduledBatch:
+        """The run's next step, taking the blocks it grows into, as :meth:`schedule` would."""
+        self.kv.take_free(run.new_blocks[run.taken])
+        run.taken += 1
+        return run.step()
+
+    def settle(self, run: DecodeRun) -> int:
+        """Applies the run's finished steps to its sequences (each sampled a token per step) and
+        credits them the blocks of the steps begun; returns how many steps it applied."""
+        k = run.done
+        if not k:
+            return 0
+        block_size = self.kv.block_size
+        begun = run.taken - k
+        for seq in run.seqs:
+            seq.num_computed += k
+            seq.num_tokens += k
+            seq.generated += k
+            seq.num_blocks = max(seq.num_blocks, blocks_for(seq.num_computed + begun, block_size) - seq.prefix_blocks)
+        run.contexts = [c + k for c in run.contexts]
+        run.taken -= k
+        del run.new_blocks[:k]
+        run.done = run.max_gap_ns = 0
+        return k
+
+    # -- lookahead ---------------------------------------------------------------
+    def copy(self) -> Scheduler:
+        """A copy to schedule hypothetically: running sequences cloned, waiting ones cloned when
+        first changed, KV blocks copied; the records stay the original's, and the copy writes none."""
+        copy = Scheduler.__new__(Scheduler)
+        copy.config, copy.policy, copy.kv_bytes_per_token = self.config, self.policy, self.kv_bytes_per_token
+        copy.kv = self.kv.copy()
+        copy.running = [seq.clone() for seq in self.running]
+        copy.waiting = list(self.waiting)
+        copy._borrowed = set(map(id, self.waiting))
+        copy.swap_free_bytes, copy._next_order = self.swap_free_bytes, self._next_order
+        return copy
+
+    def _writable_head(self) -> Sequence:
+        seq = self.waiting[0]
+        if self._borrowed and id(seq) in self._borrowed:
+            seq = self.waiting[0] = seq.clone()
+        return seq
+
+    # -- internals -------------------------------------------------------------
     def _unpin_waiting(self) -> bool:
         """Drops the shared KV blocks waiting sequences hold (they will recompute), so the
         head of the queue can evict them; a queue must never pin the blocks its head needs."""
-        pinned = [seq for seq in self.waiting[1:] if seq.prefix_blocks]
-        for seq in pinned:
-            self.kv.detach_prefix(seq)
-        return bool(pinned)
+        pinned = False
+        for i in range(1, len(self.waiting)):
+            if self.waiting[i].prefix_blocks:
+                if self._borrowed and id(self.waiting[i]) in self._borrowed:
+                    self.waiting[i] = self.waiting[i].clone()
+                self.kv.detach_prefix(self.waiting[i])
+                pinned = True
+        return pinned
 
-    # -- lookahead -----------------------------------------------------------
-    def lookahead(self, step: Step, max_steps: int) -> list[Signature]:
-        """The batches that follow ``step`` if no work arrives.
+    def _fork(self, parent: Sequence) -> list[Sequence]:
+        """Multi-path reasoning: the parent's sibling branches start beside it.
 
-        Once every running sequence is decoding, each later step is the same
-        sequences with contexts one longer; a sequence leaves after its last
-        token. A waiting request that ``step`` could not admit can only get in
-        when one leaves (as ``step`` ends, or later): with continuous batching
-        (FCFS, no prefix caching) the prediction admits the queue's head as
-        :meth:`_admit` would with the freed seats and blocks (a prefill step, then decodes with it), departure
-        after departure while the queue lasts: arrivals join its tail, so they
-        cannot change these admissions. Once an admission empties the queue, an
-        arrival could join the next one, so it stops at the departure after
-        that. With the other policies it stops at the first departure (static
-        batching never admits mid-batch). A preemption only makes predictions
-        unused. Returns at most ``max_steps`` (new_tokens, context_tokens)
-        signatures; none while a prompt is still being chunked.
+        Each sibling shares the parent's prompt KV blocks (copy-on-write, as
+        vLLM's parallel sampling), has sampled its own first token from the
+        same prefill, and decodes its own tokens into its own blocks.
         """
-        block_size = self.kv.block_size
-        scheduled = {id(seq): num for seq, num in zip(step.seqs, step.num_new)}
-        rows: list[tuple[int, int, int, int]] = []
-        free = self.kv.num_free
-        for seq in self.running:
-            computed = seq.num_computed + scheduled.get(id(seq), 0)
-            sampled = computed >= seq.num_tokens
-            if seq.num_tokens + sampled - computed != 1:
-                return []  # still prefilling after this step
-            left = seq.target_generated - seq.generated - sampled
-            if left > 0:
-                rows.append((computed, left, seq.num_blocks + seq.prefix_blocks, seq.prefix_blocks))
-            else:
-                free += seq.num_blocks  # it leaves as ``step`` ends
-        live = _Decoding(rows)
-        queue = self._admissions_queue()
-        batches: list[Signature] = []
-        while len(batches) < max_steps:
-            admitted = self._predict_admission(queue, len(live), free) if queue else []
-            if admitted:
-                if not queue or any(seq.forks for seq, _, _ in admitted):
-                    queue = None  # arrivals (or forked branches) could join the admissions after these
-                batches.append((tuple(need for _, need, _ in admitted),
-                                tuple(seq.num_computed for seq, _, _ in admitted)))
-                rows = []
-                for seq, need, blocks in admitted:
-                    free -= blocks
-                    left = seq.target_generated - seq.generated - 1
-                    if left > 0:
-                        rows.append((seq.num_computed + need, left, seq.num_blocks + blocks, 0))
-                    else:
-                        free += seq.num_blocks + blocks
-                live.extend(rows)
-                if not live:
-                    continue  # they all left (prefill-only): the next step admits again
-            elif not live:
-                break  # nothing runs and the head does not fit: a wait is no step
-            run = min(live.steps_to_departure, max_steps - len(batches))
-            batches += live.batches(run)
-            if queue is None:
-                break
-            free += live.advance(run, block_size)
-            if free < 0 and not self.kv.enable_prefix_caching:
-                break  # a sequence would be preempted
-        return batches[:max_steps]
+        request = parent.request
+        children = [Sequence(request, parent.stage, num_tokens=request.input_tokens + 1,
+                             num_computed=request.input_tokens, target_generated=parent.target_generated,
+                             generated=1) for _ in range(parent.forks)]
+        parent.forks = 0
+        self.kv.fork(parent, children, prompt_tokens=request.input_tokens)
+        for child in children:
+            self.add(child, front=True)
+        return children
 
-    def _admissions_queue(self) -> list[Sequence] | None:
-        """What :meth:`lookahead` may take from the queue at departures: a copy of it where it can
-        predict admissions, nothing (static batching, or an empty queue), or None: stop there."""
-        config = self.config
-        if not self.waiting or config.batching == "static":
-            return []
-        if config.batching != "continuous" or config.packing != "fcfs" or self.kv.enable_prefix_caching \
-                or any(seq.forks for seq in self.running):  # a forking sequence queues its branches first
-            return None
-        return list(self.waiting)
-
-    def _predict_admission(self, queue: list[Sequence], num_running: int,
-                           free_blocks: int) -> list[tuple[Sequence, int, int]]:
-        """Who :meth:`_admit` takes from ``queue`` (whole prompts, FCFS) when a departure frees room:
-        (sequence, tokens, new blocks) each, popped from ``queue``. A swapped head stops it."""
-        admitted: list[tuple[Sequence, int, int]] = []
-        budget, seats = self.token_budget, self.config.max_num_seqs - num_running
-        while queue and len(admitted) < seats and queue[0].state != SWAPPED:
-            seq = queue[0]
-            need = seq.num_tokens - seq.num_computed
-            blocks = self.kv.blocks_needed(seq, need)
-            if need <= 0 or (need > budget and (admitted or num_running)) or blocks > free_blocks:
-                break
-            admitted.append((seq, need, blocks))
-            queue.pop(0)
-            free_blocks -= blocks
-            budget -= need
-        return admitted
-
-    # -- preemption ----------------------------------------------------------
-    def _preempt(self, seq: Sequence) -> None:
+    def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         self.running.remove(seq)
-        self.num_preemptions += 1
-        seq.request.preemptions += 1
+        batch.preempted.append(seq)
         kv_bytes = int(seq.num_computed * self.kv_bytes_per_token)
         if self.config.preemption == "swap" and seq.num_blocks and not seq.prefix_blocks \
                 and kv_bytes <= self.swap_free_bytes:
@@ -340,9 +280,9 @@ class Scheduler:
             seq.state = WAITING
         self.waiting.insert(0, seq)
 
-    def _swap_in(self, seq: Sequence, step: Step) -> None:
+    def _swap_in(self, seq: Sequence, batch: ScheduledBatch) -> None:
         """Brings a swapped sequence's KV back (space checked by the caller)."""
         self.kv.grow_by(seq, seq.swapped_blocks)
         self.swap_free_bytes += seq.swapped_bytes
-        step.swap_bytes += 2 * seq.swapped_bytes  # the copy out and the copy back both cost time
+        batch.swap_bytes += 2 * seq.swapped_bytes  # the copy out and the copy back both cost time
         seq.swapped_blocks = seq.swapped_bytes = 0

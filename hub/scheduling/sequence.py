@@ -33,7 +33,7 @@ class Sequence:
                  "prefix_id", "prefix_blocks", "state", "order", "generated", "forks", "swapped_blocks", "swapped_bytes")
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
-                 target_generated: int, order: int, prefix_id: str | None = None, generated: int = 0,
+                 target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,
                  forks: int = 0) -> None:
         self.request, self.stage = request, stage
         self.num_tokens, self.num_computed = num_tokens, num_computed
@@ -47,6 +47,18 @@ class Sequence:
         self.swapped_blocks = 0  # blocks held in host memory while SWAPPED
         self.swapped_bytes = 0
 
+    def clone(self) -> Sequence:
+        """A copy to schedule hypothetically (lookahead); it shares the request and stage records,
+        which only the client writes."""
+        copy = Sequence.__new__(Sequence)
+        copy.request, copy.stage, copy.state, copy.order = self.request, self.stage, self.state, self.order
+        copy.num_tokens, copy.num_computed, copy.target_generated = self.num_tokens, self.num_computed, \
+            self.target_generated
+        copy.generated, copy.forks, copy.num_blocks = self.generated, self.forks, self.num_blocks
+        copy.prefix_id, copy.prefix_blocks = self.prefix_id, self.prefix_blocks
+        copy.swapped_blocks, copy.swapped_bytes = self.swapped_blocks, self.swapped_bytes
+        return copy
+
     @property
     def remaining_tokens(self) -> int:
         """Tokens still to schedule before the next sample."""
@@ -56,10 +68,6 @@ class Sequence:
     def remaining_work(self) -> int:
         """Tokens left to process before the stage ends (prefill plus decodes), for packing and routing."""
         return self.remaining_tokens + self.target_generated - self.generated
-
-    @property
-    def is_prefilling(self) -> bool:
-        return self.num_tokens - self.num_computed > 1 or self.generated == 0
 
     def __repr__(self) -> str:
         return (f"Sequence(r{self.request.id}, {self.state}, computed={self.num_computed}/{self.num_tokens}, "

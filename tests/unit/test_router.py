@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -11,8 +11,19 @@ from cosim.hub.config import RouterConfig
 from cosim.hub.router import Router
 
 
-def clients(*outstanding: int) -> list[SimpleNamespace]:
-    return [SimpleNamespace(name=f"c{i}", outstanding=n) for i, n in enumerate(outstanding)]
+@dataclass
+class Client:
+    """A client with a number of stages in flight (its load by any metric)."""
+
+    name: str
+    stages: int
+
+    def load(self, metric: str) -> int:
+        return self.stages
+
+
+def clients(*stages: int) -> list[Client]:
+    return [Client(f"c{i}", n) for i, n in enumerate(stages)]
 
 
 @pytest.mark.parametrize("policy", ["round_robin", "least_outstanding"])
@@ -24,7 +35,7 @@ def test_forecast_names_the_clients_choose_picks_while_none_finishes(policy: str
     chosen = []
     for _ in range(7):
         client = router.choose(group, None)
-        client.outstanding += 1  # as the coordinator's hand-over counts it
+        client.stages += 1  # the stage it was handed
         chosen.append(client.name)
     assert forecast is not None and [c.name for c in forecast] == chosen
 

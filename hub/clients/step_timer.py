@@ -1,0 +1,199 @@
+"""How long a client's step takes, and the devices that make asking cheap.
+
+A step's time is the runtime backend's answer for its batch signature (new
+and context tokens per sequence), with the network backend's collectives in
+place of the backend's own estimate where one times them, plus the host copy
+of any swapped KV. The rest of this module changes how often a backend is
+asked, never the answer:
+
+- **timing cache** (:class:`~cosim.hub.backends.proxy.RuntimeSessionProxy`):
+  a batch signature timed once is never asked again; clients whose sessions
+  are identical share one;
+- **lookahead** (:func:`predict`): on a miss, the batches that will follow if
+  no work arrives ride along in the same call. They come from the client's
+  own scheduler policy run on a copy of its state, so there is one model of
+  admission, preemption and KV growth; a wrong prediction costs backend work,
+  never a different result;
+- **top-ups** (:meth:`StepTimer.top_up`): when another client of the session
+  misses, this one's predictions ride along too, where they fall short;
+- **decode runs** (:class:`~cosim.hub.scheduling.DecodeRun`): steps certain to
+  be the same sequences decoding skip the scheduler's per-step forming and
+  updating; the scheduler applies them in bulk when anyone looks
+  (:meth:`StepTimer.settle`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence as Seq
+
+from ..backends.proxy import RuntimeSessionProxy
+from ..scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+
+
+class Settled(Protocol):
+    """Called with a decode run's sequences, its steps applied, their longest step and the last's end."""
+
+    def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
+
+
+def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list[Signature]:
+    """The signatures of up to ``depth`` batches that follow ``in_flight`` if no work arrives: the
+    scheduler's own policy, run on a copy, with decode runs taken in bulk.
+
+    A backlog is predicted while it lasts, since arrivals join the queue's tail. Once the
+    predicted steps empty the queue, an arrival could join the next admission, so prediction
+    stops at the next departure.
+    """
+    sim = scheduler.copy()
+    clones = {id(seq): clone for seq, clone in zip(scheduler.running, sim.running)}
+    last = ScheduledBatch(seqs=[clones[id(seq)] for seq in in_flight.seqs], num_new=in_flight.num_new,
+                          context=in_flight.context, num_tokens=in_flight.num_tokens,
+                          admitted=in_flight.admitted, queue_blocked=in_flight.queue_blocked,
+                          queue_stamp=in_flight.queue_stamp)
+    outcome = sim.update(last)
+    backlog = bool(sim.waiting)
+    batches: list[Signature] = []
+    while len(batches) < depth:
+        run = sim.decode_run(last) if not (outcome.finished or outcome.forked) else None
+        if run is not None:
+            steps = min(len(run.new_blocks), depth - len(batches))
+            batches += run.signatures(steps)
+            sim.kv.take_free(sum(run.new_blocks[:steps]))
+            run.taken = run.done = steps
+            sim.settle(run)
+            if len(batches) >= depth:
+                break
+        last = sim.schedule()
+        if not last.seqs:
+            break  # nothing can run (a wait is no step)
+        batches.append(last.signature)
+        outcome = sim.update(last)
+        if backlog and not sim.waiting and outcome.finished:
+            break
+    return batches
+
+
+class StepTimer:
+    """Steps one client's scheduler and times each step (see the module docstring).
+
+    Args:
+        name: the client's name (calls are made for it).
+        scheduler: the client's scheduler.
+        session: the runtime session timing its steps.
+        settled: records a decode run's steps on the requests when they are applied.
+        collectives_ns: the network backend's time of a step's collectives, by its tokens; None:
+            the runtime backend's own estimate stands.
+        host_bandwidth_gbps: device-host bandwidth for swapped KV.
+        next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
+        max_lookahead: most batches predicted per call (0: none).
+        decode_runs: take decode runs in bulk; off, every step is formed and updated one by one
+            (what the byte-identity tests compare against).
+    """
+
+    def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy, settled: Settled,
+                 collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
+                 next_arrival_ns: Callable[[int], int | None] | None = None, max_lookahead: int = 256,
+                 decode_runs: bool = True) -> None:
+        self.name, self.scheduler, self.session, self.settled = name, scheduler, session, settled
+        self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps
+        self.next_arrival_ns = next_arrival_ns
+        self.max_lookahead, self.decode_runs = max_lookahead, decode_runs
+        self._run: DecodeRun | None = None
+        self._in_flight: ScheduledBatch | None = None
+        self._last_duration_ns = 0
+        self._steps_begun = 0
+        self._predicted_through = 0  # the step (counted as _steps_begun) up to which batches were predicted
+        session.join(self)
+
+    # -- stepping --------------------------------------------------------------
+    def begin(self) -> ScheduledBatch | None:
+        """The next step: a decode run's, else the scheduler's choice; None when nothing can run."""
+        run = self._run
+        if run is not None and run.steps_left > 0:
+            batch = self.scheduler.run_step(run)
+        else:
+            self.settle()
+            self._run = None
+            batch = self.scheduler.schedule()
+            if not batch.seqs:
+                return None
+        self._in_flight = batch
+        self._steps_begun += 1
+        return batch
+
+    def in_run(self, batch: ScheduledBatch) -> bool:
+        """Whether ``batch`` is a decode run's step (its effects are pending, see :meth:`settle`)."""
+        return self._run is not None and batch.seqs is self._run.seqs
+
+    def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None:
+        """Hands a finished step back to the scheduler; None for a decode run's step (applied later)."""
+        self._in_flight = None
+        run = self._run
+        if run is not None and batch.seqs is run.seqs:
+            run.end_step(start_ns, end_ns)
+            return None
+        outcome = self.scheduler.update(batch)
+        if self.decode_runs and not outcome.finished and not outcome.forked:
+            self._run = self.scheduler.decode_run(batch)
+        return outcome
+
+    def interrupt(self) -> None:
+        """Work arrived: the current decode run ends after its steps begun, and the steps after the
+        one in flight may now differ from those predicted."""
+        run = self._run
+        if run is not None:
+            del run.new_blocks[run.taken:]
+        self._predicted_through = self._steps_begun
+
+    def settle(self) -> None:
+        """Applies a decode run's finished steps to its sequences, and has them recorded.
+
+        Called before anyone reads sequence state; idempotent.
+        """
+        run = self._run
+        if run is not None and run.done:
+            gap, last = run.max_gap_ns, run.last_ns
+            self.settled(run.seqs, self.scheduler.settle(run), gap, last)
+
+    # -- timing ----------------------------------------------------------------
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int) -> tuple[int, float]:
+        """How long ``batch`` takes, and the energy it uses (J)."""
+        ahead = (lambda depth: self._lookahead(batch, self._depth(now_ns, depth))) if self.max_lookahead else None
+        timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self)
+        duration = timing.duration_ns
+        if self.collectives_ns is not None:
+            # The network backend times the TP all-reduces in place of the runtime backend's estimate.
+            duration += self.collectives_ns(batch.num_tokens) - timing.communication_ns
+        if batch.swap_bytes:
+            duration += int(batch.swap_bytes / self.host_bandwidth_gbps)
+        self._last_duration_ns = duration
+        return duration, timing.energy_j
+
+    def top_up(self, now_ns: int, depth: int) -> Seq[Signature]:
+        """The batches after the step in flight, when those predicted so far fall short of the
+        lookahead horizon; the session asks when another client sharing it makes a call anyway,
+        so that this client's next miss, and its round trip, mostly never come."""
+        batch = self._in_flight
+        if batch is None or not self.max_lookahead:
+            return []
+        depth = self._depth(now_ns, depth)
+        if self._predicted_through - self._steps_begun >= depth:
+            return []
+        return self._lookahead(batch, depth)
+
+    def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[Signature]:
+        self.settle()  # the copy is taken from the sequences' state
+        batches = predict(self.scheduler, batch, depth)
+        self._predicted_through = self._steps_begun + len(batches)
+        return batches
+
+    def _depth(self, now: int, depth: int) -> int:
+        """How many batches to predict: about the steps until the next request may arrive here,
+        plus two (step times drift), else ``depth`` (the session's, from how many predictions were
+        used lately). Only a hint: predictions are exact or unused. Not while requests wait: an
+        arrival then joins the queue's tail, which the predicted steps do not reach.
+        """
+        arrival = self.next_arrival_ns(now) if self.next_arrival_ns and not self.scheduler.waiting else None
+        if arrival is None or self._last_duration_ns <= 0:
+            return depth
+        return max(2, min(self.max_lookahead, -(-(arrival - now) // self._last_duration_ns) + 2))
