@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: quickstart test install install-dev stubs images
+.PHONY: quickstart test lint typecheck-tree install install-dev stubs images
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +19,23 @@ install-dev: $(BIN)/python
 quickstart: install
 	$(BIN)/cosim run examples/quickstart.yaml
 
-## Install the test dependencies and run the whole test suite.
-test: install-dev
+## Install the test dependencies, lint, type-check and run the whole test suite.
+test: lint
 	$(BIN)/pytest
+
+## ruff on the whole tree, then mypy on hub/ and adapters/sdk/ (settings in pyproject.toml).
+lint: install-dev typecheck-tree
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+# mypy finds hub/ as cosim.hub (and so on, as setup.py maps them) through these links; see [tool.mypy].
+TYPECHECK = build/typecheck/cosim
+typecheck-tree:
+	@mkdir -p $(TYPECHECK)
+	@ln -sfn ../../../api/__init__.py $(TYPECHECK)/__init__.py
+	@ln -sfn ../../../hub $(TYPECHECK)/hub
+	@ln -sfn ../../../adapters $(TYPECHECK)/adapters
+	@ln -sfn ../../../stubs/cosim/v1 $(TYPECHECK)/v1
 
 ## Regenerate stubs/ from proto/.
 stubs: install-dev
