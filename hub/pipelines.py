@@ -15,8 +15,9 @@ the mean and the P95 instead).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Mapping, Sequence
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -59,7 +60,7 @@ class TemplateConfig(FrozenModel):
     kv_prefix: KVPrefixConfig = Field(default_factory=KVPrefixConfig)
 
     @model_validator(mode="after")
-    def _check_order(self) -> "TemplateConfig":
+    def _check_order(self) -> TemplateConfig:
         stages = self.stages
         if "prefill" not in stages:
             raise ValueError("a pipeline needs a prefill stage")

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 import yaml
 
@@ -50,7 +50,7 @@ class BackendRegistry:
     addresses: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> "BackendRegistry":
+    def load(cls, path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> BackendRegistry:
         """Reads ``path`` (if given), then ``COSIM_BACKEND_*`` variables on top.
 
         Raises:

@@ -18,9 +18,10 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import yaml
@@ -100,9 +101,9 @@ class HubServicer(hub_grpc.HubServiceServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         folder = self.runs_dir / run_id
-        log.info("run %s: %d clients, %d requests", run_id, len(config.clients), config.workload.requests)
+        log.info("run %s: %d clients, %s requests", run_id, len(config.clients), config.workload.requests)
         updates: queue.Queue[hub_pb.RunUpdate | BaseException | None] = queue.Queue()
-        last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.requests)
+        last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.requests or 0)
 
         def on_progress(completed: int, total: int, sim_ns: int) -> None:
             if not context.is_active():
@@ -170,7 +171,7 @@ def probe_backend(name: str, address: str, *, timeout_s: float = 2.0) -> hub_pb.
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout_s)
         except grpc.RpcError as err:
-            log.info("backend %s at %s: health check failed: %s", name, address, err.code())  # type: ignore[attr-defined]
+            log.info("backend %s at %s: health check failed: %s", name, address, err.code())
             return status
         status.healthy = reply.status == health_pb2.HealthCheckResponse.SERVING
         if not status.healthy:
@@ -181,7 +182,7 @@ def probe_backend(name: str, address: str, *, timeout_s: float = 2.0) -> hub_pb.
                 status.info.CopyFrom(stub(channel).Describe(pb.DescribeRequest(), timeout=timeout_s).info)
                 break
             except grpc.RpcError as err:
-                if err.code() != grpc.StatusCode.UNIMPLEMENTED:  # type: ignore[attr-defined]
+                if err.code() != grpc.StatusCode.UNIMPLEMENTED:
                     break
     return status
 
@@ -209,7 +210,7 @@ class HubServer:
             raise OSError(f"could not bind the hub to {host}:{port}")
         self.address = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]') else host}:{self.port}"
 
-    def start(self) -> "HubServer":
+    def start(self) -> HubServer:
         """Starts serving and marks the hub SERVING."""
         self._server.start()
         for service in ("", SERVICE_NAME):
@@ -226,7 +227,7 @@ class HubServer:
         """Blocks until the server stops."""
         self._server.wait_for_termination()
 
-    def __enter__(self) -> "HubServer":
+    def __enter__(self) -> HubServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

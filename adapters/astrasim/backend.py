@@ -12,9 +12,10 @@ import logging
 import shutil
 import tempfile
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 

@@ -13,8 +13,9 @@ Main names: :func:`collective_node`, :func:`send_node`, :func:`recv_node`,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable
+from typing import Any, BinaryIO
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 

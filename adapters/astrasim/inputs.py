@@ -13,9 +13,10 @@ documented in ``docs/astrasim.md``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cosim.adapters.network.model import layer_sizes, shard_pairs
 from cosim.v1 import network_service_pb2 as net_pb

@@ -16,9 +16,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 from cosim.adapters.sdk import BackendFault, Unavailable
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.v1 import memory_service_pb2 as mem_pb
 

@@ -45,7 +45,7 @@ Main name: :class:`Hierarchy`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.adapters.sdk import FailedPrecondition, InvalidArgument
 from cosim.v1 import memory_service_pb2 as mem_pb

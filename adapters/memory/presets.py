@@ -8,8 +8,9 @@ Main names: :func:`load_presets`, :func:`levels_from_presets`.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.v1 import network_service_pb2 as net_pb
 
@@ -229,7 +229,7 @@ def plan_chunk(group: Group, kind: int, chunk_bytes: int, *, algorithms: dict[in
         return []
     dims = list(group.dims)
     steps: list[tuple[int, int]]  # (dim, op)
-    if kind == REDUCE_SCATTER or kind == ALL_TO_ALL:
+    if kind in (REDUCE_SCATTER, ALL_TO_ALL):
         steps = [(d, kind) for d in dims]
     elif kind == ALL_GATHER:
         steps = [(d, kind) for d in reversed(dims)]

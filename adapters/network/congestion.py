@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from .topology import Link, Topology
 
@@ -65,7 +65,7 @@ class LinkSimulator:
         self.completions: dict[int, int] = {}  # job -> completion ns
         self._routes: dict[tuple[int, int], tuple[Link, ...]] = {}
 
-    def clone(self) -> "LinkSimulator":
+    def clone(self) -> LinkSimulator:
         """A copy that can run ahead without touching this one."""
         other = LinkSimulator.__new__(LinkSimulator)
         other.__dict__.update(self.__dict__)

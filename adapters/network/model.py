@@ -21,12 +21,22 @@ uncontended one-hop transfer.
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.v1 import network_service_pb2 as net_pb
 
-from .collectives import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, REDUCE_SCATTER, Group, Phase, StepCosts, make_group,
-                          phase_ns, plan_chunk)
+from .collectives import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    ALL_TO_ALL,
+    REDUCE_SCATTER,
+    Group,
+    Phase,
+    StepCosts,
+    make_group,
+    phase_ns,
+    plan_chunk,
+)
 from .topology import Topology
 
 

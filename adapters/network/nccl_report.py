@@ -18,15 +18,15 @@ import csv
 import dataclasses
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from cosim.v1 import network_service_pb2 as net_pb
 
-from .nccl_calibration import PARAMETERS, SKUS, Efficiency, Key, level_keys, session_spec
 from .model import NetworkModel
+from .nccl_calibration import PARAMETERS, SKUS, Efficiency, Key, level_keys, session_spec
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,18 @@ def relative_errors(config: Config, params: dict[Key, Efficiency]) -> np.ndarray
     return np.abs(predict_ns(sub, params) - sub.times_ns) / sub.times_ns
 
 
+def _residuals(x: np.ndarray, params: dict[Key, Efficiency], key: Key, chosen: Sequence[Config]) -> np.ndarray:
+    """Relative errors of every fourth size >= 1 MiB of ``chosen``, with ``key`` at (efficiency, latency) ``x``."""
+    trial = dict(params)
+    trial[key] = Efficiency(float(x[0]), float(x[1]))
+    out = []
+    for one in chosen:
+        keep = one.sizes >= MIN_BYTES
+        sub = dataclasses.replace(one, sizes=one.sizes[keep][::4], times_ns=one.times_ns[keep][::4])
+        out.append((predict_ns(sub, trial) - sub.times_ns) / sub.times_ns)
+    return np.concatenate(out)
+
+
 def fit(configs: Sequence[Config]) -> dict[Key, Efficiency]:
     """Fits (efficiency, latency) per (sku, operation, level, shape): one-domain
     shapes first, then the inter level of the others with intra fixed,
@@ -105,20 +117,8 @@ def fit(configs: Sequence[Config]) -> dict[Key, Efficiency]:
             if c.level != level:
                 continue
             key = level_keys(SKUS[c.sku], c.num_workers, c.devices_per_node, c.operation)[level]
-            chosen = [c]
-
-            def residuals(x: np.ndarray) -> np.ndarray:
-                trial = dict(params)
-                trial[key] = Efficiency(float(x[0]), float(x[1]))
-                out = []
-                for one in chosen:
-                    keep = one.sizes >= MIN_BYTES
-                    sub = dataclasses.replace(one, sizes=one.sizes[keep][::4], times_ns=one.times_ns[keep][::4])
-                    out.append((predict_ns(sub, trial) - sub.times_ns) / sub.times_ns)
-                return np.concatenate(out)
-
             start = params.get(key, Efficiency(0.7, 500.0))
-            result = least_squares(residuals, [start.efficiency, start.latency_ns],
+            result = least_squares(_residuals, [start.efficiency, start.latency_ns], args=(params, key, [c]),
                                    bounds=([0.01, 0.0], [1.5, 1e6]), x_scale=[0.1, 1000.0], diff_step=[1e-3, 1e-2],
                                    loss="soft_l1", f_scale=0.02)
             params[key] = Efficiency(round(float(result.x[0]), 3), round(float(result.x[1]), -1))

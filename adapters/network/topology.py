@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.v1 import network_service_pb2 as net_pb
 
@@ -52,7 +52,7 @@ class Topology:
         self._strides = [math.prod(d.npus for d in self.dims[:i]) for i in range(len(self.dims))]
 
     @classmethod
-    def from_spec(cls, spec: net_pb.NetworkSessionSpec) -> "Topology":
+    def from_spec(cls, spec: net_pb.NetworkSessionSpec) -> Topology:
         """Builds the topology of a (validated) session spec."""
         return cls([Dim(d.kind, d.npus, d.bandwidth_gbps, d.latency_ns) for d in spec.dims])
 

@@ -106,7 +106,7 @@ class OperatorArtifact:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "OperatorArtifact":
+    def from_json(cls, data: dict[str, Any]) -> OperatorArtifact:
         return cls(
             operators=[OperatorEntry(e["device"], e["model"], int(e["tp"]), dict(e["shape"]),
                                      Table.from_json(e["table"])) for e in data["operators"]],
@@ -147,7 +147,7 @@ class StepArtifact:
                 "entries": [vars(e) for e in self.entries]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "StepArtifact":
+    def from_json(cls, data: dict[str, Any]) -> StepArtifact:
         if list(data.get("features", [])) != list(STEP_FEATURES):
             raise ValueError(f"step artifact features {data.get('features')} differ from {list(STEP_FEATURES)}")
         return cls(entries=[StepEntry(**e) for e in data["entries"]], meta=_meta(data))

@@ -91,7 +91,7 @@ class Table:
                 "y": [[sig(v) for v in row] for row in self.y]}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Table":
+    def from_json(cls, data: dict[str, Any]) -> Table:
         return cls(x=np.asarray(data["x"], dtype=float), y=np.asarray(data["y"], dtype=float),
                    columns=tuple(data["columns"]))
 
@@ -240,7 +240,7 @@ class Grid:
         return {"x": sig(self.x), "z": sig(self.z), "v": [sig(row) for row in self.v], "limit": sig(self.limit)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Grid":
+    def from_json(cls, data: dict[str, Any]) -> Grid:
         return cls(x=np.asarray(data["x"], float), z=np.asarray(data["z"], float),
                    v=np.asarray(data["v"], float), limit=np.asarray(data["limit"], float))
 

@@ -12,7 +12,7 @@ Main names: :func:`device_key`, :func:`build_operator_model`, :func:`find_step_e
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
@@ -35,9 +35,8 @@ def device_key(device: str, known: Iterable[str]) -> str | None:
     best, best_len = None, 0
     for key in known:
         parts = _tokens(key)
-        if parts <= have or (len(parts) == 1 and next(iter(parts)) in flat):
-            if len(parts) > best_len:
-                best, best_len = key, len(parts)
+        if (parts <= have or (len(parts) == 1 and next(iter(parts)) in flat)) and len(parts) > best_len:
+            best, best_len = key, len(parts)
     return best
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -30,7 +30,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 _TITLES = {
     "operators": ("Operators: held-out rows of vidur mlp.csv", ("device", "model", "TP", "operator"), OPERATOR_TARGET),
-    "attention": ("Attention: held-out rows of vidur legacy attention.csv", ("device", "shape", "phase"), OPERATOR_TARGET),
+    "attention": ("Attention: held-out rows of vidur legacy attention.csv", ("device", "shape", "phase"),
+                  OPERATOR_TARGET),
     "all_reduce": ("All-reduce: held-out rows of vidur network all_reduce.csv", ("device", "TP", "collective"),
                    OPERATOR_TARGET),
     "composed": ("Composed operator-level predictor vs measured whole steps (splitwise perf_model.csv, "

@@ -4,9 +4,10 @@ As MIST §IV-A1 does with vLLM steps, the step time of one (device, model,
 TP) is regressed on a few batch features (:data:`STEP_FEATURES`): a constant,
 the number of sequences, the new tokens with hinges at 256, 1024 and 4096
 (a linear spline), whether any prefill is present, the prefill attention
-work ``sum c_i (k_i + c_i / 2)`` and the KV tokens read by decodes. Coefficients are fitted by non-negative least squares on relative
-error (so no combination of features predicts a negative time) and stored
-in JSON; prediction is a dot product.
+work ``sum c_i (k_i + c_i / 2)`` and the KV tokens read by decodes.
+Coefficients are fitted by non-negative least squares on relative error (so
+no combination of features predicts a negative time) and stored in JSON;
+prediction is a dot product.
 
 Main names: :func:`step_features`, :func:`train_step_entries`, :class:`StepLinearModel`.
 """

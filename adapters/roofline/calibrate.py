@@ -28,8 +28,9 @@ import dataclasses
 import logging
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import yaml
@@ -113,7 +114,8 @@ def _is_suspect(sample: Sample, samples: list[Sample]) -> bool:
     return any(sample.measured_ms < t for t in smaller)
 
 
-def split(samples: list[Sample], *, seed: int = SEED, share: float = HOLDOUT_SHARE) -> tuple[list[Sample], list[Sample]]:
+def split(samples: list[Sample], *, seed: int = SEED,
+          share: float = HOLDOUT_SHARE) -> tuple[list[Sample], list[Sample]]:
     """Fixed seeded split per (hardware, phase): (train, held out)."""
     rng = np.random.default_rng(seed)
     by_group: dict[tuple[str, str], list[Sample]] = defaultdict(list)

@@ -49,7 +49,7 @@ class SessionModel:
     shape: Shape
     params: Params
     device: Device
-    memo: dict[tuple[float, int, Group], "DeviceTimes"] = dataclasses.field(
+    memo: dict[tuple[float, int, Group], DeviceTimes] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
 
 

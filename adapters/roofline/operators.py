@@ -34,7 +34,7 @@ step's blend, 1 prefill, 2 decode).
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.v1 import types_pb2 as pb
 

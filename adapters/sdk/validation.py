@@ -94,7 +94,8 @@ def validate_network_spec(spec: net_pb.NetworkSessionSpec, *, field: str = "spec
     for i, dim in enumerate(spec.dims):
         where = f"{field}.dims[{i}]"
         if dim.kind == net_pb.TOPOLOGY_KIND_UNSPECIFIED:
-            raise InvalidArgument(f"{where}.kind", "TOPOLOGY_KIND_UNSPECIFIED", "must be RING, FULLY_CONNECTED or SWITCH")
+            raise InvalidArgument(f"{where}.kind", "TOPOLOGY_KIND_UNSPECIFIED",
+                                  "must be RING, FULLY_CONNECTED or SWITCH")
         if dim.npus < 2:
             raise InvalidArgument(f"{where}.npus", dim.npus, "must be > 1")
         _positive(f"{where}.bandwidth_gbps", dim.bandwidth_gbps)

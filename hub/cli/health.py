@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)
         except grpc.RpcError as err:
-            print(f"{args.address}: {err.code().name}: {err.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            print(f"{args.address}: {err.code().name}: {err.details()}", file=sys.stderr)
             return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
     print(f"{args.address}: {status}")

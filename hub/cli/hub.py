@@ -17,7 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "variables (name or kind -> host:port); unregistered kinds run in-process.")
     parser.add_argument("--port", type=int, default=50050, help="port to listen on (0: pick a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (0.0.0.0 in containers)")
-    parser.add_argument("--backends", metavar="FILE", help="backend registry YAML: {backends: {NAME_OR_KIND: host:port}}")
+    parser.add_argument("--backends", metavar="FILE",
+                        help="backend registry YAML: {backends: {NAME_OR_KIND: host:port}}")
     parser.add_argument("--runs-dir", default="runs/hub", help="where run folders are written (default: runs/hub)")
     parser.add_argument("--data-dir", default=".", help="folder relative paths in submitted configs resolve against")
     parser.add_argument("--allow-launch", action="store_true",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb

@@ -25,7 +25,8 @@ def register_predict(predict_subparsers: argparse._SubParsersAction) -> None:  #
     parser = predict_subparsers.add_parser(
         "step", help="time one forward step on a runtime backend",
         description="Time one step (a batch of prefill chunks and decodes) of a model on a device.")
-    parser.add_argument("--backend", default="roofline", help=f"runtime backend kind (built in: {', '.join(BUILTIN_BACKENDS)})")
+    parser.add_argument("--backend", default="roofline",
+                        help=f"runtime backend kind (built in: {', '.join(BUILTIN_BACKENDS)})")
     parser.add_argument("--model", required=True, help="model preset (HF id or alias, e.g. meta-llama/Llama-2-70b-hf)")
     parser.add_argument("--device", required=True, help="device preset, e.g. H100-SXM")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")

@@ -53,18 +53,18 @@ def run(args: argparse.Namespace) -> int:
             bar.close()
         if not last.run_id:  # the hub refused the run, or could not be reached
             assert failure is not None
-            code = failure.code()  # type: ignore[attr-defined]
+            code = failure.code()
             if code == grpc.StatusCode.UNAVAILABLE:
-                print(f"error: cannot reach the hub at {args.hub}: {failure.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+                print(f"error: cannot reach the hub at {args.hub}: {failure.details()}", file=sys.stderr)
                 return 1
-            print(f"error: {failure.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            print(f"error: {failure.details()}", file=sys.stderr)
             return 2 if code == grpc.StatusCode.INVALID_ARGUMENT else 1
         out = Path(args.output or config.output.dir or Path("runs") / last.run_id)
         try:
             report = stub.GetReport(hub_pb.GetReportRequest(run_id=last.run_id), timeout=120)
         except grpc.RpcError as err:
             report = None
-            print(f"warning: could not fetch run {last.run_id}: {err.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            print(f"warning: could not fetch run {last.run_id}: {err.details()}", file=sys.stderr)
     if report is not None and report.files:
         for name, content in report.files.items():
             target = out / name

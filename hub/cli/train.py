@@ -35,13 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_regression(args: argparse.Namespace) -> int:
     # Imported here so that `cosim --help` does not load the adapters.
-    from cosim.adapters.regression.artifact import save_artifact
+    from cosim.adapters.regression.artifact import Artifact, save_artifact
     from cosim.adapters.regression.report import render_report
     from cosim.adapters.regression.training import train_operator, train_step
 
     missing = [str(p) for p in args.data if not p.exists()]
     if missing:
         raise ScenarioError("--data", f"{missing} not found")
+    artifact: Artifact
     try:
         if args.kind == "operator":
             if len(args.data) != 1 or not args.data[0].is_dir():

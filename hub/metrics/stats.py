@@ -41,7 +41,7 @@ class RequestMetrics:
 
     def column(self, name: str) -> np.ndarray:
         """The column called ``name`` (one of :data:`LATENCY_METRICS`)."""
-        return getattr(self, name)  # type: ignore[no-any-return]
+        return getattr(self, name)
 
 
 def queue_ns(record: RequestRecord) -> int:

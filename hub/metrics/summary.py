@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
-from .slo import Slo, meets_slo, slo_report, validate_slo
 from .breakdown import stage_breakdown, stage_table
+from .slo import Slo, meets_slo, slo_report, validate_slo
 from .stats import NS_PER_S, RequestMetrics, clean, latency_block, request_metrics
 
 logger = logging.getLogger(__name__)
@@ -165,4 +165,4 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
     for key in sorted(set(extra or {}) & set(summary)):
         logger.warning("summary: extra key %r replaces the computed value", key)
     summary.update(extra or {})
-    return clean(summary)  # type: ignore[no-any-return]
+    return clean(summary)

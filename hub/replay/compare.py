@@ -13,9 +13,10 @@ Main names: :func:`load_measured`, :func:`outcomes_from_records`, :func:`compare
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,8 @@ def format_comparison(comparison: dict[str, Any]) -> str:
     for metric in METRICS:
         for stat in STATISTICS:
             e = comparison[metric][stat]
-            lines.append(f"{metric + ' ' + stat:<22}{e['simulated']:>12.4f}{e['measured']:>12.4f}{e['error_pct']:>+10.2f}")
+            label = f"{metric} {stat}"
+            lines.append(f"{label:<22}{e['simulated']:>12.4f}{e['measured']:>12.4f}{e['error_pct']:>+10.2f}")
     e = comparison["output_tokens_per_s"]
     lines.append(f"{'output_tokens_per_s':<22}{e['simulated']:>12.1f}{e['measured']:>12.1f}{e['error_pct']:>+10.2f}")
     return "\n".join(lines)

@@ -14,9 +14,22 @@ Small real traces ship in ``examples/traces/`` (Azure LLM inference 2023).
 """
 
 from cosim.hub.workload.config import (
-    ArrivalProcess, ConstantArrival, FixedLength, GammaArrival, LengthDist, LognormalLength,
-    NormalLength, PoissonArrival, PrefixConfig, TraceArrival, TraceLength, TraceSource,
-    UniformArrival, UniformLength, WorkloadConfig, parse_workload,
+    ArrivalProcess,
+    ConstantArrival,
+    FixedLength,
+    GammaArrival,
+    LengthDist,
+    LognormalLength,
+    NormalLength,
+    PoissonArrival,
+    PrefixConfig,
+    TraceArrival,
+    TraceLength,
+    TraceSource,
+    UniformArrival,
+    UniformLength,
+    WorkloadConfig,
+    parse_workload,
 )
 from cosim.hub.workload.generator import RequestSpec, generate_requests
 from cosim.hub.workload.traces import TraceTable, load_trace

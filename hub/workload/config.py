@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from cosim.hub.errors import ScenarioError
 from pydantic import Field, ValidationError, model_validator
+
+from cosim.hub.errors import ScenarioError
 
 from ..frozen import FrozenModel
 

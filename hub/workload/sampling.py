@@ -13,8 +13,15 @@ from typing import TypeAlias
 import numpy as np
 
 from cosim.hub.workload.config import (
-    ConstantArrival, FixedLength, GammaArrival, LognormalLength, NormalLength, PoissonArrival,
-    PrefixConfig, UniformArrival, UniformLength,
+    ConstantArrival,
+    FixedLength,
+    GammaArrival,
+    LognormalLength,
+    NormalLength,
+    PoissonArrival,
+    PrefixConfig,
+    UniformArrival,
+    UniformLength,
 )
 
 SyntheticLength: TypeAlias = FixedLength | UniformLength | NormalLength | LognormalLength

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
@@ -191,18 +191,18 @@ def test_transfer_within_one_endpoint_takes_no_time(stub: net_grpc.NetworkBacken
 
 def test_no_binary_is_unavailable_and_says_how_to_provide_one(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASTRASIM_BIN", raising=False)
-    with BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
+    with (BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel,
+          pytest.raises(grpc.RpcError) as err):
+        open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "ASTRASIM_BIN" in err.value.details() and "astra-sim" in err.value.details()
 
 
 def test_missing_binary_path_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASTRASIM_BIN", str(tmp_path / "nope"))
-    with BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
+    with (BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel,
+          pytest.raises(grpc.RpcError) as err):
+        open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
     assert "does not exist" in err.value.details()
 

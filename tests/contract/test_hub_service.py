@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -78,9 +79,8 @@ def test_invalid_config_is_invalid_argument_naming_the_path(hub: HubServer) -> N
 
 def test_hub_refuses_to_launch_commands_unless_allowed(hub: HubServer) -> None:
     config = scenario({"command": ["{python}", "-m", "cosim.adapters.sdk", LINEAR, "--port", "{port}"]})
-    with grpc.insecure_channel(hub.address) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            list(hub_grpc.HubServiceStub(channel).Run(run_request(config), timeout=30))
+    with grpc.insecure_channel(hub.address) as channel, pytest.raises(grpc.RpcError) as err:
+        list(hub_grpc.HubServiceStub(channel).Run(run_request(config), timeout=30))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "backends.lin.command" in err.value.details() and "--allow-launch" in err.value.details()
 

@@ -39,7 +39,8 @@ def test_long_prompt_is_chunked_while_three_decodes_run(tmp_path) -> None:
 
 
 def test_disaggregated_request_pays_the_kv_transfer(tmp_path) -> None:
-    """Prefill on one client, 100 tokens of Llama-3-8B KV (13,107,200 B) over a 50 GB/s, 10 us link, decode on another."""
+    """Prefill on one client, 100 tokens of Llama-3-8B KV (13,107,200 B) over a 50 GB/s, 10 us link, decode on
+    another."""
     config = scenario(clients=[client("p", role="prefill"), client("d", role="decode")],
                       network={"link": {"bandwidth_gbps": 50, "latency_s": 10e-6}})
     (r,) = run_with_trace(config, [(0, 100, 3)], tmp_path)

@@ -26,7 +26,8 @@ def test_hermes_rag_configurations_rank_as_in_hermes_fig_9() -> None:
     ranking = sorted(breakdowns, key=lambda label: sum(breakdowns[label].values()))
     assert ranking == hermes.PAPER_ORDER
     for label, parts in breakdowns.items():
-        assert parts["communication"] < 0.01 * sum(parts.values()), "context transfer is negligible on PCIe 4.0 x4"
+        # context transfer is negligible on PCIe 4.0 x4
+        assert parts["communication"] < 0.01 * sum(parts.values()), label
     assert breakdowns["Mistral_7B Small CPU"]["rag:embedding"] > 10 * breakdowns["Mistral_7B A100"]["rag:embedding"]
 
 

@@ -9,13 +9,13 @@ from google.protobuf.struct_pb2 import Struct
 
 pytest.importorskip("GenZ")
 
-from GenZ import chunked_moddeling, decode_moddeling, prefill_moddeling  # noqa: E402
+from GenZ import chunked_moddeling, decode_moddeling, prefill_moddeling
 
-from cosim.adapters.genz import GenzBackend, model_config, parse_options, system  # noqa: E402
-from cosim.adapters.genz.backend import GenzState  # noqa: E402
-from cosim.adapters.sdk import InvalidArgument, Session  # noqa: E402
-from cosim.adapters.sdk.testing import sample_session_spec  # noqa: E402
-from cosim.v1 import types_pb2 as pb  # noqa: E402
+from cosim.adapters.genz import GenzBackend, model_config, parse_options, system
+from cosim.adapters.genz.backend import GenzState
+from cosim.adapters.sdk import InvalidArgument, Session
+from cosim.adapters.sdk.testing import sample_session_spec
+from cosim.v1 import types_pb2 as pb
 
 
 def open_session(spec: pb.SessionSpec | None = None) -> tuple[GenzBackend, Session[pb.SessionSpec]]:

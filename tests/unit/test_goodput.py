@@ -75,7 +75,8 @@ def test_goodput_needs_a_rate_and_an_slo() -> None:
     with pytest.raises(ScenarioError, match="constant"):
         cosim.goodput(queue_config(requests=10, process="poisson", slo_ttft_s=0.1) | {
             "workload": {"requests": 4, "arrival": {"process": "constant"},
-                         "input_tokens": {"dist": "fixed", "value": 8}, "output_tokens": {"dist": "fixed", "value": 2}}})
+                         "input_tokens": {"dist": "fixed", "value": 8},
+                         "output_tokens": {"dist": "fixed", "value": 2}}})
     with pytest.raises(ScenarioError, match="needs an SLO"):
         cosim.goodput(queue_config(requests=10, process="poisson", slo_ttft_s=0.1) | {"slo": {}})
 

@@ -9,9 +9,10 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -20,8 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 import cosim
 from cosim.adapters.sdk import BackendServer
 from cosim.adapters.sdk.testing import LinearBackend
-from cosim.hub.backends import (RuntimeClient, attach_address, free_port, launch_command, launch_python,
-                                wait_healthy)
+from cosim.hub.backends import RuntimeClient, attach_address, free_port, launch_command, launch_python, wait_healthy
 from cosim.hub.errors import BackendError
 from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc

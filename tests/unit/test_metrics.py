@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics import (
     ProgressBar,
@@ -218,7 +219,8 @@ def test_plots_are_written(tmp_path: Path) -> None:
     clients, timelines = make_clients()
     write_run_folder(tmp_path, make_summary(), make_requests(), clients, timelines)
     names = sorted(p.name for p in (tmp_path / "plots").iterdir())
-    assert names == ["batch_size.png", "breakdown.png", "kv_usage.png", "latency_cdf.png", "queue.png", "throughput.png"]
+    assert names == ["batch_size.png", "breakdown.png", "kv_usage.png", "latency_cdf.png", "queue.png",
+                     "throughput.png"]
     assert all((tmp_path / "plots" / n).read_bytes()[:4] == b"\x89PNG" for n in names)
 
 

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from cosim.hub.presets import (
-    UnknownPreset, device_names, get_device, get_model, hardware_spec, model_names,
+    UnknownPreset,
+    device_names,
+    get_device,
+    get_model,
+    hardware_spec,
+    model_names,
 )
 
 

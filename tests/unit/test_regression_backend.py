@@ -15,7 +15,8 @@ LLAMA2_70B = pb.ModelSpec(name="meta-llama/Llama-2-70b-hf", num_layers=80, hidde
                           bytes_per_kv_element=2, gated_mlp=True)
 
 
-def make_spec(device: str = "H100-SXM", tp: int = 4, model: pb.ModelSpec = LLAMA2_70B, **options: str) -> pb.SessionSpec:
+def make_spec(device: str = "H100-SXM", tp: int = 4, model: pb.ModelSpec = LLAMA2_70B,
+              **options: str) -> pb.SessionSpec:
     spec = pb.SessionSpec(model=model, hardware=pb.HardwareSpec(device=device, count=8),
                           parallelism=pb.Parallelism(tensor=tp))
     spec.options.update(options)

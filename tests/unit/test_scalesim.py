@@ -8,12 +8,11 @@ import pytest
 
 pytest.importorskip("scalesim")
 
-from cosim.adapters.scalesim import (  # noqa: E402
-    ArrayConfig, ScaleSimBackend, closed_form_cycles, simulate_gemm, step_work)
-from cosim.adapters.scalesim.workload import make_shape  # noqa: E402
-from cosim.adapters.sdk import InvalidArgument, Session  # noqa: E402
-from cosim.adapters.sdk.testing import sample_session_spec  # noqa: E402
-from cosim.v1 import types_pb2 as pb  # noqa: E402
+from cosim.adapters.scalesim import ArrayConfig, ScaleSimBackend, closed_form_cycles, simulate_gemm, step_work
+from cosim.adapters.scalesim.workload import make_shape
+from cosim.adapters.sdk import InvalidArgument, Session
+from cosim.adapters.sdk.testing import sample_session_spec
+from cosim.v1 import types_pb2 as pb
 
 TINY = ArrayConfig(rows=4, cols=4, num_arrays=1, dram_words_per_cycle=16, max_folds=0, max_stream=0)
 TINY_OPTIONS = {"rows": 8, "cols": 8, "num_arrays": 1, "max_folds": 2, "max_stream": 16, "clock_ghz": 1.0,

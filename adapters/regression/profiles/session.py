@@ -8,7 +8,8 @@ default ``parallelism.tensor``), ``step_overhead_us``, ``seq_overhead_us``,
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb

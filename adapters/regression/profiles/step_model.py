@@ -28,8 +28,8 @@ Main name: :class:`ProfileStepModel`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from cosim.v1 import types_pb2 as pb
 

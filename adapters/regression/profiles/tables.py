@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
