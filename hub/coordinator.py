@@ -20,7 +20,9 @@ after the KV transfer.
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Protocol, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from typing import Protocol
 
 from .clients.llm import LLMClient
 from .clients.service import ServiceClient
@@ -32,7 +34,6 @@ from .records import RequestRecord, StageRecord
 from .router import Router
 from .scheduling import Sequence
 from .workload import RequestSpec
-
 
 # How many upcoming arrivals a client's next-arrival forecast looks through.
 FORECAST_ARRIVALS = 8
@@ -126,7 +127,7 @@ class Coordinator:
         options = [s for s in self.services if s.kind == kind]
         if not options:
             raise ScenarioError("clients", f"no client serves stage {kind!r} (template {request.template!r})")
-        service = self.router.choose(options, request)  # type: ignore[arg-type]
+        service = self.router.choose(options, request)
         stage = StageRecord(kind=kind, client=service.name, enqueue_ns=self.kernel.now_ns)
         request.stages.append(stage)
         service.submit(request, stage)

@@ -12,7 +12,8 @@ Ties go to the client listed first in the config, so routing is deterministic.
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import numpy as np
 

@@ -11,12 +11,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
-from .backends import (BUILTIN_BACKENDS, BackendClient, LaunchedBackend, MemoryClient, NetworkClient,
-                       RuntimeClient, attach_address, launch_command, launch_image, launch_python)
+from .backends import (
+    BUILTIN_BACKENDS,
+    BackendClient,
+    LaunchedBackend,
+    MemoryClient,
+    NetworkClient,
+    RuntimeClient,
+    attach_address,
+    launch_command,
+    launch_image,
+    launch_python,
+)
 from .backends.inprocess import in_process_runtime_client
 from .config import BackendConfig, ScenarioConfig, load_config, parse_config
 from .errors import CosimError
@@ -40,6 +51,7 @@ class RunResult:
         clients: static facts per client.
         output_dir: where the run folder was written, if anywhere.
         error: what stopped the run early, if anything.
+        events: (simulated ns, description) of the first events handled, as many as asked for.
     """
 
     summary: dict[str, Any]
@@ -47,6 +59,7 @@ class RunResult:
     clients: list[ClientInfo]
     output_dir: Path | None = None
     error: CosimError | None = field(default=None, repr=False)
+    events: list[tuple[int, str]] = field(default_factory=list, repr=False)
 
 
 def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
@@ -112,7 +125,7 @@ def backend_names(config: ScenarioConfig) -> list[str]:
 def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: Sequence[str] = (),
         output_dir: str | Path | None = None, progress: bool | None = False,
         base_dir: str | Path | None = None,
-        on_progress: Callable[[int, int, int], None] | None = None) -> RunResult:
+        on_progress: Callable[[int, int, int], None] | None = None, log_events: int = 0) -> RunResult:
     """Runs a scenario and returns its result.
 
     Args:
@@ -122,6 +135,7 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         progress: show a progress bar (None: when stderr is a terminal).
         base_dir: folder relative paths in the config resolve against.
         on_progress: called with (completed requests, total requests, simulated ns) now and then.
+        log_events: keep the first this many events in ``RunResult.events``.
 
     Raises:
         ScenarioError: the config is invalid.
@@ -140,16 +154,16 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     out = output_dir if output_dir is not None else scenario.output.dir
     started = time.perf_counter()
     with started_backends(scenario, backend_names(scenario)) as backends:
-        simulation = Simulation(scenario, folder, backends)
+        simulation = Simulation(scenario, folder, backends, log_events=log_events)
         error = simulation.run(progress=progress, on_progress=on_progress)
         summary = simulation.summarize(time.perf_counter() - started)
     if error is not None:
         summary["error"] = str(error)
     result = RunResult(summary=summary, requests=simulation.coordinator.requests, clients=simulation.infos,
-                       error=error)
+                       error=error, events=simulation.kernel.log)
     if out is not None:
-        timelines = {c.name: c.timeline for c in [*simulation.clients, *simulation.services]}
-        result.output_dir = write_run_folder(Path(out), summary, result.requests, result.clients, timelines,
+        result.output_dir = write_run_folder(Path(out), summary, result.requests, result.clients,
+                                             simulation.timelines(),
                                              plots=scenario.output.plots)
     if error is not None:
         raise error

@@ -9,8 +9,9 @@ and runs the event loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +28,17 @@ from .errors import CosimError, HubError, ScenarioError, open_or_blame
 from .kernel import Kernel
 from .metrics import ProgressBar, summarize
 from .pipelines import Pipeline, assign_pipelines, resolve_templates
-from .records import ClientInfo, RequestRecord
-from .resolve import (FIDELITY, device_spec, kv_capacity_blocks, memory_session_spec, network_session_spec,
-                      resolve_hardware, resolve_model, session_options)
+from .records import ClientInfo, ClientTimeline, RequestRecord
+from .resolve import (
+    FIDELITY,
+    device_spec,
+    kv_capacity_blocks,
+    memory_session_spec,
+    network_session_spec,
+    resolve_hardware,
+    resolve_model,
+    session_options,
+)
 from .router import Router
 from .scheduling import BlockManager, Scheduler
 from .transfers import LinkTransfers, NetworkTransfers
@@ -80,12 +89,13 @@ class Simulation:
         self.services: list[ServiceClient] = []
         for index, cfg in enumerate(config.clients):
             if cfg.kind == "llm":
-                client: LLMClient | ServiceClient = self._build_llm(index, cfg)
-                self.clients.append(client)
+                llm = self._build_llm(index, cfg)
+                self.clients.append(llm)
+                self.coordinator.register(llm)
             else:
-                client = self._build_service(index, cfg)
-                self.services.append(client)
-            self.coordinator.register(client)
+                service = self._build_service(index, cfg)
+                self.services.append(service)
+                self.coordinator.register(service)
 
     # -- assembly ------------------------------------------------------------
     def _runtime_session(self, where: str, cfg: ClientConfig) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
@@ -148,7 +158,8 @@ class Simulation:
             assert isinstance(memory, MemoryClient) and cfg.memory is not None
             # One KV size per session: the first LLM client's model (pipelines of one model per tier).
             first_llm = next(c.model for c in self.config.clients if c.kind == "llm")
-            spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)], self.config.backends[str(cfg.backend)].options)
+            spec = memory_session_spec(cfg, self.kv_bytes[str(first_llm)],
+                                       self.config.backends[str(cfg.backend)].options)
             session = open_or_blame(f"{where}.memory", str(cfg.backend), lambda: memory.open_session(spec))
             timer: Any = KVRetrievalTimer(self.kernel, cfg.name, cfg.memory, memory, session.session_id,
                                           self.kv_bytes)
@@ -241,6 +252,11 @@ class Simulation:
                             f"{first.input_tokens} prompt tokens); a prompt may not fit any client's KV cache")
         return None
 
+    def timelines(self) -> dict[str, ClientTimeline]:
+        """Each client's steps, by name."""
+        clients: list[LLMClient | ServiceClient] = [*self.clients, *self.services]
+        return {c.name: c.timeline for c in clients}
+
     def summarize(self, wall_time_s: float) -> dict[str, Any]:
         """summary.json content, with backend statistics."""
         proxies = [proxy for proxy, _ in self.sessions.values()]
@@ -258,6 +274,6 @@ class Simulation:
             extra["kv_retrieval"] = {"lookups": lookups_kv,
                                      "hit_rate": round(sum(t.num_hits for t in self.kv_timers) / lookups_kv, 6)
                                      if lookups_kv else 0.0}
-        timelines = {c.name: c.timeline for c in [*self.clients, *self.services]}
+        timelines = self.timelines()
         return summarize(self.coordinator.requests, self.infos, timelines, slo=self.config.slo,
                          sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)

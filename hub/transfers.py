@@ -10,6 +10,7 @@ and calls ``Advance`` there (conservative synchronization).
 from __future__ import annotations
 
 import itertools
+
 from cosim.v1 import network_service_pb2 as net_pb
 
 from .backends.clients import NetworkClient
@@ -57,7 +58,8 @@ class NetworkTransfers:
         (result,) = self.client.transfer(self.session_id, [transfer], stateful=self._sync is not None,
                                          sim_time_ns=now)
         if self._sync is None:
-            self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns, label=f"transfer done {dst}")
+            self.kernel.call_at(now + result.duration_ns, DONE, on_done, result.duration_ns,
+                                label=f"transfer done {dst}")
         else:
             self._sync.submitted(transfer.id, now + result.duration_ns, on_done)
 

@@ -44,8 +44,8 @@ class Backend(abc.ABC):
 
     name: ClassVar[str] = "backend"
     version: ClassVar[str] = "0.0.0"
-    kind: ClassVar[int] = pb.BACKEND_KIND_UNSPECIFIED
-    fidelity: ClassVar[int] = pb.FIDELITY_ANALYTICAL
+    kind: ClassVar[pb.BackendKind.ValueType] = pb.BACKEND_KIND_UNSPECIFIED
+    fidelity: ClassVar[pb.Fidelity.ValueType] = pb.FIDELITY_ANALYTICAL
     description: ClassVar[str] = ""
     capabilities: ClassVar[tuple[str, ...]] = ()
 

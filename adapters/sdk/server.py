@@ -7,8 +7,9 @@ import importlib
 import logging
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from concurrent import futures
-from typing import Any, Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -28,7 +29,8 @@ def _add_runtime(servicer: RuntimeServicer, server: grpc.Server) -> None:
 
 
 # Per backend kind: its service, the servicer, how to add it, and any companion service it also serves.
-_SERVICES = {
+# Per backend base class: its service's full name, servicer, adder, and services served beside it.
+_SERVICES: dict[type, tuple[str, Callable[[Any], Any], Callable[[Any, grpc.Server], None], tuple[str, ...]]] = {
     RuntimeBackend: ("cosim.v1.RuntimeBackendService", RuntimeServicer, _add_runtime,
                      ("cosim.v1.RuntimeStreamService",)),
     MemoryBackend: ("cosim.v1.MemoryBackendService", MemoryServicer,
@@ -58,9 +60,8 @@ class BackendServer:
     def __init__(self, backend: Backend, *, host: str = "127.0.0.1", port: int = 0, max_workers: int = 4) -> None:
         self.backend = backend
         name = service_name(backend)
-        for base, (_, servicer_cls, add, companions) in _SERVICES.items():
-            if isinstance(backend, base):
-                break
+        _, servicer_cls, add, companions = next(entry for base, entry in _SERVICES.items()
+                                                if isinstance(backend, base))
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
                                    options=[("grpc.so_reuseport", 0)])
         add(servicer_cls(backend), self._server)
@@ -74,7 +75,7 @@ class BackendServer:
         self.address = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]') else host}:{self.port}"
         self._service = name
 
-    def start(self) -> "BackendServer":
+    def start(self) -> BackendServer:
         """Starts serving and marks the service SERVING."""
         self._server.start()
         for service in ("", self._service):
@@ -92,7 +93,7 @@ class BackendServer:
         """Blocks until the server stops."""
         self._server.wait_for_termination()
 
-    def __enter__(self) -> "BackendServer":
+    def __enter__(self) -> BackendServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

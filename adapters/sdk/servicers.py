@@ -14,7 +14,8 @@ import functools
 import itertools
 import logging
 import threading
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 import grpc
 
@@ -46,7 +47,7 @@ def _rpc(method: F) -> F:
     """
 
     @functools.wraps(method)
-    def wrapper(self: "_Sessions[Any]", request: Any, context: grpc.ServicerContext) -> Any:
+    def wrapper(self: _Sessions[Any], request: Any, context: grpc.ServicerContext) -> Any:
         try:
             with self.lock:
                 return method(self, request, context)
@@ -108,7 +109,8 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
         return self._open(request.spec)
 
     @_rpc
-    def PredictSteps(self, request: rt_pb.PredictStepsRequest, context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
+    def PredictSteps(self, request: rt_pb.PredictStepsRequest,
+                     context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
         session = self._get(request.session_id)
         if not request.batches:
             raise InvalidArgument("batches", [], "must hold at least one batch")
@@ -137,7 +139,8 @@ class MemoryServicer(_Sessions[MemoryBackend], mem_grpc.MemoryBackendServiceServ
     """Serves a :class:`MemoryBackend` as ``cosim.v1.MemoryBackendService``."""
 
     @_rpc
-    def OpenSession(self, request: mem_pb.OpenMemorySessionRequest, context: grpc.ServicerContext) -> pb.OpenSessionResponse:
+    def OpenSession(self, request: mem_pb.OpenMemorySessionRequest,
+                    context: grpc.ServicerContext) -> pb.OpenSessionResponse:
         validate_memory_spec(request.spec)
         return self._open(request.spec)
 
@@ -160,7 +163,8 @@ class NetworkServicer(_Sessions[NetworkBackend], net_grpc.NetworkBackendServiceS
     """Serves a :class:`NetworkBackend` as ``cosim.v1.NetworkBackendService``."""
 
     @_rpc
-    def OpenSession(self, request: net_pb.OpenNetworkSessionRequest, context: grpc.ServicerContext) -> pb.OpenSessionResponse:
+    def OpenSession(self, request: net_pb.OpenNetworkSessionRequest,
+                    context: grpc.ServicerContext) -> pb.OpenSessionResponse:
         validate_network_spec(request.spec)
         return self._open(request.spec)
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import grpc
 import tenacity
@@ -34,7 +35,7 @@ TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def _is_transient(err: BaseException) -> bool:
-    return isinstance(err, grpc.RpcError) and err.code() in TRANSIENT  # type: ignore[attr-defined]
+    return isinstance(err, grpc.RpcError) and err.code() in TRANSIENT
 
 
 class BackendClient:
@@ -51,7 +52,7 @@ class BackendClient:
                  stub: Any = None) -> None:
         self.name, self.address, self.deadline_s = name, address, deadline_s
         # A given stub (see inprocess.py) replaces the channel.
-        self.channel = None if stub is not None else grpc.insecure_channel(address, options=[
+        self.channel: grpc.Channel | None = None if stub is not None else grpc.insecure_channel(address, options=[
             ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
         self._retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts),
@@ -71,8 +72,8 @@ class BackendClient:
                 return self._retrying(rpc, request, timeout=self.deadline_s)
             return rpc(request, timeout=self.deadline_s)
         except grpc.RpcError as err:
-            code = err.code()  # type: ignore[attr-defined]
-            details = err.details()  # type: ignore[attr-defined]
+            code = err.code()
+            details = err.details()
             hint = " (retried; is it still running?)" if code in TRANSIENT else ""
             method = getattr(rpc, "_method", b"")
             raise BackendError(f"{code.name}: {details}{hint}", backend=self.name, address=self.address,
@@ -169,9 +170,9 @@ class RuntimeClient(BackendClient):
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
-        self.stub = kwargs["stub"] if kwargs.get("stub") is not None else \
-            rt_grpc.RuntimeBackendServiceStub(self.channel)
-        self._stream_stub = rt_grpc.RuntimeStreamServiceStub(self.channel) if self.channel is not None else None
+        channel = self.channel
+        self.stub = kwargs["stub"] if channel is None else rt_grpc.RuntimeBackendServiceStub(channel)
+        self._stream_stub = rt_grpc.RuntimeStreamServiceStub(channel) if channel is not None else None
         self._streaming = self._stream_stub is not None
         self._stream: StepStream | None = None
 
@@ -180,6 +181,7 @@ class RuntimeClient(BackendClient):
 
     def _predict_on_stream(self, request: rt_pb.PredictStepsRequest, timeout: float) -> rt_pb.PredictStepsResponse:
         if self._stream is None:
+            assert self._stream_stub is not None  # streaming only where there is a channel
             self._stream = StepStream(self._stream_stub.PredictStepsStream, timeout)
         try:
             return self._stream(request)
@@ -226,6 +228,7 @@ class MemoryClient(BackendClient):
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
+        assert self.channel is not None
         self.stub = mem_grpc.MemoryBackendServiceStub(self.channel)
 
 
@@ -249,6 +252,7 @@ class NetworkClient(BackendClient):
 
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
+        assert self.channel is not None
         self.stub = net_grpc.NetworkBackendServiceStub(self.channel)
 
 

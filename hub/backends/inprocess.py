@@ -7,7 +7,8 @@ always go over gRPC.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import grpc
 
@@ -37,7 +38,9 @@ class DirectStub:
 
 def in_process_runtime_client(name: str, reference: str) -> RuntimeClient:
     """A RuntimeClient whose calls go straight to a fresh ``module:Class`` backend's servicer."""
-    from cosim.adapters.sdk import load_backend
+    from cosim.adapters.sdk import RuntimeBackend, load_backend
     from cosim.adapters.sdk.servicers import RuntimeServicer
 
-    return RuntimeClient(name, "in-process", stub=DirectStub(RuntimeServicer(load_backend(reference))))
+    backend = load_backend(reference)
+    assert isinstance(backend, RuntimeBackend)  # the runtime clients' backends (runner.client_kind)
+    return RuntimeClient(name, "in-process", stub=DirectStub(RuntimeServicer(backend)))

@@ -15,8 +15,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import grpc
 import tenacity
@@ -118,7 +119,7 @@ def launch_command(name: str, command: Sequence[str], *, timeout_s: float = STAR
     command is replaced by it) and waits for its health check."""
     port = free_port()
     argv = [str(part).replace("{port}", str(port)).replace("{python}", sys.executable) for part in command]
-    output = tempfile.TemporaryFile(mode="w+")
+    output = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (the backend's log; read when it fails, closed on stop)
     try:
         proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=dict(os.environ))
     except OSError as err:

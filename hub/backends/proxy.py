@@ -19,8 +19,9 @@ which would each cost a round trip, mostly never happen.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from cosim.v1 import types_pb2 as pb
 

@@ -13,6 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config field, e.g. --set clients[0].scheduler.max_num_seqs=64")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--log-events", type=int, default=0, metavar="N",
+                        help="print the first N simulation events (time, what happened)")
     parser.set_defaults(handler=run_command)
 
 
@@ -21,7 +23,9 @@ def run_command(args: argparse.Namespace) -> int:
     from ..runner import run
 
     result = run(args.config, overrides=args.overrides, output_dir=args.output,
-                 progress=False if args.no_progress else None)
+                 progress=False if args.no_progress else None, log_events=args.log_events)
+    for time_ns, event in result.events:
+        print(f"{time_ns / 1e9:14.9f} s  {event}")
     print(format_table(result.summary))
     if result.output_dir is not None:
         print(f"run folder: {result.output_dir}")

@@ -12,7 +12,8 @@ long it takes, :mod:`.step_timer`'s.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from ..backends.proxy import RuntimeSessionProxy
 from ..kernel import DONE, WAKE, Kernel

@@ -18,15 +18,15 @@ Each phase takes ``max(FLOPs / (peak x e_c), bytes / (bandwidth x e_m))``.
 from __future__ import annotations
 
 import itertools
-from typing import Callable
+from collections.abc import Callable
 
 from cosim.v1 import memory_service_pb2 as mem_pb
 
 from ..backends.clients import MemoryClient
 from ..backends.proxy import RuntimeSessionProxy
-from ..stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from ..kernel import DONE, Kernel
 from ..records import RequestRecord, StageRecord
+from ..stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from ..timesync import TimeSync
 
 
@@ -112,7 +112,7 @@ class KVRetrievalTimer:
         self._sync = TimeSync(kernel, memory, session_id) if self.stateful else None
         self.num_lookups = self.num_hits = 0
 
-    def _access(self, op: int, request: RequestRecord) -> mem_pb.AccessResult:
+    def _access(self, op: mem_pb.AccessOp.ValueType, request: RequestRecord) -> mem_pb.AccessResult:
         size = max(1, int(request.prefix_tokens * self.kv_bytes_per_token[request.model]))
         access = mem_pb.MemoryAccess(id=next(self._ids), op=op, key=request.prefix_id or f"request-{request.id}",
                                      size_bytes=size, client=self.client, now_ns=self.kernel.now_ns)

@@ -24,7 +24,9 @@ asked, never the answer:
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence as Seq
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from typing import Protocol
 
 from ..backends.proxy import RuntimeSessionProxy
 from ..scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome

@@ -159,9 +159,9 @@ class Scheduler:
 
         That holds when ``batch`` ran exactly the running sequences, each now decodes, the policy
         would take them all, and the queue can give no one: it is empty, or ``batch`` tried it,
-        admitted no one, and nothing was queued since (a step later only fewer blocks are free). The run lasts until a sequence
-        would finish, or its sequences would need more KV blocks than are free (a preemption or a
-        prefix-cache eviction is :meth:`schedule`'s to decide).
+        admitted no one, and nothing was queued since (a step later only fewer blocks are free).
+        The run lasts until a sequence would finish, or its sequences would need more KV blocks
+        than are free (a preemption or a prefix-cache eviction is :meth:`schedule`'s to decide).
         """
         running = self.running
         n = len(running)

@@ -30,7 +30,8 @@ class Sequence:
     """
 
     __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
-                 "prefix_id", "prefix_blocks", "state", "order", "generated", "forks", "swapped_blocks", "swapped_bytes")
+                 "prefix_id", "prefix_blocks", "state", "order", "generated", "forks", "swapped_blocks",
+                 "swapped_bytes")
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
                  target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,

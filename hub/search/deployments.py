@@ -6,9 +6,10 @@ Main names: :func:`search` (``cosim.search``) and :class:`SearchResult`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -19,9 +19,10 @@ import copy
 import hashlib
 import itertools
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError
@@ -48,11 +49,22 @@ class Parallelism(FrozenModel):
     pipeline: list[int] = Field(default_factory=lambda: [1], min_length=1, description="pipeline-parallel degrees")
 
 
+Batching = Literal["static", "continuous", "chunked", "mixed"]
+Deployment = Literal["collocated", "disaggregated"]
+
+
+def _continuous() -> list[Batching]:
+    return ["continuous"]
+
+
+def _both_deployments() -> list[Deployment]:
+    return ["collocated", "disaggregated"]
+
+
 class SchedulerKnobs(FrozenModel):
     """Scheduler settings to try; every other scheduler field comes from the base client."""
 
-    batching: list[Literal["static", "continuous", "chunked", "mixed"]] = Field(
-        default_factory=lambda: ["continuous"], min_length=1, description="batching strategies")
+    batching: list[Batching] = Field(default_factory=_continuous, min_length=1, description="batching strategies")
     chunk_size: list[int] = Field(default_factory=list, description="chunked prefill budgets (chunked only)")
     max_num_seqs: list[int] = Field(default_factory=list, description="most sequences per step (default: base)")
 
@@ -79,8 +91,8 @@ class SearchSpace(FrozenModel):
     prices: dict[str, float] = Field(default_factory=dict, description="$/device-hour overriding the presets")
     budget: Budget = Field(default_factory=Budget)
     parallelism: Parallelism = Field(default_factory=Parallelism)
-    deployments: list[Literal["collocated", "disaggregated"]] = Field(
-        default_factory=lambda: ["collocated", "disaggregated"], min_length=1, description="xm and/or ypzd")
+    deployments: list[Deployment] = Field(default_factory=_both_deployments, min_length=1,
+                                          description="xm and/or ypzd")
     heterogeneous: bool = Field(False, description="disaggregated: prefill and decode SKUs may differ")
     instances: list[int] = Field(default_factory=list,
                                  description="allowed client counts per deployment (default: all in budget)")
@@ -154,9 +166,10 @@ def _shapes(space: SearchSpace, per_client: int) -> list[tuple[int, int, int]]:
 
 def _sched_variants(space: SearchSpace, base: Mapping[str, Any]) -> list[dict[str, Any]]:
     seqs = space.scheduler.max_num_seqs or [base.get("max_num_seqs", 256)]
-    variants = []
+    variants: list[dict[str, Any]] = []
     for batching, max_num_seqs in itertools.product(space.scheduler.batching, seqs):
-        chunks = (space.scheduler.chunk_size or [None]) if batching == "chunked" else [None]
+        chunks: list[int | None] = [*space.scheduler.chunk_size] if batching == "chunked" else []
+        chunks = chunks or [None]
         variants.extend({"batching": batching, "max_num_seqs": n, "chunk_size": c}
                         for c, n in itertools.product(chunks, [max_num_seqs]))
     return variants
@@ -208,7 +221,7 @@ def memory_problem(scenario: Mapping[str, Any]) -> str:
     config = parse_config(scenario)
     for i, client in enumerate(config.clients):
         try:
-            model = resolve_model(config, client.model)
+            model = resolve_model(config, str(client.model))
             kv_capacity_blocks(client, model, resolve_hardware(config, client, f"clients[{i}]"), f"clients[{i}]")
         except ScenarioError as err:
             return f"{client.name}: {err.message}"

@@ -6,7 +6,7 @@ import inspect
 import signal
 import subprocess
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 import pytest
@@ -88,9 +88,9 @@ def test_unknown_device_is_rejected_when_the_backend_lists_devices() -> None:
 
     spec = sample_session_spec()
     spec.hardware.device = "TPU-v9"
-    with BackendServer(H100Only()) as server, grpc.insecure_channel(server.address) as channel:
-        with pytest.raises(grpc.RpcError) as err:
-            rt_grpc.RuntimeBackendServiceStub(channel).OpenSession(rt_pb.OpenSessionRequest(spec=spec))
+    with BackendServer(H100Only()) as server, grpc.insecure_channel(server.address) as channel, \
+            pytest.raises(grpc.RpcError) as err:
+        rt_grpc.RuntimeBackendServiceStub(channel).OpenSession(rt_pb.OpenSessionRequest(spec=spec))
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "spec.hardware.device='TPU-v9'" in err.value.details()
 

@@ -16,8 +16,9 @@ from tests.scenarios.helpers import client, scenario
 
 def config(**backend: bool) -> dict:
     raw = scenario(
-        clients=[client("a", batching="continuous", num_gpu_blocks=400), client("b", batching="chunked", chunk_size=256),
-                 client("p", role="prefill"), client("d", role="decode", num_gpu_blocks=300)],
+        clients=[client("a", batching="continuous", num_gpu_blocks=400),
+                 client("b", batching="chunked", chunk_size=256), client("p", role="prefill"),
+                 client("d", role="decode", num_gpu_blocks=300)],
         per_token_ns=37,
         workload={"requests": 120, "arrival": {"process": "poisson", "rate_per_s": 4000},
                   "input_tokens": {"dist": "lognormal", "mean": 300, "sigma": 0.8},
