@@ -9,6 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cosim.hub.clients.llm import LOAD_METRICS
 from cosim.hub.config import parse_config
 from cosim.hub.metrics import summary_json
 from cosim.hub.runner import Simulation, started_backends
@@ -103,3 +104,40 @@ def test_decode_runs_and_lookahead_change_no_result(raw: dict) -> None:
     for summary in summaries:
         summary.pop("backends")  # how often the backend was asked differs, by design
     assert summary_json(summaries[0]) == summary_json(summaries[1])
+
+
+@st.composite
+def multistage_scenarios(draw: st.DrawFn) -> dict:
+    """Random scenarios with pre/post-processing stages and multi-path reasoning around the LLM stages."""
+    raw = draw(scenarios())
+    branches = draw(st.integers(1, 4))
+    raw["clients"] += [{"name": "pre", "kind": "preprocess", "servers": draw(st.integers(1, 2)),
+                        "service": {"base_s": 1e-6}},
+                       {"name": "post", "kind": "postprocess", "service": {"per_token_s": 1e-8}}]
+    raw["templates"] = {"think": {"stages": ["preprocess", "prefill", "reason", "postprocess"],
+                                  "reasoning": {"branches": branches}}}
+    raw["workload"]["templates"] = {"chat": 1, "think": 2}
+    raw["workload"]["output_tokens"]["high"] = 40 // branches
+    return raw
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(multistage_scenarios())
+def test_router_loads_never_go_negative_and_return_to_zero(raw: dict) -> None:
+    """Every client's load, by every metric, checked after each of its steps (branches used to
+    drive ``input_tokens`` negative: each finished branch subtracted its request's prompt)."""
+    config = parse_config(raw)
+    lowest: dict[str, int] = {}
+    with started_backends(config, ["lin"]) as backends:
+        sim = Simulation(config, Path("."), backends)
+        for c in sim.clients:
+            def checked(batch, start_ns, c=c, step_done=c._on_step_done) -> None:
+                step_done(batch, start_ns)
+                for metric in LOAD_METRICS:
+                    lowest[metric] = min(lowest.get(metric, 0), c.load(metric))
+            c._on_step_done = checked  # type: ignore[method-assign]
+        assert sim.run() is None
+    assert lowest and min(lowest.values()) == 0
+    for c in sim.clients:
+        assert [c.load(m) for m in ("stages", "input_tokens", "remaining_tokens")] == [0, 0, 0], c.name
+    assert all(s.load("stages") == 0 for s in sim.services)

@@ -1,0 +1,56 @@
+"""The event kernel: deterministic order, no going back in time, labelled events."""
+
+from __future__ import annotations
+
+import pytest
+
+from cosim.hub.errors import HubError
+from cosim.hub.kernel import ARRIVAL, DONE, WAKE, Kernel
+from cosim.hub.records import RequestRecord
+
+
+def test_events_run_by_time_then_priority_then_scheduling_order() -> None:
+    kernel = Kernel()
+    seen: list[str] = []
+    kernel.call_at(5, WAKE, seen.append, "wake at 5")
+    kernel.call_at(5, DONE, seen.append, "done at 5")
+    kernel.call_at(5, ARRIVAL, seen.append, "arrival at 5")
+    kernel.call_at(5, DONE, seen.append, "second done at 5")
+    kernel.call_at(1, WAKE, seen.append, "wake at 1")
+    kernel.run()
+    assert seen == ["wake at 1", "done at 5", "second done at 5", "arrival at 5", "wake at 5"]
+    assert kernel.now_ns == 5 and kernel.num_events == 5
+
+
+def test_an_event_may_schedule_more_but_never_in_the_past() -> None:
+    kernel = Kernel()
+    times: list[int] = []
+
+    def tick() -> None:
+        times.append(kernel.now_ns)
+        if kernel.now_ns < 30:
+            kernel.call_at(kernel.now_ns + 10, DONE, tick)
+
+    kernel.call_at(0, DONE, tick)
+    kernel.run()
+    assert times == [0, 10, 20, 30]
+    with pytest.raises(HubError, match=r"event 'late' scheduled at 29 ns, before now \(30 ns\)"):
+        kernel.call_at(29, DONE, tick, label="late")
+
+
+def test_stop_ends_the_run_with_events_left() -> None:
+    kernel = Kernel()
+    for t in range(10):
+        kernel.call_at(t, DONE, lambda: None)
+    kernel.run(stop=lambda: kernel.now_ns >= 3)
+    assert kernel.num_events == 4
+
+
+def test_the_log_keeps_the_first_events_with_their_labels() -> None:
+    kernel = Kernel(log_limit=2)
+    request = RequestRecord(id=7, model="m", arrival_ns=3, input_tokens=1, output_tokens=1)
+    kernel.call_at(3, ARRIVAL, lambda r: None, request, label="arrival")
+    kernel.call_at(4, WAKE, lambda: None, label="wake c0")
+    kernel.call_at(9, DONE, lambda: None, label="step done c0")
+    kernel.run()
+    assert kernel.log == [(3, "arrival request 7"), (4, "wake c0")]
