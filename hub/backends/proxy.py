@@ -1,8 +1,9 @@
 """A runtime session seen from its clients: step timings with a cache and lookahead.
 
-A client hands over the per-sequence token arrays of a step, and the
-batches its scheduler predicts will follow (exact decode lookahead). The
-proxy answers from its cache keyed by the exact batch signature; on a miss it
+A client's step timer (:class:`cosim.hub.clients.step_timer.StepTimer`) hands
+over the per-sequence token arrays of a step, and a way to predict the
+batches that will follow (its scheduler's policy run on a copy). The proxy
+answers from its cache keyed by the exact batch signature; on a miss it
 sends the step and the predicted batches in one PredictSteps call and caches
 every answer. Because each step is still looked up by its exact signature,
 results are byte-identical to asking step by step; a wrong prediction only
