@@ -24,6 +24,7 @@ asked, never the answer:
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Protocol
@@ -47,8 +48,13 @@ def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list
     stops at the next departure.
     """
     sim = scheduler.copy()
-    clones = {id(seq): clone for seq, clone in zip(scheduler.running, sim.running)}
-    last = ScheduledBatch(seqs=[clones[id(seq)] for seq in in_flight.seqs], num_new=in_flight.num_new,
+    running = scheduler.running
+    if len(in_flight.seqs) == len(running) and all(map(operator.is_, in_flight.seqs, running)):
+        seqs = list(sim.running)  # the common case: the step runs every running sequence, in order
+    else:
+        clones = {id(seq): clone for seq, clone in zip(running, sim.running)}
+        seqs = [clones[id(seq)] for seq in in_flight.seqs]
+    last = ScheduledBatch(seqs=seqs, num_new=in_flight.num_new,
                           context=in_flight.context, num_tokens=in_flight.num_tokens,
                           admitted=in_flight.admitted, queue_blocked=in_flight.queue_blocked,
                           queue_stamp=in_flight.queue_stamp)

@@ -97,14 +97,24 @@ class Scheduler:
         """Adds running sequences in admission order, preempting the newest when blocks run out."""
         i = 0
         block_size = self.kv.block_size
-        while i < len(self.running):
-            seq = self.running[i]
-            remaining = seq.num_tokens - seq.num_computed
+        running, seqs, num_new, context = self.running, batch.seqs, batch.num_new, batch.context
+        while i < len(running):
+            seq = running[i]
+            computed = seq.num_computed
+            remaining = seq.num_tokens - computed
             num = remaining if budget is None else min(remaining, budget - batch.num_tokens)
             if num <= 0:
                 break
-            if seq.num_computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
-                batch.add(seq, num)  # fast path: its blocks already hold the new tokens
+            if remaining == 1 and seq.generated and computed < (seq.num_blocks + seq.prefix_blocks) * block_size:
+                # fast path, a decode its blocks have room for (``batch.add`` inlined: the hot loop)
+                seqs.append(seq)
+                num_new.append(1)
+                context.append(computed)
+                batch.num_tokens += 1
+                i += 1
+                continue
+            if computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
+                batch.add(seq, num)  # its blocks already hold the new tokens
                 i += 1
                 continue
             while not self.kv.grow(seq, num):
