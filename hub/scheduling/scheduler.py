@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from ..config import SchedulerConfig
 from .batch import DecodeRun, ScheduledBatch, StepOutcome
-from .kv import BlockManager, blocks_for
+from .kv import BlockManager
 from .policies import POLICIES
 from .sequence import FINISHED, RUNNING, SWAPPED, WAITING, Sequence
 
@@ -214,10 +214,12 @@ class Scheduler:
         block_size = self.kv.block_size
         begun = run.taken - k
         for seq in run.seqs:
-            seq.num_computed += k
+            computed = seq.num_computed = seq.num_computed + k
             seq.num_tokens += k
             seq.generated += k
-            seq.num_blocks = max(seq.num_blocks, blocks_for(seq.num_computed + begun, block_size) - seq.prefix_blocks)
+            held = -(-(computed + begun) // block_size) - seq.prefix_blocks  # blocks_for, inlined: a hot loop
+            if held > seq.num_blocks:
+                seq.num_blocks = held
         run.contexts = [c + k for c in run.contexts]
         run.taken -= k
         del run.new_blocks[:k]
