@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from cosim.hub.backends.proxy import RuntimeSessionProxy
 from cosim.hub.scheduling import Signature
