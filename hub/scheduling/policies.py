@@ -22,6 +22,7 @@ sequences simply end after the first token, or arrive with the prompt's KV.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
 from ..config import SchedulerConfig
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from .scheduler import Scheduler
 
 
-class BatchingPolicy:
+class BatchingPolicy(ABC):
     """Forms a scheduler's next step.
 
     Attributes:
@@ -46,9 +47,9 @@ class BatchingPolicy:
         self.config = config
         self.token_budget = config.max_num_batched_tokens
 
+    @abstractmethod
     def form(self, s: Scheduler) -> ScheduledBatch:
         """The next step of ``s`` (possibly empty: nothing can run)."""
-        raise NotImplementedError
 
     def decodes_all(self, num_running: int) -> bool:
         """Whether a step with no admissions runs every one of ``num_running`` decoding sequences."""

@@ -23,6 +23,7 @@ from cosim.adapters.astrasim import AstraSimBackend
 from cosim.adapters.network import AnalyticalNetworkBackend
 from cosim.adapters.network.astra_inputs import gib_to_gbps
 from cosim.adapters.sdk import BackendServer
+from cosim.adapters.sdk.testing import sample_network_spec
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import network_service_pb2_grpc as net_grpc
 from cosim.v1 import types_pb2 as pb
@@ -132,13 +133,7 @@ def ring8_spec() -> net_pb.NetworkSessionSpec:
 
 def two_node_spec() -> net_pb.NetworkSessionSpec:
     """Two 4-NPU switches joined by a switch; prefill p on NPUs 0-1, decode d on 4-5."""
-    spec = net_pb.NetworkSessionSpec(client="test", mode=pb.SYNC_MODE_PREDICT,
-                                     system=net_pb.SystemConfig(endpoint_delay_ns=10, local_mem_bandwidth_gbps=1000))
-    spec.dims.add(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=4, bandwidth_gbps=100.0, latency_ns=500)
-    spec.dims.add(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=2, bandwidth_gbps=25.0, latency_ns=2000)
-    spec.endpoints.add(name="p", npu_ids=[0, 1])
-    spec.endpoints.add(name="d", npu_ids=[4, 5])
-    return spec
+    return sample_network_spec()
 
 
 def open_session(stub: net_grpc.NetworkBackendServiceStub, spec: net_pb.NetworkSessionSpec) -> str:
