@@ -62,19 +62,21 @@ def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list
     backlog = bool(sim.waiting)
     batches: list[Signature] = []
     while len(batches) < depth:
-        run = sim.decode_run(last) if not (outcome.finished or outcome.forked) else None
+        run = sim.decode_run(last, outcome)
         if run is not None:
             steps = min(len(run.new_blocks), depth - len(batches))
             batches += run.signatures(steps)
             sim.kv.take_free(sum(run.new_blocks[:steps]))
-            run.taken = run.done = steps
+            run.taken, run.done = steps, steps - 1
             sim.settle(run)
-            if len(batches) >= depth:
-                break
-        last = sim.schedule()
-        if not last.seqs:
-            break  # nothing can run (a wait is no step)
-        batches.append(last.signature)
+            last = run.step()  # its last step is handed back like any other
+        else:
+            last = sim.schedule()
+            if not last.seqs:
+                break  # nothing can run (a wait is no step)
+            batches.append(last.signature)
+        if len(batches) >= depth:
+            break
         outcome = sim.update(last)
         if backlog and not sim.waiting and outcome.finished:
             break
@@ -138,11 +140,14 @@ class StepTimer:
         self._in_flight = None
         run = self._run
         if run is not None and batch.seqs is run.seqs:
-            run.end_step(start_ns, end_ns)
-            return None
+            if run.steps_left:
+                run.end_step(start_ns, end_ns)
+                return None
+            self.settle()  # the run's earlier steps; its last is handed back like any other
+            self._run = None
         outcome = self.scheduler.update(batch)
-        if self.decode_runs and not outcome.finished and not outcome.forked:
-            self._run = self.scheduler.decode_run(batch)
+        if self.decode_runs:
+            self._run = self.scheduler.decode_run(batch, outcome)
         return outcome
 
     def interrupt(self) -> None:
@@ -159,9 +164,11 @@ class StepTimer:
         Called before anyone reads sequence state; idempotent.
         """
         run = self._run
-        if run is not None and run.done:
+        if run is not None and run.taken:
             gap, last = run.max_gap_ns, run.last_ns
-            self.settled(run.seqs, self.scheduler.settle(run), gap, last)
+            steps = self.scheduler.settle(run)
+            if steps:
+                self.settled(run.seqs, steps, gap, last)
 
     # -- timing ----------------------------------------------------------------
     def duration_ns(self, batch: ScheduledBatch, now_ns: int) -> tuple[int, float]:

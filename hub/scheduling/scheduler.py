@@ -163,27 +163,27 @@ class Scheduler:
         return batch
 
     # -- decode runs -----------------------------------------------------------
-    def decode_run(self, batch: ScheduledBatch) -> DecodeRun | None:
-        """The steps after ``batch`` (just updated) that are certain to be its sequences decoding
-        unchanged, if no work arrives.
+    def decode_run(self, batch: ScheduledBatch, outcome: StepOutcome) -> DecodeRun | None:
+        """The steps after ``batch`` (just updated into ``outcome``) that are certain to be the
+        running sequences decoding unchanged, if no work arrives.
 
-        That holds when ``batch`` ran exactly the running sequences, each now decodes, the policy
-        would take them all, and the queue can give no one: it is empty, or ``batch`` tried it,
-        admitted no one, and nothing was queued since (a step later only fewer blocks are free).
-        The run lasts until a sequence would finish, or its sequences would need more KV blocks
-        than are free (a preemption or a prefix-cache eviction is :meth:`schedule`'s to decide).
+        That holds when every running sequence sampled at the end of ``batch`` (so each now
+        decodes, and its last token came then), the policy would take them all, and the queue
+        can give no one: it is empty, or ``batch`` tried it, admitted no one, and since then
+        nothing was queued and no one left (a step later only fewer blocks are free). The run
+        lasts until a sequence finishes, or its sequences would need more KV blocks than
+        are free (a preemption or a prefix-cache eviction is :meth:`schedule`'s to decide). Its
+        last step is handed back with :meth:`update` like any other (sequences may finish in it).
         """
         running = self.running
         n = len(running)
-        if batch.swap_bytes or batch.preempted or len(batch.seqs) != n or not self.policy.decodes_all(n) or \
-                (self.waiting and (batch.admitted or not batch.queue_blocked or batch.queue_stamp != self._next_order)):
+        # sampled minus finished are running; a sampled sequence has forked already
+        if not n or len(outcome.sampled) - len(outcome.finished) != n or not self.policy.decodes_all(n):
             return None
-        for seq, ran in zip(running, batch.seqs):
-            if seq is not ran or seq.num_tokens - seq.num_computed != 1 or seq.generated < 1 or seq.forks:
-                return None
-        length = min(seq.target_generated - seq.generated for seq in running) - 1
-        if length < 1:
+        if self.waiting and (outcome.finished or batch.admitted or batch.preempted or batch.swap_bytes
+                             or not batch.queue_blocked or batch.queue_stamp != self._next_order):
             return None
+        length = min(seq.target_generated - seq.generated for seq in running)
         # A sequence whose blocks hold ``room`` more tokens needs a block at run step
         # room + 1, and every block_size steps after (0-based: room, room + block_size, ...).
         block_size = self.kv.block_size
@@ -209,10 +209,10 @@ class Scheduler:
         """Applies the run's finished steps to its sequences (each sampled a token per step) and
         credits them the blocks of the steps begun; returns how many steps it applied."""
         k = run.done
-        if not k:
+        if not run.taken:
             return 0
         block_size = self.kv.block_size
-        begun = run.taken - k
+        begun = run.taken - k  # a step in flight holds its blocks already
         for seq in run.seqs:
             computed = seq.num_computed = seq.num_computed + k
             seq.num_tokens += k
@@ -220,10 +220,11 @@ class Scheduler:
             held = -(-(computed + begun) // block_size) - seq.prefix_blocks  # blocks_for, inlined: a hot loop
             if held > seq.num_blocks:
                 seq.num_blocks = held
-        run.contexts = [c + k for c in run.contexts]
-        run.taken -= k
-        del run.new_blocks[:k]
-        run.done = run.max_gap_ns = 0
+        if k:
+            run.contexts = [c + k for c in run.contexts]
+            run.taken -= k
+            del run.new_blocks[:k]
+            run.done = run.max_gap_ns = 0
         return k
 
     # -- lookahead ---------------------------------------------------------------

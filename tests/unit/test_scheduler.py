@@ -118,19 +118,25 @@ def test_update_samples_forks_and_frees_the_finished() -> None:
     assert outcome.kv_blocks_used == 2 and outcome.num_waiting == 2
 
 
-def test_a_decode_run_lasts_until_a_sequence_would_finish() -> None:
+def test_a_decode_run_lasts_until_a_sequence_finishes() -> None:
     s = scheduler(batching="continuous")
     s.add(seq(4, 10, rid=0))
     s.add(seq(4, 6, rid=1))
     prefill = s.schedule()
-    s.update(prefill)
-    run = s.decode_run(prefill)
-    assert run is not None and run.steps_left == 6 - 1 - 1  # request 1's last token is a normal step
+    run = s.decode_run(prefill, s.update(prefill))
+    assert run is not None and run.steps_left == 6 - 1  # request 1 samples its last token in the run's last step
     assert [b.context for b in (s.run_step(run), s.run_step(run))] == [[4, 4], [4, 4]]  # none done yet
     run.end_step(0, 10)
     run.end_step(10, 30)
     assert s.settle(run) == 2 and [x.num_computed for x in s.running] == [6, 6] and run.max_gap_ns == 0
-    assert s.run_step(run).context == [6, 6] and run.steps_left == 1
+    assert s.run_step(run).context == [6, 6] and run.steps_left == 2
+    run.end_step(30, 40)
+    s.run_step(run)
+    run.end_step(40, 50)
+    s.settle(run)
+    last = s.run_step(run)  # handed back like any other step
+    assert last.context == [8, 8] and run.steps_left == 0
+    assert [x.request.id for x in s.update(last).finished] == [1]
 
 
 def test_no_decode_run_while_the_queue_could_give_someone() -> None:
@@ -138,14 +144,35 @@ def test_no_decode_run_while_the_queue_could_give_someone() -> None:
     s.add(seq(4, 10, rid=0))
     s.update(s.schedule())
     batch = s.schedule()
-    s.update(batch)
+    outcome = s.update(batch)
     s.add(seq(4, 6, rid=1))
-    assert s.decode_run(batch) is None  # queued after the batch was formed: the next step admits it
+    assert s.decode_run(batch, outcome) is None  # queued after the batch was formed: the next step admits it
     s.update(s.schedule())
     s.add(seq(4, 3, rid=2))  # no seat left: the queue can give no one until a departure
     batch = s.schedule()
-    s.update(batch)
-    assert batch.queue_blocked and s.decode_run(batch) is not None
+    assert batch.queue_blocked and s.decode_run(batch, s.update(batch)) is not None
+
+
+def test_a_decode_run_follows_a_departure_when_the_queue_is_empty() -> None:
+    s = scheduler(batching="continuous")
+    s.add(seq(4, 2, rid=0))
+    s.add(seq(4, 9, rid=1))
+    s.update(s.schedule())
+    batch = s.schedule()
+    outcome = s.update(batch)  # request 0 leaves
+    run = s.decode_run(batch, outcome)
+    assert [x.request.id for x in outcome.finished] == [0] and run is not None and run.seqs == s.running
+
+
+def test_no_decode_run_for_sequences_that_did_not_sample_in_the_batch() -> None:
+    s = scheduler(batching="continuous")
+    s.add(seq(4, 9, rid=0))
+    s.update(s.schedule())
+    s.add(seq(4, 1, rid=1))  # prefilled alone (continuous batching pauses the decode), and leaves
+    batch = s.schedule()
+    outcome = s.update(batch)
+    assert batch.seqs != s.running and not s.waiting
+    assert s.decode_run(batch, outcome) is None  # request 0's last token is older than this step
 
 
 def test_scheduling_a_copy_leaves_the_original_untouched() -> None:
