@@ -126,7 +126,6 @@ class BackendInfo(_message.Message):
     FIDELITY_FIELD_NUMBER: _builtins.int
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     CAPABILITIES_FIELD_NUMBER: _builtins.int
-    MAX_ITEMS_PER_CALL_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Short stable name, e.g. "roofline"."""
     version: _builtins.str
@@ -137,8 +136,6 @@ class BackendInfo(_message.Message):
     """How the backend computes its answers."""
     description: _builtins.str
     """One line a person reads in a run summary."""
-    max_items_per_call: _builtins.int
-    """Most batches (or accesses, transfers) accepted in one call; 0 = no limit."""
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Free-form ability flags, e.g. "mixed_batches", "moe", "time_synchronized",
@@ -154,11 +151,10 @@ class BackendInfo(_message.Message):
         fidelity: Global___Fidelity.ValueType = ...,
         description: _builtins.str = ...,
         capabilities: _abc.Iterable[_builtins.str] | None = ...,
-        max_items_per_call: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "description", b"description", "fidelity", b"fidelity", "kind", b"kind", "max_items_per_call", b"max_items_per_call", "name", b"name", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capabilities", b"capabilities", "description", b"description", "fidelity", b"fidelity", "kind", b"kind", "name", b"name", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
