@@ -125,6 +125,10 @@ class SchedulerConfig(FrozenModel):
     max_num_batched_tokens: int = Field(8192, gt=0, description="token budget of one step")
     chunk_size: int | None = Field(None, gt=0, description="chunked: prefill token budget per step "
                                                            "(default max_num_batched_tokens)")
+    long_prefill_token_threshold: int = Field(0, ge=0, description="chunked: most tokens one request computes "
+                                                                   "in a step while it has more left (0: no cap)")
+    scheduler_reserve_full_isl: bool = Field(True, description="chunked: admit a prompt only if all of it fits "
+                                                               "the free KV blocks, not just its first chunk")
     block_size: int = Field(16, gt=0, description="KV block size, tokens")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of device memory cosim may use")
     reserve_bytes: int = Field(0, ge=0, description="per-device memory held back (activations, CUDA graphs)")

@@ -12,7 +12,10 @@ and blocks allow):
   otherwise the step decodes every running sequence.
 - ``chunked``: Sarathi-Serve / vLLM V1: running sequences first (decodes and
   unfinished chunks), then waiting prompts, all within one token budget
-  (``chunk_size``, default ``max_num_batched_tokens``); prompts are split.
+  (``chunk_size``, default ``max_num_batched_tokens``); prompts are split. As
+  in vLLM, ``long_prefill_token_threshold`` caps what one request computes in a
+  step, and ``scheduler_reserve_full_isl`` admits a prompt only when blocks for
+  all of it are free.
 - ``mixed``: every running decode plus whole waiting prompts that fit the
   remaining budget, in one step.
 
@@ -90,12 +93,15 @@ class Chunked(BatchingPolicy):
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
         self.token_budget = config.chunk_size or config.max_num_batched_tokens
+        self.max_chunk_tokens = config.long_prefill_token_threshold
 
     def form(self, s: Scheduler) -> ScheduledBatch:
-        batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget)
+        cap = self.max_chunk_tokens
+        batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget, max_chunk_tokens=cap)
         if batch.preempted:
             return batch  # vLLM V1 admits no waiting request in a step that preempted
-        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=False)
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=False,
+                       max_chunk_tokens=cap, reserve_whole_prompt=self.config.scheduler_reserve_full_isl)
 
     def decodes_all(self, num_running: int) -> bool:
         return num_running <= self.token_budget

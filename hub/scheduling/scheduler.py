@@ -93,8 +93,19 @@ class Scheduler:
         return outcome
 
     # -- the two moves policies form steps from ---------------------------------
-    def schedule_running(self, batch: ScheduledBatch, *, budget: int | None) -> ScheduledBatch:
-        """Adds running sequences in admission order, preempting the newest when blocks run out."""
+    def schedule_running(self, batch: ScheduledBatch, *, budget: int | None,
+                         max_chunk_tokens: int = 0) -> ScheduledBatch:
+        """Adds running sequences in admission order, preempting the newest when blocks run out.
+
+        Args:
+            batch: the step so far.
+            budget: most tokens the whole step computes (None: no limit).
+            max_chunk_tokens: most tokens one sequence computes in the step (0: no cap), vLLM's
+                ``long_prefill_token_threshold``.
+
+        Returns:
+            ``batch``, with the running sequences added.
+        """
         i = 0
         block_size = self.kv.block_size
         running, seqs, num_new, context = self.running, batch.seqs, batch.num_new, batch.context
@@ -113,6 +124,8 @@ class Scheduler:
                 batch.num_tokens += 1
                 i += 1
                 continue
+            if max_chunk_tokens and num > max_chunk_tokens:
+                num = max_chunk_tokens  # off the decode path: only a prefill (or recompute) has more than 1
             if computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
                 batch.add(seq, num)  # its blocks already hold the new tokens
                 i += 1
@@ -129,17 +142,32 @@ class Scheduler:
             break  # seq itself was preempted: it was the newest
         return batch
 
-    def admit(self, batch: ScheduledBatch, *, budget: int, whole_prompts: bool) -> ScheduledBatch:
-        """Admits waiting sequences in queue order while budget, seats and blocks allow."""
+    def admit(self, batch: ScheduledBatch, *, budget: int, whole_prompts: bool, max_chunk_tokens: int = 0,
+              reserve_whole_prompt: bool = False) -> ScheduledBatch:
+        """Admits waiting sequences in queue order while budget, seats and blocks allow.
+
+        Args:
+            batch: the step so far.
+            budget: tokens the admitted sequences may compute in the step.
+            whole_prompts: admit whole prompts only; else the budget splits them.
+            max_chunk_tokens: most tokens one sequence computes in the step (0: no cap).
+            reserve_whole_prompt: admit a split prompt only if blocks for all of it are free, not
+                just for its first chunk (vLLM's ``scheduler_reserve_full_isl``), so a long prompt
+                cannot be admitted into KV it will have to preempt others for.
+
+        Returns:
+            ``batch``, with the admitted sequences added.
+        """
         max_seqs = self.config.max_num_seqs
         while self.waiting and len(batch.seqs) < max_seqs and len(self.running) < max_seqs:
             seq = self._writable_head()
             resumed = self.kv.resume(seq)  # a preempted sequence's KV still cached (prefix caching)
             cached = 0 if resumed else self.kv.attach_prefix(seq, seq.request.prefix_tokens)
             need = seq.remaining_tokens
-            num = need if whole_prompts or seq.state == SWAPPED else min(need, budget)
+            num = need if whole_prompts or seq.state == SWAPPED else min(need, budget, max_chunk_tokens or need)
             fits = num > 0 and not (whole_prompts and num > budget and (batch.seqs or self.running))
-            if not fits or not self.kv.can_allocate(self.kv.blocks_needed(seq, num)):
+            reserved = need if reserve_whole_prompt else num  # blocks are still taken for num only
+            if not fits or not self.kv.can_allocate(self.kv.blocks_needed(seq, reserved)):
                 if resumed:
                     self.kv.undo_resume(seq)
                 self.kv.detach_prefix(seq)
