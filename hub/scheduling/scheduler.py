@@ -209,9 +209,10 @@ class Scheduler:
         if not n or len(outcome.sampled) - len(outcome.finished) != n or not self.policy.decodes_all(n):
             return None
         if self.waiting and (outcome.finished or batch.admitted or batch.preempted or batch.swap_bytes
+                             or batch.num_tokens != n  # a step of decodes only leaves the queue no more budget
                              or not batch.queue_blocked or batch.queue_stamp != self._next_order):
             return None
-        length = min(seq.target_generated - seq.generated for seq in running)
+        length = min([seq.target_generated - seq.generated for seq in running])
         # A sequence whose blocks hold ``room`` more tokens needs a block at run step
         # room + 1, and every block_size steps after (0-based: room, room + block_size, ...).
         block_size = self.kv.block_size

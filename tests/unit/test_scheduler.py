@@ -203,3 +203,14 @@ def test_lookahead_predicts_exactly_the_batches_that_follow_when_nothing_arrives
         if s.update(batch).finished and not s.waiting:
             break  # once the backlog is gone an arrival could join: prediction stops at this departure
     assert predicted == actual
+
+
+def test_no_decode_run_after_a_prefill_chunk_that_used_the_budget_the_queue_needs() -> None:
+    s = scheduler(batching="chunked", chunk_size=8)
+    s.add(seq(16, 9, rid=0))
+    s.update(s.schedule())
+    s.add(seq(4, 3, rid=1))
+    batch = s.schedule()  # the prompt's last chunk takes the whole budget: the queue is blocked by budget only
+    assert shape(batch) == [(0, 8, 8)] and batch.queue_blocked
+    assert s.decode_run(batch, s.update(batch)) is None
+    assert shape(s.schedule()) == [(0, 1, 16), (1, 4, 0)]
