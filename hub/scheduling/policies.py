@@ -28,8 +28,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-from ..config import SchedulerConfig
 from .batch import ScheduledBatch
+from .config import SchedulerConfig
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler

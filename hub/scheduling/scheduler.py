@@ -20,8 +20,8 @@ steps that are certain to be the same sequences decoding.
 
 from __future__ import annotations
 
-from ..config import SchedulerConfig
 from .batch import DecodeRun, ScheduledBatch, StepOutcome
+from .config import SchedulerConfig
 from .kv import BlockManager
 from .policies import POLICIES
 from .sequence import FINISHED, RUNNING, SWAPPED, WAITING, Sequence
