@@ -29,8 +29,9 @@ class RequestRecord:
     """One request from arrival to its last token.
 
     TTFT is ``first_token_ns - arrival_ns``; TPOT is
-    ``(finish_ns - first_token_ns) / (output_tokens - 1)`` (output tokens
-    after the first, as vLLM reports it); E2E is ``finish_ns - arrival_ns``.
+    ``(finish_ns - first_token_ns) / (output_tokens / branches - 1)`` (one
+    path's output tokens after the first, as vLLM reports it; parallel paths
+    decode side by side); E2E is ``finish_ns - arrival_ns``.
     """
 
     id: int

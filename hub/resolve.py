@@ -20,7 +20,7 @@ from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
 from . import presets
-from .config import ClientConfig, ScenarioConfig
+from .config import ClientConfig, ClientHardware, ScenarioConfig
 from .errors import ScenarioError
 
 DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
@@ -102,7 +102,8 @@ def parallelism_problems(client: ClientConfig, model: presets.ModelPreset | None
     """How a client's parallel degrees fail to fit its devices or its model (``model`` None: devices only).
 
     The same checks every SDK backend makes when it opens the session, here
-    located in the config and all at once, before any backend starts.
+    located in the config and all at once, before any backend starts; and one
+    no backend can make: devices beyond TP x PP, which nothing would use.
     """
     assert client.hardware is not None
     hw, at = client.hardware, f"{where}.hardware"
@@ -111,6 +112,13 @@ def parallelism_problems(client: ClientConfig, model: presets.ModelPreset | None
     if tp * pp > hw.count:
         problems.append(ScenarioError(f"{at}.count", f"{hw.count} devices, fewer than tensor_parallel x "
                                                      f"pipeline_parallel = {tp} x {pp} = {tp * pp}"))
+    elif tp * pp < hw.count:  # the idle devices would be billed and counted in the network
+        hint = (f"; expert_parallel={ep} adds no devices: experts are split over the TP ranks of this client and "
+                f"of its data-parallel sibling clients (EP = TP x DP)") if ep > 1 else ""
+        problems.append(ScenarioError(f"{at}.count", f"{hw.count} devices, more than tensor_parallel x "
+                                                     f"pipeline_parallel = {tp} x {pp} = {tp * pp} use; set count "
+                                                     f"to {tp * pp} or raise the parallelism (data parallelism is "
+                                                     f"one client per replica){hint}"))
     if model is None:
         return problems
     if model.num_attention_heads % tp:
@@ -131,9 +139,26 @@ def parallelism_problems(client: ClientConfig, model: presets.ModelPreset | None
     return problems
 
 
+def weight_bytes_per_device(model: presets.ModelPreset, hardware: ClientHardware) -> float:
+    """Weight bytes one device of a client's cluster holds.
+
+    Pipeline stages split the layers. Tensor parallelism splits attention,
+    router, embeddings and LM head, and, without expert parallelism, every
+    expert too. With ``expert_parallel`` = EP > 1 each rank holds
+    ``num_experts / EP`` whole experts (vLLM's ``--enable-expert-parallel``:
+    EP = TP x DP, the MoE layers' own TP is 1; EP may span data-parallel
+    clients): dense part / (TP x PP) + experts / (EP x PP).
+    """
+    tp, pp, ep = hardware.tensor_parallel, hardware.pipeline_parallel, hardware.expert_parallel
+    experts = model.expert_weight_bytes()
+    expert_shards = ep if model.is_moe and ep > 1 else tp
+    return (model.weight_bytes() - experts) / (tp * pp) + experts / (expert_shards * pp)
+
+
 def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardware: pb.HardwareSpec,
                        where: str) -> int:
-    """KV blocks of one client: device memory x utilization - weight shard - reserve, per TP/PP shard.
+    """KV blocks of one client: device memory x utilization - weight shard (:func:`weight_bytes_per_device`)
+    - reserve, per TP/PP shard.
 
     Raises:
         ScenarioError: at ``<where>.hardware``, when the weights leave no room for one block.
@@ -143,14 +168,15 @@ def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardwar
         return sched.num_gpu_blocks
     assert client.hardware is not None
     tp, pp = client.hardware.tensor_parallel, client.hardware.pipeline_parallel
-    weights = model.weight_bytes() / (tp * pp)
+    weights = weight_bytes_per_device(model, client.hardware)
     free = hardware.mem_capacity_bytes * sched.gpu_memory_utilization - weights - sched.reserve_bytes
     if free <= 0:
+        ep, raise_ep = (f" EP={client.hardware.expert_parallel}", " or expert_parallel") if model.is_moe else ("", "")
         raise ScenarioError(
             f"{where}.hardware", f"model {model.name} needs {weights / 1e9:.1f} GB of weights per device at "
-            f"TP={tp} PP={pp}, more than {hardware.device}'s usable "
-            f"{hardware.mem_capacity_bytes * sched.gpu_memory_utilization / 1e9:.1f} GB; raise tensor_parallel "
-            f"or pick a larger device")
+            f"TP={tp} PP={pp}{ep}, more than {hardware.device}'s usable "
+            f"{hardware.mem_capacity_bytes * sched.gpu_memory_utilization / 1e9:.1f} GB; raise "
+            f"tensor_parallel{raise_ep} or pick a larger device")
     if model.num_layers < pp:  # no layer per stage would leave no KV per token to divide by
         raise ScenarioError(f"{where}.hardware.pipeline_parallel",
                             f"{pp} stages for the {model.num_layers} layers of {model.name}")

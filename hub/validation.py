@@ -32,6 +32,7 @@ from .resolve import (
     resolve_device,
     resolve_hardware,
     resolve_model,
+    weight_bytes_per_device,
 )
 
 __all__ = ["ClientCapacity", "Resolution", "ScenarioProblems", "check_scenario", "resolve_scenario", "validate",
@@ -50,6 +51,7 @@ class ClientCapacity:
         model: the model preset's name; dtype: its dtype.
         device: the device preset's name; count: devices in the cluster.
         tensor_parallel, pipeline_parallel, expert_parallel: the parallel degrees.
+        weight_bytes_per_device: model weights one device holds (experts split by EP when EP > 1).
         kv_capacity_blocks: KV blocks, as a run sizes the client's block manager.
         block_size_tokens: tokens per block.
         from_num_gpu_blocks: the capacity was set by ``scheduler.num_gpu_blocks``, not computed.
@@ -64,6 +66,7 @@ class ClientCapacity:
     tensor_parallel: int
     pipeline_parallel: int
     expert_parallel: int
+    weight_bytes_per_device: int
     kv_capacity_blocks: int
     block_size_tokens: int
     from_num_gpu_blocks: bool
@@ -149,7 +152,8 @@ def _resolve_client(config: ScenarioConfig, index: int, client: ClientConfig,
         found.clients.append(ClientCapacity(
             name=client.name, role=client.role, model=model.name, dtype=config.models[client.model].dtype,
             device=spec.device, count=hw.count, tensor_parallel=hw.tensor_parallel,
-            pipeline_parallel=hw.pipeline_parallel, expert_parallel=hw.expert_parallel, kv_capacity_blocks=blocks,
+            pipeline_parallel=hw.pipeline_parallel, expert_parallel=hw.expert_parallel,
+            weight_bytes_per_device=int(weight_bytes_per_device(model, hw)), kv_capacity_blocks=blocks,
             block_size_tokens=client.scheduler.block_size,
             from_num_gpu_blocks=client.scheduler.num_gpu_blocks is not None))
 

@@ -2,7 +2,8 @@
 
 Prints ``error: <path>: <message>`` for each problem (pydantic's, then the
 resolution's: presets, overrides, parallelism, KV capacity) and exits 2; or
-prints what it resolved, with each LLM client's computed KV capacity, and exits 0.
+prints what it resolved, with each LLM client's weights per device and computed
+KV capacity, and exits 0.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def describe(client: ClientCapacity) -> str:
-    """One line per LLM client: model, cluster, parallelism and KV capacity."""
+    """One line per LLM client: model, cluster, parallelism, weights per device and KV capacity."""
     source = " (scheduler.num_gpu_blocks)" if client.from_num_gpu_blocks else ""
     return (f"  {client.name} ({client.role}): {client.model} {client.dtype} on {client.device} x {client.count}, "
             f"TP {client.tensor_parallel} PP {client.pipeline_parallel} EP {client.expert_parallel}, "
+            f"weights {client.weight_bytes_per_device / 1e9:.2f} GB per device, "
             f"KV cache {client.kv_capacity_blocks:,} blocks x {client.block_size_tokens} = "
             f"{client.kv_capacity_tokens:,} tokens{source}")
 

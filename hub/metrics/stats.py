@@ -29,7 +29,7 @@ class RequestMetrics:
 
     A value is NaN where it does not exist: TTFT before the first token,
     E2E before the finish, TPOT and TBT max for requests that asked for a
-    single output token (no gap between tokens to measure).
+    single output token per path (no gap between tokens to measure).
     """
 
     finished: np.ndarray  # bool
@@ -54,13 +54,16 @@ def request_metrics(requests: Sequence[RequestRecord]) -> RequestMetrics:
     """Computes TTFT, TPOT, E2E, queue and TBT max (seconds) per request.
 
     TTFT = first_token - arrival; TPOT = (finish - first_token) /
-    (output_tokens - 1); E2E = finish - arrival; queue = :func:`queue_ns`.
+    (tokens per path - 1); E2E = finish - arrival; queue = :func:`queue_ns`.
+    A multi-path request's ``branches`` paths decode side by side, each
+    ``output_tokens / branches`` tokens long, so its TPOT is one path's time
+    per token, as for a single-path request (not the time per token of all paths).
     """
     n = len(requests)
     arrival = np.fromiter((r.arrival_ns for r in requests), np.int64, n)
     first = np.fromiter((r.first_token_ns for r in requests), np.int64, n)
     finish = np.fromiter((r.finish_ns for r in requests), np.int64, n)
-    out = np.fromiter((r.output_tokens for r in requests), np.int64, n)
+    out = np.fromiter((r.output_tokens // r.branches for r in requests), np.int64, n)  # per path
     tbt = np.fromiter((r.max_tbt_ns for r in requests), np.int64, n)
     queue = np.fromiter((queue_ns(r) for r in requests), np.int64, n)
     started = np.fromiter((any(s.start_ns >= 0 for s in r.stages) for r in requests), bool, n)

@@ -98,6 +98,15 @@ class ModelPreset(BaseModel):
         """Bytes of all weights at ``bytes_per_param`` (unsharded)."""
         return int(self.total_params() * self.bytes_per_param)
 
+    def expert_weight_bytes(self) -> int:
+        """Bytes of the routed experts' MLPs over all layers (0 for dense), the part expert
+        parallelism splits; the rest (attention, router, norms, embeddings) is
+        ``weight_bytes() - expert_weight_bytes()``."""
+        if not self.is_moe:
+            return 0
+        per_expert = (3 if self.gated_mlp else 2) * self.hidden_size * self.intermediate_size
+        return int(self.num_layers * self.num_experts * per_expert * self.bytes_per_param)
+
     def kv_bytes_per_token(self) -> int:
         """KV-cache bytes one token occupies in the full model (K and V, all layers)."""
         per_layer = 2 * self.num_kv_heads * self.effective_head_dim

@@ -111,8 +111,8 @@ def test_parallel_kv_fetch_to_decode_moves_only_new_kv_between_clients(parallel:
     assert r.stages[2].kind == "decode" and r.stages[2].transfer_ns == moved_tokens * 131_072 // 50
 
 
-def multipath(branches: int, **scheduler: object) -> dict:
-    return scenario(clients=[client("llm", block_size=16, **scheduler)],
+def multipath(branches: int, per_token_ns: int = 0, **scheduler: object) -> dict:
+    return scenario(clients=[client("llm", block_size=16, **scheduler)], per_token_ns=per_token_ns,
                     templates={"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": branches}}},
                     workload={**ONE, "input_tokens": {"dist": "fixed", "value": 64},
                               "output_tokens": {"dist": "fixed", "value": 20}, "templates": {"think": 1}})
@@ -125,6 +125,32 @@ def test_multipath_reasoning_shares_the_prompt_kv_and_multiplies_decode_kv() -> 
     peak = {n: result.summary["clients"]["llm"]["max_kv_blocks_used"] for n, result in ((1, single), (4, four))}
     # 64 prompt tokens = 4 shared blocks; each path's 20 tokens take 2 blocks of its own
     assert peak == {1: 4 + 2, 4: 4 + 4 * 2}
+
+
+def test_multipath_tpot_is_the_time_per_token_of_one_path() -> None:
+    """Paths decode side by side: 4 paths of 20 tokens take 19 steps after the first token, not 79."""
+    single, four = (cosim.run(multipath(n, per_token_ns=10, batching="mixed")) for n in (1, 4))
+    prefill = 1000 + 64 * 10  # the first token of every path
+    step = {1: 1000 + 10, 4: 1000 + 4 * 10}  # one decode per path
+    for n, result in ((1, single), (4, four)):
+        (r,) = result.requests
+        assert (r.first_token_ns, r.finish_ns) == (prefill, prefill + 19 * step[n])
+        assert result.summary["latency"]["tpot_s"]["mean"] == step[n] / 1e9
+
+
+def test_more_paths_make_each_token_a_little_slower_never_faster() -> None:
+    """The roofline on Llama-3-8B / H100, one request at a time: a step decodes 4 sequences instead of 1."""
+    def tpot_s(branches: int) -> float:
+        config = scenario(
+            clients=[{**client(), "backend": "roofline"}], backends={"roofline": {"kind": "roofline"}},
+            templates={"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": branches}}},
+            workload={"requests": 3, "arrival": {"process": "uniform", "rate_per_s": 0.1},
+                      "input_tokens": {"dist": "fixed", "value": 512}, "output_tokens": {"dist": "fixed", "value": 64},
+                      "templates": {"think": 1}})
+        return cosim.run(config).summary["latency"]["tpot_s"]["mean"]
+
+    single, four = tpot_s(1), tpot_s(4)
+    assert single < four < 1.1 * single
 
 
 def test_multipath_reasoning_preempts_when_memory_is_short() -> None:

@@ -37,6 +37,11 @@ def test_moe_active_params_are_a_fraction_of_total() -> None:
     assert get_model("qwen3-30b-a3b").active_param_count() == pytest.approx(3.3e9, rel=0.03)
 
 
+def test_expert_weight_bytes_are_the_routed_experts_mlps() -> None:
+    assert get_model("mixtral-8x7b").expert_weight_bytes() == 2 * 32 * 8 * 3 * 4096 * 14336  # layers x experts x SwiGLU
+    assert get_model("llama3-8b").expert_weight_bytes() == 0
+
+
 def test_kv_bytes_per_token_llama3_8b_fp16() -> None:
     assert get_model("llama3-8b").kv_bytes_per_token() == 131072  # 2 * 32 layers * 8 heads * 128 * 2 B
 

@@ -11,10 +11,10 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
-from cosim.hub.config import ScenarioProblems, load_config
+from cosim.hub.config import ScenarioProblems, load_config, parse_config
 from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics.slo import slo_problems, validate_slo
-from cosim.hub.validation import validate_scenario
+from cosim.hub.validation import resolve_scenario, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
@@ -117,6 +117,70 @@ def test_weights_that_do_not_fit_are_located() -> None:
     errors = cosim.validate(quickstart(), overrides=["models.llama3-8b.preset=meta-llama/Llama-2-70b-hf"])
     assert [e.where for e in errors] == ["clients[0].hardware"]
     assert "raise tensor_parallel" in errors[0].message
+
+
+def mixtral(*clients: dict[str, Any]) -> dict[str, Any]:
+    """Mixtral-8x7B (fp16) on H100s, one client per hardware section given."""
+    good, = quickstart()["clients"]
+    return quickstart(models={"mixtral": {"preset": "mistralai/Mixtral-8x7B-v0.1"}},
+                      hardware={"h100": {"preset": "H100-SXM"}},
+                      clients=[{**good, "name": f"c{i}", "model": "mixtral", "hardware": {"device": "h100", **hw}}
+                               for i, hw in enumerate(clients)])
+
+
+# Mixtral-8x7B: 46,702,792,704 parameters, of which 32 layers x 8 experts x 3 x 4096 x 14336 are routed experts.
+MIXTRAL_EXPERT_BYTES = 2 * 32 * 8 * 3 * 4096 * 14336
+MIXTRAL_DENSE_BYTES = 2 * 46_702_792_704 - MIXTRAL_EXPERT_BYTES
+
+
+def test_expert_parallelism_splits_the_experts_over_the_ep_ranks(tmp_path, capsys) -> None:
+    """Mixtral over 2 H100s with EP=2, as vLLM's -dp 2 and -tp 2 with --enable-expert-parallel."""
+    per_device = {}
+    for name, config in (("dp2", mixtral({"expert_parallel": 2}, {"expert_parallel": 2})),
+                         ("tp2", mixtral({"count": 2, "tensor_parallel": 2, "expert_parallel": 2}))):
+        resolution = resolve_scenario(parse_config(config))
+        assert resolution.errors == []
+        per_device[name] = {c.name: c.weight_bytes_per_device for c in resolution.clients}
+    # dp2: attention, router and embeddings whole on each device, half of the experts (48.3 GB of 77.3 usable)
+    assert per_device["dp2"] == {"c0": MIXTRAL_DENSE_BYTES + MIXTRAL_EXPERT_BYTES // 2,
+                                 "c1": MIXTRAL_DENSE_BYTES + MIXTRAL_EXPERT_BYTES // 2}
+    assert per_device["dp2"]["c0"] == 48_308_428_800
+    assert per_device["tp2"] == {"c0": (MIXTRAL_DENSE_BYTES + MIXTRAL_EXPERT_BYTES) // 2}
+    code, out, _ = validate_cli(tmp_path, capsys, mixtral({"expert_parallel": 2}, {"expert_parallel": 2}))
+    assert code == 0 and "TP 1 PP 1 EP 2, weights 48.31 GB per device, KV cache" in out, out
+
+
+def test_mixtral_on_one_h100_does_not_fit() -> None:
+    error, = cosim.validate(mixtral({}))
+    assert str(error) == ("clients[0].hardware: model mistralai/Mixtral-8x7B-v0.1 needs 93.4 GB of weights per "
+                          "device at TP=1 PP=1 EP=1, more than H100-SXM's usable 77.3 GB; raise tensor_parallel "
+                          "or expert_parallel or pick a larger device")
+
+
+def test_devices_the_parallelism_leaves_idle_are_an_error(tmp_path, capsys) -> None:
+    """Reported with the other problems by validate; run refuses before starting a backend."""
+    config = three_problems()
+    config["clients"][0]["hardware"] = {"device": "a100", "count": 8, "tensor_parallel": 2}
+    message = ("clients[0].hardware.count: 8 devices, more than tensor_parallel x pipeline_parallel = 2 x 1 = 2 "
+               "use; set count to 2 or raise the parallelism (data parallelism is one client per replica)")
+    code, _, err = validate_cli(tmp_path, capsys, config)
+    lines = err.splitlines()
+    assert code == 2 and [line.split(":")[1].strip() for line in lines] == [
+        "models.other.preset", "hardware.tpu.preset", "clients[0].hardware.count"], err
+    assert lines[2] == f"error: {message}"
+    config["backends"] = {"analytical": {"address": "127.0.0.1:1"}}  # unreachable: never contacted
+    with pytest.raises(ScenarioProblems) as caught:
+        cosim.run(config)
+    assert [str(e) for e in caught.value.problems][2] == message
+
+
+def test_expert_parallelism_adds_no_devices_to_a_client() -> None:
+    error, = cosim.validate(mixtral({"count": 2, "expert_parallel": 2}))
+    assert str(error) == (
+        "clients[0].hardware.count: 2 devices, more than tensor_parallel x pipeline_parallel = 1 x 1 = 1 use; set "
+        "count to 1 or raise the parallelism (data parallelism is one client per replica); expert_parallel=2 adds "
+        "no devices: experts are split over the TP ranks of this client and of its data-parallel sibling clients "
+        "(EP = TP x DP)")
 
 
 def test_network_topology_must_hold_every_client_device() -> None:
