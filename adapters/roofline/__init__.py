@@ -7,8 +7,9 @@ CPU dispatch overlapped as in BestServe Algorithm 1, TP all-reduces
 (formula 8), MoE all-to-alls, pipeline-stage sends, embedding and LM head.
 ``docs/roofline.md`` gives the model, ``operators`` the W/Q tables.
 
-Parameters (``params`` module; each from, later winning: defaults <
-profile < ``HardwareSpec.extra[key]`` < ``SessionSpec.options[key]``):
+Parameters (``params`` module; each from, later winning: defaults < the
+device's link (below) < profile < ``HardwareSpec.extra[key]`` <
+``SessionSpec.options[key]``):
 
 =======================================  ==========================================
 key                                       meaning (default, source)
@@ -25,6 +26,8 @@ key                                       meaning (default, source)
 ``allreduce_formula``                     ``bestserve`` (formula 8) or ``ring``
 ``allreduce_latency_us``                  latency per all-reduce (0)
 ``alltoall_latency_us``                   latency per MoE all-to-all (0)
+``hop_latency_us``                        latency per collective step (0): 2(t-1) per ring
+                                          all-reduce, t-1 per all-to-all
 ``p2p_latency_us``                        latency per pipeline-stage send (0)
 ``act_bytes``                             bytes per activation element (2)
 ``tdp_w``                                 device power; energy = tdp_w x devices x duration (0: off)
@@ -35,7 +38,12 @@ key                                       meaning (default, source)
 Device figures come from the ``HardwareSpec``: ``peak_tflops`` (S_c),
 ``mem_bandwidth_gbps`` (S_m), ``intra_node_gbps`` (S_+), ``inter_node_gbps``
 and ``devices_per_node``. A zero peak or bandwidth is an unknown device and
-is rejected with INVALID_ARGUMENT.
+is rejected with INVALID_ARGUMENT. When ``HardwareSpec.extra`` also describes
+the intra-node link (``intra_node_bus_efficiency``, ``intra_node_latency_us``,
+``intra_node_hop_latency_us``; the hub's device presets fill them) and no
+profile applies, collectives follow NCCL's ring model on that link: formula
+``ring``, ``comm_eff`` = the bus efficiency, the latencies as given
+(:mod:`.collectives`).
 """
 
 from .backend import RooflineBackend, open_model

@@ -4,10 +4,11 @@ An operator with work W and traffic Q runs at P = min(I, I*) e_m S_m with
 I = W/Q and I* = (e_c/e_m)(S_c/S_m) (BestServe eq. 5), so it takes
 W/P = max(W/(e_c S_c), Q/(e_m S_m)): the first term when it is compute
 bound, the second when it is memory bound. A module's device time is the
-sum over its operators plus its collective (TP all-reduce, formula 8, or the
-MoE all-to-all). Algorithm 1 then overlaps the CPU, which dispatches the
-modules one after another, with the device, which starts a module when it
-has been dispatched and the previous one has finished.
+sum over its operators plus its collective (TP all-reduce, ring or formula
+8, or the MoE all-to-all; :mod:`.collectives`). Algorithm 1 then overlaps
+the CPU, which dispatches the modules one after another, with the device,
+which starts a module when it has been dispatched and the previous one has
+finished.
 
 Main names: :class:`Device`, :class:`SessionModel`, :func:`device_times`, :func:`estimate`.
 """
@@ -20,6 +21,7 @@ from collections import defaultdict
 from cosim.v1 import types_pb2 as pb
 
 from . import operators as ops
+from .collectives import all_reduce_ns, all_to_all_ns
 from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Group, Shape
 from .params import Params
 
@@ -61,18 +63,19 @@ def _blend(a: float, b: float, w: float) -> float:
 
 
 def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, float]:
-    """Per-layer collective time after attention and after the MLP, in ns."""
+    """Per-layer collective time after attention and after the MLP, in ns (see :mod:`.collectives`)."""
     s, p, d = m.shape, m.params, m.device
     attn = mlp = 0.0
     if s.tp > 1:
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
-        scale = 1.0 / s.tp if p.allreduce_formula == "bestserve" else 2.0 * (s.tp - 1) / s.tp
-        attn = mlp = p.allreduce_latency_us * 1e3 + scale * size / (comm_eff * d.tp_link) * NS
+        attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
+                                   hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
     if s.num_experts and s.ep > 1:
-        # Dispatch and combine: each rank sends its share of the T k token copies,
+        # Dispatch and combine: each rank holds its share of the T k token copies and sends
         # (ep - 1)/ep of them to other ranks. EP replaces the MLP all-reduce.
-        size = s.ba * s.h * b.tokens * s.top_k / s.ep * (s.ep - 1) / s.ep
-        mlp = 2.0 * (p.alltoall_latency_us * 1e3 + size / (comm_eff * d.ep_link) * NS)
+        size = s.ba * s.h * b.tokens * s.top_k / s.ep
+        mlp = 2.0 * all_to_all_ns(size, s.ep, comm_eff * d.ep_link, latency_us=p.alltoall_latency_us,
+                                  hop_latency_us=p.hop_latency_us)
     return attn, mlp
 
 

@@ -4,12 +4,15 @@ Every figure the model uses besides the device's peak rates is a
 :class:`Params` field. A value is resolved, later sources winning, from
 
 1. the defaults below (BestServe §4.1 and Table 3, seeds/003);
-2. a device profile (YAML written by ``cosim calibrate roofline``), chosen by
+2. the device's intra-node link, when ``HardwareSpec.extra`` describes it
+   (the hub's device presets do) and no profile applies: NCCL's ring model
+   on that link (:data:`LINK_PARAMS`, :mod:`.collectives`);
+3. a device profile (YAML written by ``cosim calibrate roofline``), chosen by
    the session option ``profile`` (``auto``: a shipped profile whose device
    or aliases match ``hardware.device``; ``none``; a shipped profile name; or
    a path);
-3. ``HardwareSpec.extra[key]`` (numbers only);
-4. ``SessionSpec.options[key]``.
+4. ``HardwareSpec.extra[key]`` (numbers only);
+5. ``SessionSpec.options[key]``.
 
 Phase-dependent keys take a ``_prefill`` or ``_decode`` suffix; the bare key
 (e.g. ``mfu``) sets both phases and the suffixed key overrides it.
@@ -72,6 +75,8 @@ class Params:
         allreduce_formula: ``bestserve`` (formula 8) or ``ring`` (2(t-1)/t x bytes).
         allreduce_latency_us: fixed latency added to every all-reduce.
         alltoall_latency_us: fixed latency of every MoE all-to-all.
+        hop_latency_us: latency of one collective step; a ring all-reduce over
+            t ranks takes 2(t-1) steps, an all-to-all t-1.
         p2p_latency_us: fixed latency of a pipeline-stage send.
         act_bytes: bytes per activation element.
         tdp_w: device power for energy (0: energy not modelled).
@@ -83,6 +88,7 @@ class Params:
     allreduce_formula: str = "bestserve"
     allreduce_latency_us: float = 0.0
     alltoall_latency_us: float = 0.0
+    hop_latency_us: float = 0.0
     p2p_latency_us: float = 0.0
     act_bytes: float = 2.0
     tdp_w: float = 0.0
@@ -105,9 +111,18 @@ SOURCES: dict[str, str] = {
     "allreduce_formula": "BestServe formula (8)",
     "allreduce_latency_us": "not in BestServe: 0",
     "alltoall_latency_us": "not in BestServe: 0",
+    "hop_latency_us": "not in BestServe: 0",
     "p2p_latency_us": "not in BestServe: 0",
     "act_bytes": "fp16/bf16 activations (BestServe's 2 bytes per float)",
     "tdp_w": "0: energy not modelled unless given",
+}
+
+# HardwareSpec.extra keys that describe the device's intra-node link (the hub's presets set
+# them; docs/validation.md, "Links and collectives") -> the parameters each one sets.
+LINK_PARAMS: dict[str, tuple[str, ...]] = {
+    "intra_node_bus_efficiency": ("comm_eff",),
+    "intra_node_latency_us": ("allreduce_latency_us", "alltoall_latency_us"),
+    "intra_node_hop_latency_us": ("hop_latency_us",),
 }
 
 PHASE_KEYS = tuple(f.name for f in dataclasses.fields(PhaseParams))
@@ -226,8 +241,24 @@ def _read_profiles(path: Path, field: str) -> list[dict[str, Any]]:
     return entries
 
 
+def link_params(extra: Mapping[str, float]) -> dict[str, Any]:
+    """The collective parameters of the link ``extra`` describes; empty unless it gives every
+    :data:`LINK_PARAMS` key.
+
+    Raises:
+        InvalidArgument: a link figure is out of range.
+    """
+    if not all(key in extra for key in LINK_PARAMS):
+        return {}
+    values: dict[str, Any] = {"allreduce_formula": "ring"}
+    for key, params in LINK_PARAMS.items():
+        for param in params:
+            values[param] = _check(f"spec.hardware.extra.{key}", param, extra[key])
+    return values
+
+
 def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str, Any]) -> Params:
-    """Resolves a session's parameters: defaults < profile < extra < options.
+    """Resolves a session's parameters: defaults < link (without a profile) < profile < extra < options.
 
     Raises:
         InvalidArgument: an option is unknown or a value is out of range.
@@ -236,7 +267,12 @@ def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str
     profile = options.get("profile", "none")
     if not isinstance(profile, str):
         raise InvalidArgument("spec.options.profile", profile, "must be auto, none, a profile name or a path")
-    _apply(values, load_profile(profile, device), f"profile[{profile}]", strict=True)
+    fitted = load_profile(profile, device)
+    if not fitted:
+        # A profile was fitted as a whole (its comm_eff absorbs latency), so the link's figures
+        # would count that twice; they fill in only where no profile applies.
+        _apply(values, link_params(extra), "spec.hardware.extra", strict=True)
+    _apply(values, fitted, f"profile[{profile}]", strict=True)
     _apply(values, extra, "spec.hardware.extra", strict=False)
     _apply(values, options, "spec.options", strict=True)
     return build_params(values)

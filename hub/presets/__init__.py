@@ -17,15 +17,19 @@ from typing import Any
 
 import yaml
 
-from cosim.hub.presets.devices import DTYPES, DevicePreset, normalize_dtype
+from cosim.hub.presets.devices import DTYPES, LINK_KINDS, DevicePreset, normalize_dtype
 from cosim.hub.presets.models import ModelPreset
 from cosim.hub.presets.registry import PresetRegistry, UnknownPreset
 from cosim.v1 import types_pb2 as pb
 
 __all__ = [
-    "DTYPES", "DevicePreset", "ModelPreset", "UnknownPreset", "device_names", "get_device",
-    "get_model", "hardware_spec", "model_names", "normalize_dtype",
+    "DTYPES", "LINK_EXTRA_KEYS", "LINK_KINDS", "DevicePreset", "ModelPreset", "UnknownPreset", "device_names",
+    "get_device", "get_model", "hardware_spec", "model_names", "normalize_dtype",
 ]
+
+
+# Link figures a HardwareSpec carries in ``extra`` (its fields name only the bandwidths).
+LINK_EXTRA_KEYS = ("intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_bus_efficiency")
 
 
 def _load(filename: str, key: str) -> list[dict[str, Any]]:
@@ -77,7 +81,9 @@ def device_names() -> list[str]:
 def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -> pb.HardwareSpec:
     """The ``HardwareSpec`` of ``count`` devices computing in ``dtype``.
 
-    ``extra`` carries ``tdp_w`` and, when known, ``price_per_hour_usd`` (per device).
+    ``extra`` carries ``tdp_w``, when known ``price_per_hour_usd`` (per device), and the
+    intra-node link's collective figures (:data:`LINK_EXTRA_KEYS`: ``intra_node_latency_us``,
+    ``intra_node_hop_latency_us``, ``intra_node_bus_efficiency``; see ``devices.yaml``).
 
     Args:
         device: a preset or its name.
@@ -92,6 +98,7 @@ def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     extra = {"tdp_w": preset.tdp_w}
+    extra.update({key: getattr(preset, key) for key in LINK_EXTRA_KEYS})
     if preset.price_per_hour_usd is not None:
         extra["price_per_hour_usd"] = preset.price_per_hour_usd
     return pb.HardwareSpec(

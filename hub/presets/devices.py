@@ -3,6 +3,9 @@
 :class:`DevicePreset` holds datasheet figures (see ``devices.yaml`` for the
 conventions: dense peaks, per-direction GB/s, GiB capacities) and a source
 for each; :meth:`DevicePreset.peak_tflops_for` resolves dtype spellings.
+The intra-node link is a kind (:data:`LINK_KINDS`), a per-direction
+bandwidth and the three figures of NCCL's ring model that collectives are
+timed with (``docs/validation.md``, "Links and collectives").
 """
 
 from __future__ import annotations
@@ -22,8 +25,14 @@ DTYPE_ALIASES = {
     "float8_e4m3fn": "fp8", "e4m3": "fp8", "nvfp4": "fp4", "mxfp4": "fp4",
 }
 
+# Intra-node link kinds: NVLink (bridge or NVSwitch), PCIe (no GPU link), Huawei HCCS, AMD
+# Infinity Fabric (xGMI), NVLink-C2C (Grace), Intel UPI (CPU sockets).
+LINK_KINDS = ("nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi")
+LinkKind = Literal["nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi"]
+
 # Figures that must name a source when set.
-SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intra_node_gbps",
+SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intra_node_link", "intra_node_gbps",
+                  "intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_bus_efficiency",
                   "inter_node_gbps", "devices_per_node", "tdp_w", "price_per_hour_usd")
 
 
@@ -45,7 +54,14 @@ class DevicePreset(BaseModel):
     peak_tflops: dict[str, float] = Field(description="Dense peak TFLOP/s (TOP/s for int8) per dtype key.")
     mem_bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s.")
     mem_capacity_gib: float = Field(gt=0, description="Memory capacity, GiB (datasheet 'GB' of HBM/GDDR).")
+    intra_node_link: LinkKind = Field(description=f"Kind of the link between devices of a node, one of {LINK_KINDS}.")
     intra_node_gbps: float = Field(gt=0, description="Per-device interconnect inside a node, GB/s per direction.")
+    intra_node_latency_us: float = Field(
+        ge=0, description="Fixed time of one collective on the intra-node link (NCCL's base latency), µs.")
+    intra_node_hop_latency_us: float = Field(
+        ge=0, description="Latency of one algorithm step on the link (a ring all-reduce takes 2(n-1)), µs.")
+    intra_node_bus_efficiency: float = Field(
+        gt=0, le=1, description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
     inter_node_gbps: float = Field(gt=0, description="Per-device bandwidth between nodes, GB/s per direction.")
     devices_per_node: int = Field(gt=0, description="Devices in one node.")
     tdp_w: float = Field(gt=0, description="Thermal design power of one device, watts.")
