@@ -84,6 +84,7 @@ class Coordinator:
             record = RequestRecord(id=spec.id, model=pipeline.model, arrival_ns=spec.arrival_ns,
                                    input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
                                    prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens,
+                                   prompt_token_ids=spec.prompt_token_ids,
                                    template=pipeline.template, pipeline=pipeline.stages,
                                    branches=pipeline.branches)
             self.requests.append(record)

@@ -7,6 +7,7 @@ Times are simulated integer nanoseconds; -1 means "did not happen".
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -48,6 +49,7 @@ class RequestRecord:
     cached_tokens: int = 0  # prompt tokens served from a prefix cache
     prefix_id: str | None = None
     prefix_tokens: int = 0
+    prompt_token_ids: Sequence[int] | np.ndarray | None = None  # the prompt's token ids, where the trace has them
     template: str = "chat"
     branches: int = 1  # parallel reasoning paths; output_tokens counts all of them
     branches_done: int = 0

@@ -121,13 +121,14 @@ class LLMClient:
         duration, energy_j = self.timer.duration_ns(batch, now)
         self.timeline.energy_j += energy_j
         if not self.timer.in_run(batch):  # a run's sequences have all started
+            for seq, cached in batch.cache_hits:
+                if seq.stage.start_ns < 0:  # a readmission after a preemption is not a prompt's hit
+                    seq.request.cached_tokens += cached
             for seq in batch.seqs:
                 if seq.stage.start_ns < 0:
                     seq.stage.start_ns = now
             for seq in batch.preempted:
                 seq.request.preemptions += 1
-            for seq, cached in batch.cache_hits:
-                seq.request.cached_tokens = cached
         self.busy = True
         self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
 

@@ -66,7 +66,7 @@ def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list
         if run is not None:
             steps = min(len(run.new_blocks), depth - len(batches))
             batches += run.signatures(steps)
-            sim.kv.take_free(sum(run.new_blocks[:steps]))
+            sim.kv.take(sum(run.new_blocks[:steps]))
             run.taken, run.done = steps, steps - 1
             sim.settle(run)
             last = run.step()  # its last step is handed back like any other

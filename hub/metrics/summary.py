@@ -47,13 +47,15 @@ def _rate(count: float, sim_time_s: float) -> float | None:
 
 
 def _token_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
-    """Generated tokens, prefilled prompt tokens and preemptions per request."""
+    """Generated tokens, prefilled prompt tokens, preemptions and prompt tokens served from a
+    prefix cache, per request."""
     n = len(requests)
     return {
         "generated": np.fromiter((r.generated_tokens for r in requests), np.int64, n),
         "prefilled": np.fromiter((r.input_tokens if r.first_token_ns >= 0 else 0 for r in requests),
                                  np.int64, n),
         "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
+        "cached": np.fromiter((r.cached_tokens if r.first_token_ns >= 0 else 0 for r in requests), np.int64, n),
     }
 
 
@@ -63,6 +65,7 @@ def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], ma
     completed = int(np.count_nonzero(metrics.finished & mask))
     meeting = int(np.count_nonzero(good & mask))
     generated = int(np.sum(tokens["generated"][mask]))
+    cached = int(np.sum(tokens["cached"][mask]))  # prompt tokens served from a prefix cache
     return {
         "requests": {"submitted": int(np.count_nonzero(mask)), "completed": completed,
                      "meeting_slo": meeting},
@@ -74,6 +77,7 @@ def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], ma
         "slo_attainment": meeting / completed if completed else None,
         "preemptions": int(np.sum(tokens["preemptions"][mask])),
         "output_tokens": generated,
+        "prefix_cache_hit_rate": cached / prompt if (prompt := int(np.sum(tokens["prefilled"][mask]))) else None,
     }
 
 

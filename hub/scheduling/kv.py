@@ -1,22 +1,34 @@
-"""Paged KV-cache blocks of one client, with an optional prefix cache.
+"""Paged KV-cache blocks of one client, with vLLM V1's prefix cache.
 
-Capacity is a number of blocks of ``block_size`` tokens. A sequence owns
-``ceil(num_computed / block_size)`` blocks minus the full blocks it shares
-through the prefix cache. Prefix blocks stay cached after their last user
-finishes and are evicted least-recently-used when space is needed, tail
-blocks first (a cached chain stays a valid, shorter prefix).
+Capacity is a number of blocks of ``block_size`` tokens. A sequence holds the
+blocks of the tokens it has computed: first the *cached* blocks it shares
+through the cache (``seq.cached``, counted in ``seq.prefix_blocks``), then
+blocks of its own (``seq.num_blocks``).
 
-With prefix caching on, a sequence preempted by recompute leaves its full
-blocks cached (:meth:`BlockManager.park`), as vLLM's block pool keeps freed
-blocks' hashes until they are reused: when it is readmitted it gets back the
-part nobody evicted meanwhile (:meth:`BlockManager.resume`) and recomputes
-only the rest.
+With prefix caching on, the pool behaves as vLLM V1's block pool:
+
+- a full block is known by the hash of its tokens and its parent's
+  (:mod:`.block_hash`) and is cached as soon as it is allocated for computing
+  (vLLM caches blocks in ``allocate_slots``, before the step runs), so a
+  request admitted later, in the same step or after, reuses it;
+- a sequence being admitted reuses the longest run of cached blocks that
+  match its leading tokens, all but its last token at most (:meth:`cache_hit`);
+- blocks freed by finished or preempted sequences keep their hashes and join
+  the free queue's tail, a sequence's tail block first; allocation takes from
+  the queue's head, evicting the cached blocks it takes (LRU). A preempted
+  sequence readmitted gets back whatever of its blocks was not evicted.
+
+Free blocks, the evictable cached ones included, are ``num_free`` (vLLM's
+count). Multi-path reasoning branches share their parent's prompt blocks
+through the same reference counts, with or without prefix caching.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
 
+from .block_hash import block_hashes
 from .sequence import Sequence
 
 
@@ -26,186 +38,202 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 
 
 class BlockManager:
-    """Counts free and used blocks; owns the prefix cache.
+    """Counts free blocks, and with prefix caching keeps vLLM's cached blocks and free queue.
 
     Attributes:
         num_blocks: capacity in blocks.
         block_size: tokens per block.
-        num_free: blocks neither owned by a sequence nor held by the cache.
+        num_free: blocks no sequence holds (cached ones nobody uses included).
     """
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = False) -> None:
         self.num_blocks, self.block_size = num_blocks, block_size
         self.num_free = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
-        # prefix id -> [blocks, users]; insertion order is LRU order (oldest first)
-        self._prefixes: OrderedDict[str, list[int]] = OrderedDict()
+        self._refs: dict[Hashable, int] = {}  # shared or cached block -> sequences holding it
+        # The free queue, head (next to take) first: a cached block (its hash, 1 block) or
+        # a run of blocks with nothing cached (an int key, how many). Prefix caching only.
+        self._free: OrderedDict[Hashable, int] = OrderedDict()
+        self._next_key = 0  # keys of runs; with caching off, of shared blocks too
+        if enable_prefix_caching and num_blocks:
+            self._free_run(num_blocks)
 
     def copy(self) -> BlockManager:
         """An independent copy (lookahead schedules on it)."""
-        copy = BlockManager(self.num_blocks, self.block_size, enable_prefix_caching=self.enable_prefix_caching)
-        copy.num_free = self.num_free
-        copy._prefixes = OrderedDict((key, entry.copy()) for key, entry in self._prefixes.items())
+        copy = BlockManager.__new__(BlockManager)
+        copy.num_blocks, copy.block_size, copy.num_free = self.num_blocks, self.block_size, self.num_free
+        copy.enable_prefix_caching, copy._next_key = self.enable_prefix_caching, self._next_key
+        copy._refs, copy._free = dict(self._refs), OrderedDict(self._free)
         return copy
 
     @property
     def num_used(self) -> int:
-        """Blocks held by sequences or by the prefix cache."""
+        """Blocks held by sequences."""
         return self.num_blocks - self.num_free
 
-    def _evictable(self) -> int:
-        return sum(blocks for blocks, users in self._prefixes.values() if users == 0)
-
     def can_allocate(self, num_blocks: int) -> bool:
-        """Whether ``num_blocks`` more blocks can be had (evicting unused prefixes if needed)."""
-        return num_blocks <= self.num_free or num_blocks <= self.num_free + self._evictable()
-
-    def _take(self, num_blocks: int) -> bool:
-        if num_blocks > self.num_free:
-            for prefix_id in [p for p, (_, users) in self._prefixes.items() if users == 0]:
-                entry = self._prefixes[prefix_id]
-                evicted = min(entry[0], num_blocks - self.num_free)  # only what is missing, tail first
-                entry[0] -= evicted
-                self.num_free += evicted
-                if entry[0] == 0:
-                    del self._prefixes[prefix_id]
-                if num_blocks <= self.num_free:
-                    break
-        if num_blocks > self.num_free:
-            return False
-        self.num_free -= num_blocks
-        return True
+        """Whether ``num_blocks`` more blocks can be had (evicting cached ones if needed)."""
+        return num_blocks <= self.num_free
 
     def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
         """Extra blocks ``seq`` needs to compute ``num_new_tokens`` more tokens."""
         total = blocks_for(seq.num_computed + num_new_tokens, self.block_size)
         return max(0, total - seq.num_blocks - seq.prefix_blocks)
 
-    def grow(self, seq: Sequence, num_new_tokens: int) -> bool:
-        """Allocates the blocks ``seq`` needs for ``num_new_tokens`` more tokens; False if none are free."""
-        needed = self.blocks_needed(seq, num_new_tokens)
-        if needed and not self._take(needed):
-            return False
-        seq.num_blocks += needed
+    # -- allocation ------------------------------------------------------------
+    def cache_hit(self, seq: Sequence) -> list[Hashable]:
+        """The cached blocks holding the longest run of ``seq``'s leading tokens, for a sequence
+        that holds no KV (whole blocks; at least one token is always left to compute, as vLLM
+        does). Nothing is taken until :meth:`allocate`."""
+        if not self.enable_prefix_caching or seq.num_computed or seq.num_blocks or seq.prefix_blocks:
+            return []
+        most = (seq.num_tokens - 1) // self.block_size
+        refs = self._refs
+        hit: list[Hashable] = []
+        known = seq.block_hashes
+        for i in range(most):
+            block = known[i] if i < len(known) else block_hashes(seq, i + 1, self.block_size)[i]
+            if block not in refs:
+                break
+            hit.append(block)
+        return hit
+
+    def fits(self, seq: Sequence, num_new_tokens: int, hit: list[Hashable] | None = None) -> bool:
+        """Whether :meth:`allocate` can give ``seq`` the cached blocks ``hit`` and the blocks for
+        ``num_new_tokens`` more tokens after them (a hit block nobody holds is one of the free)."""
+        if not hit:
+            return self.blocks_needed(seq, num_new_tokens) <= self.num_free
+        needed = blocks_for(len(hit) * self.block_size + num_new_tokens, self.block_size) - len(hit)
+        return needed + sum(1 for block in hit if not self._refs[block]) <= self.num_free
+
+    def allocate(self, seq: Sequence, num_new_tokens: int, hit: list[Hashable] | None = None) -> bool:
+        """Gives ``seq`` the cached blocks ``hit`` (from :meth:`cache_hit`) and the blocks it needs
+        to compute ``num_new_tokens`` more tokens after them, as vLLM's ``allocate_slots``; False,
+        changing nothing, if they cannot be had."""
+        if hit:
+            if not self.fits(seq, num_new_tokens, hit):
+                return False
+            needed = blocks_for(len(hit) * self.block_size + num_new_tokens, self.block_size) - len(hit)
+            for block in hit:
+                self._hold(block)
+            seq.cached = list(hit)
+            seq.prefix_blocks = len(hit)
+            seq.num_computed = len(hit) * self.block_size
+        else:
+            needed = self.blocks_needed(seq, num_new_tokens)
+            if needed > self.num_free:
+                return False
+        if needed:
+            self.take(needed)
+            seq.num_blocks += needed
+        if self.enable_prefix_caching:
+            self._cache_full_blocks(seq, min(seq.num_computed + num_new_tokens, seq.num_tokens))
         return True
 
-    def take_free(self, num_blocks: int) -> None:
-        """Takes ``num_blocks`` free blocks for sequences credited later (a decode run,
-        which checked they are free: nothing is evicted)."""
-        self.num_free -= num_blocks
+    def grow(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """Allocates the blocks ``seq`` needs for ``num_new_tokens`` more tokens; False if they cannot be had."""
+        return self.allocate(seq, num_new_tokens)
 
     def grow_by(self, seq: Sequence, num_blocks: int) -> bool:
         """Gives ``seq`` ``num_blocks`` more blocks (swap-in); False if they cannot be had."""
-        if not self._take(num_blocks):
+        if num_blocks > self.num_free:
             return False
+        self.take(num_blocks)
         seq.num_blocks += num_blocks
         return True
 
-    def attach_prefix(self, seq: Sequence, prefix_tokens: int) -> int:
-        """Shares cached blocks of ``seq.prefix_id`` with a sequence being admitted.
+    def take(self, num_blocks: int) -> None:
+        """Takes ``num_blocks`` free blocks from the free queue's head, evicting the cached ones
+        among them (the caller checked there are enough; a decode run credits them later)."""
+        self.num_free -= num_blocks
+        if not self.enable_prefix_caching:
+            return
+        free, refs = self._free, self._refs
+        while num_blocks:
+            key = next(iter(free))
+            count = free[key]
+            if count > num_blocks:
+                free[key] = count - num_blocks
+                return
+            del free[key]
+            if key in refs:
+                del refs[key]  # evicted
+            num_blocks -= count
 
-        Returns the prompt tokens served from the cache (whole blocks only; at
-        least one prompt token is always left to compute, as vLLM does).
-        """
-        if not self.enable_prefix_caching or seq.num_computed or seq.prefix_id is None:
-            return 0
-        entry = self._prefixes.get(seq.prefix_id)
-        if entry is None:
-            return 0
-        usable = min(entry[0], (min(prefix_tokens, seq.num_tokens - 1)) // self.block_size)
-        if usable <= 0:
-            return 0
-        entry[1] += 1
-        self._prefixes.move_to_end(seq.prefix_id)
-        seq.prefix_blocks = usable
-        seq.num_computed = usable * self.block_size
-        return seq.num_computed
-
-    def detach_prefix(self, seq: Sequence) -> None:
-        """Undoes :meth:`attach_prefix` for a sequence that could not be admitted after all."""
-        if seq.prefix_blocks:
-            self._prefixes[seq.prefix_id][1] -= 1  # type: ignore[index]
-            seq.prefix_blocks = 0
-            seq.num_computed = 0
-
-    def release(self, seq: Sequence, *, prefix_tokens: int = 0) -> None:
-        """Frees a sequence's blocks. With prefix caching, the full blocks of
-        its prefix move into the cache instead of being freed."""
-        if seq.prefix_blocks:
-            entry = self._prefixes[seq.prefix_id]  # type: ignore[index]
-            entry[1] -= 1
-        elif self.enable_prefix_caching and seq.prefix_id and prefix_tokens and seq.prefix_id not in self._prefixes:
-            cacheable = min(prefix_tokens, seq.num_computed) // self.block_size
-            cacheable = min(cacheable, seq.num_blocks)
-            if cacheable > 0:
-                self._prefixes[seq.prefix_id] = [cacheable, 0]
-                seq.num_blocks -= cacheable
-        self.num_free += seq.num_blocks
-        seq.num_blocks = 0
-        seq.prefix_blocks = 0
-
-    # -- preempted sequences' KV kept as evictable cache (vLLM V1 with prefix caching) --
-    @staticmethod
-    def _parked_key(seq: Sequence) -> str:
-        return f"\x00parked:{seq.order}"  # order is unique per client; id() is reused
-
-    def park(self, seq: Sequence) -> None:
-        """Releases a preempted sequence's blocks, keeping its full blocks cached and evictable.
-
-        Without prefix caching, or for a sequence sharing a prefix entry, this is :meth:`release`.
-        """
-        full = min(seq.num_blocks, seq.num_computed // self.block_size)
-        if self.enable_prefix_caching and not seq.prefix_blocks and full > 0:
-            self._prefixes[self._parked_key(seq)] = [full, 0]
-            seq.num_blocks -= full
-        self.release(seq)
-
-    def resume(self, seq: Sequence) -> int:
-        """Re-attaches what is left of a parked sequence's blocks; returns the tokens they hold.
-
-        The blocks are pinned until :meth:`commit_resume` (admitted) or :meth:`undo_resume`.
-        """
-        entry = self._prefixes.get(self._parked_key(seq))
-        if entry is None or seq.num_computed or seq.prefix_blocks:
-            return 0
-        usable = min(entry[0], (seq.num_tokens - 1) // self.block_size)  # one token is always computed
-        if usable <= 0:
-            return 0
-        entry[1] += 1
-        seq.prefix_blocks = usable
-        seq.num_computed = usable * self.block_size
-        return seq.num_computed
-
-    def commit_resume(self, seq: Sequence) -> None:
-        """Turns the blocks :meth:`resume` pinned into the sequence's own blocks."""
-        entry = self._prefixes.pop(self._parked_key(seq))
-        self.num_free += entry[0] - seq.prefix_blocks  # blocks past the usable part are freed
-        seq.num_blocks += seq.prefix_blocks
-        seq.prefix_blocks = 0
-
-    def undo_resume(self, seq: Sequence) -> None:
-        """Unpins a parked sequence that could not be admitted after all."""
-        self._prefixes[self._parked_key(seq)][1] -= 1
-        seq.prefix_blocks = 0
-        seq.num_computed = 0
+    # -- release ---------------------------------------------------------------
+    def release(self, seq: Sequence) -> None:
+        """Frees a sequence's blocks (finished, preempted, or swapped out). With prefix caching
+        its full blocks stay cached, and join the free queue after its tail, as vLLM frees a
+        request's blocks in reverse order."""
+        if self.enable_prefix_caching:
+            self._cache_full_blocks(seq, seq.num_computed)
+        if seq.num_blocks:
+            self.num_free += seq.num_blocks
+            if self.enable_prefix_caching:
+                self._free_run(seq.num_blocks)
+        refs = self._refs
+        for block in reversed(seq.cached):
+            refs[block] -= 1
+            if not refs[block]:
+                self.num_free += 1
+                if self.enable_prefix_caching:
+                    self._free[block] = 1
+                else:
+                    del refs[block]  # shared by forks only: nothing keeps it
+        seq.num_blocks = seq.prefix_blocks = 0
+        seq.cached = []
 
     def fork(self, parent: Sequence, children: list[Sequence], *, prompt_tokens: int) -> None:
-        """Lets ``children`` share the parent's full prompt blocks (multi-path reasoning).
-
-        The shared blocks move into a cache entry the parent and children all
-        reference; each releases its reference when it finishes, as with a
-        shared prefix. A parent already on a cached prefix shares that entry.
-        """
-        if not parent.prefix_blocks:
-            full = min(parent.num_blocks, prompt_tokens // self.block_size)
-            if full == 0:
-                return
-            parent.prefix_id = f"\x00fork:{parent.order}"  # order is unique per client; id() is reused
-            self._prefixes[parent.prefix_id] = [full, 1]
-            parent.num_blocks -= full
-            parent.prefix_blocks = full
-        entry = self._prefixes[parent.prefix_id]  # type: ignore[index]
-        entry[1] += len(children)
+        """Lets ``children`` share the parent's full prompt blocks (multi-path reasoning, as
+        vLLM's parallel sampling shares a prompt through the prefix cache); each releases its
+        reference when it finishes."""
+        full = prompt_tokens // self.block_size
+        self._cache_full_blocks(parent, full * self.block_size)
+        shared = parent.cached[:full]
+        for block in shared:
+            self._refs[block] += len(children)
         for child in children:
-            child.prefix_id, child.prefix_blocks = parent.prefix_id, parent.prefix_blocks
+            child.cached, child.prefix_blocks = list(shared), len(shared)
 
+    # -- internals ---------------------------------------------------------------
+    def _hold(self, block: Hashable) -> None:
+        """One more sequence holds a cached block (taken off the free queue if nobody did)."""
+        if not self._refs[block]:
+            del self._free[block]
+            self.num_free -= 1
+        self._refs[block] += 1
+
+    def _cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
+        """Turns ``seq``'s own full blocks within its first ``num_tokens`` tokens into cached
+        blocks; a block someone cached already is shared instead, and ``seq``'s copy freed."""
+        full = min(num_tokens // self.block_size, seq.prefix_blocks + seq.num_blocks)
+        if full <= seq.prefix_blocks:
+            return
+        if self.enable_prefix_caching:
+            keys: list[Hashable] = list(block_hashes(seq, full, self.block_size))
+        else:  # shared by forks, never found by content
+            keys = list(range(self._next_key, self._next_key + full))
+            self._next_key += full
+        refs = self._refs
+        for block in keys[seq.prefix_blocks:full]:
+            seq.num_blocks -= 1
+            if block in refs:
+                self._hold(block)
+                self.num_free += 1
+                if self.enable_prefix_caching:
+                    self._free_run(1)
+            else:
+                refs[block] = 1
+            seq.cached.append(block)
+        seq.prefix_blocks = full
+
+    def _free_run(self, count: int) -> None:
+        """Appends ``count`` uncached free blocks to the free queue's tail."""
+        free = self._free
+        if free:
+            tail = next(reversed(free))
+            if isinstance(tail, int):
+                free[tail] += count
+                return
+        free[self._next_key] = count
+        self._next_key += 1

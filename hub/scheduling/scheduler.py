@@ -88,7 +88,7 @@ class Scheduler:
         outcome = StepOutcome(sampled, forked, finished, self.kv.num_used, len(self.waiting))
         for seq in finished:
             self.running.remove(seq)
-            self.kv.release(seq, prefix_tokens=seq.request.prefix_tokens)
+            self.kv.release(seq)
             seq.state = FINISHED
         return outcome
 
@@ -161,24 +161,19 @@ class Scheduler:
         max_seqs = self.config.max_num_seqs
         while self.waiting and len(batch.seqs) < max_seqs and len(self.running) < max_seqs:
             seq = self._writable_head()
-            resumed = self.kv.resume(seq)  # a preempted sequence's KV still cached (prefix caching)
-            cached = 0 if resumed else self.kv.attach_prefix(seq, seq.request.prefix_tokens)
-            need = seq.remaining_tokens
+            hit = self.kv.cache_hit(seq)  # with prefix caching: blocks cached by content (its own, if preempted)
+            cached = len(hit) * self.kv.block_size
+            need = seq.remaining_tokens - cached
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget, max_chunk_tokens or need)
             fits = num > 0 and not (whole_prompts and num > budget and (batch.seqs or self.running))
             reserved = need if reserve_whole_prompt else num  # blocks are still taken for num only
-            if not fits or not self.kv.can_allocate(self.kv.blocks_needed(seq, reserved)):
-                if resumed:
-                    self.kv.undo_resume(seq)
-                self.kv.detach_prefix(seq)
+            if not fits or not self.kv.fits(seq, reserved, hit):
                 if fits and self._unpin_waiting():
                     continue  # blocks that queued sequences shared are evictable now: try again
                 break
             if seq.state == SWAPPED:
                 self._swap_in(seq, batch)
-            self.kv.grow(seq, num)
-            if resumed:
-                self.kv.commit_resume(seq)
+            self.kv.allocate(seq, num, hit)
             if cached:
                 batch.cache_hits.append((seq, cached))
             self.waiting.pop(0)
@@ -230,7 +225,7 @@ class Scheduler:
 
     def run_step(self, run: DecodeRun) -> ScheduledBatch:
         """The run's next step, taking the blocks it grows into, as :meth:`schedule` would."""
-        self.kv.take_free(run.new_blocks[run.taken])
+        self.kv.take(run.new_blocks[run.taken])
         run.taken += 1
         return run.step()
 
@@ -284,7 +279,8 @@ class Scheduler:
             if self.waiting[i].prefix_blocks:
                 if self._borrowed and id(self.waiting[i]) in self._borrowed:
                     self.waiting[i] = self.waiting[i].clone()
-                self.kv.detach_prefix(self.waiting[i])
+                self.kv.release(self.waiting[i])
+                self.waiting[i].num_computed = 0
                 pinned = True
         return pinned
 
@@ -313,11 +309,10 @@ class Scheduler:
                 and kv_bytes <= self.swap_free_bytes:
             self.swap_free_bytes -= kv_bytes
             seq.swapped_blocks, seq.swapped_bytes = seq.num_blocks, kv_bytes
-            self.kv.num_free += seq.num_blocks
-            seq.num_blocks = 0
+            self.kv.release(seq)
             seq.state = SWAPPED
         else:
-            self.kv.park(seq)  # with prefix caching its full blocks stay cached until evicted
+            self.kv.release(seq)  # with prefix caching its full blocks stay cached until evicted
             seq.num_computed = 0
             seq.state = WAITING
         self.waiting.insert(0, seq)

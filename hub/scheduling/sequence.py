@@ -11,6 +11,8 @@ prefilled again.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from ..records import RequestRecord, StageRecord
 
 WAITING, RUNNING, SWAPPED, FINISHED = "waiting", "running", "swapped", "finished"
@@ -30,8 +32,8 @@ class Sequence:
     """
 
     __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
-                 "prefix_id", "prefix_blocks", "state", "order", "generated", "forks", "swapped_blocks",
-                 "swapped_bytes")
+                 "prefix_id", "prefix_blocks", "cached", "state", "order", "generated", "forks", "swapped_blocks",
+                 "swapped_bytes", "prompt_tokens", "block_hashes")
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
                  target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,
@@ -40,9 +42,12 @@ class Sequence:
         self.num_tokens, self.num_computed = num_tokens, num_computed
         self.target_generated = target_generated
         self.generated, self.forks = generated, forks
-        self.num_blocks = 0  # blocks this sequence owns (shared prefix blocks excluded)
-        self.prefix_id = prefix_id
-        self.prefix_blocks = 0  # blocks shared through the prefix cache
+        self.num_blocks = 0  # blocks of its own, after the cached ones
+        self.prefix_id = prefix_id  # the declared shared prefix its first prompt tokens are (no token ids)
+        self.cached: list[Hashable] = []  # its leading blocks, shared through the cache (see .kv)
+        self.prefix_blocks = 0  # len(cached), kept for the hot loops
+        self.prompt_tokens = num_tokens - generated  # tokens it did not generate itself
+        self.block_hashes: list[bytes] = []  # its full blocks' content hashes, as far as asked (see .block_hash)
         self.state = WAITING
         self.order = order  # admission order on this client (FCFS and preemption victim choice)
         self.swapped_blocks = 0  # blocks held in host memory while SWAPPED
@@ -56,7 +61,8 @@ class Sequence:
         copy.num_tokens, copy.num_computed, copy.target_generated = self.num_tokens, self.num_computed, \
             self.target_generated
         copy.generated, copy.forks, copy.num_blocks = self.generated, self.forks, self.num_blocks
-        copy.prefix_id, copy.prefix_blocks = self.prefix_id, self.prefix_blocks
+        copy.prefix_id, copy.prefix_blocks, copy.cached = self.prefix_id, self.prefix_blocks, self.cached[:]
+        copy.prompt_tokens, copy.block_hashes = self.prompt_tokens, self.block_hashes
         copy.swapped_blocks, copy.swapped_bytes = self.swapped_blocks, self.swapped_bytes
         return copy
 

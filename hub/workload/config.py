@@ -48,6 +48,9 @@ class TraceSource(FrozenModel):
     arrival_column: str | None = Field(default=None, description="Arrival time column; default per format.")
     input_column: str | None = Field(default=None, description="Prompt length column; default per format.")
     output_column: str | None = Field(default=None, description="Output length column; default per format.")
+    token_ids_column: str | None = Field(
+        default=None, description="Prompt token ids column (a JSON list, or space-separated in CSV), for prefix "
+                                  "caching by content; without it, prompts are synthesized (see docs).")
     time_unit: TimeUnit | None = Field(
         default=None, description="Unit of the arrival column (s, ms, us, ns or datetime); default per format.")
     sample: Literal["sequential", "random"] = Field(

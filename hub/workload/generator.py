@@ -39,6 +39,7 @@ class RequestSpec:
     model: str | None = None
     prefix_id: str | None = None
     prefix_tokens: int = 0
+    prompt_token_ids: np.ndarray | None = None  # from the trace's token-ids column, if it has one
 
 
 def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_dir: Path) -> list[RequestSpec]:
@@ -71,13 +72,14 @@ def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_
         prefix_tokens = np.where(prefix_idx >= 0, config.prefix.tokens, 0)
         inputs = inputs + prefix_tokens
     models = _models(config, num, streams["model"])
+    token_ids = _token_ids(config, tables, rows, inputs)
 
     order = np.argsort(arrivals, kind="stable")
     result = [
         RequestSpec(id=new_id, arrival_ns=int(arrivals[i]), input_tokens=int(inputs[i]),
                     output_tokens=int(outputs[i]), model=models[i] if models else None,
                     prefix_id=f"prefix-{prefix_idx[i]}" if prefix_idx[i] >= 0 else None,
-                    prefix_tokens=int(prefix_tokens[i]))
+                    prefix_tokens=int(prefix_tokens[i]), prompt_token_ids=token_ids[i] if token_ids else None)
         for new_id, i in enumerate(order.tolist())
     ]
     logger.info("generated %d requests over %.3f s", num, (result[-1].arrival_ns - result[0].arrival_ns) / 1e9)
@@ -166,6 +168,23 @@ def _lengths(config: WorkloadConfig, field: str, tables: _TraceTables, rows: dic
     else:
         values = sample_lengths(dist, num, rng)
     return clip_lengths(values, dist.min, dist.max)
+
+
+def _token_ids(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
+               inputs: np.ndarray) -> list[np.ndarray]:
+    """Each request's prompt token ids, where the input lengths come from a trace that has them."""
+    source = config.trace_source("input_tokens")
+    if source is None or source.token_ids_column is None:
+        return []
+    table = tables.get(source)
+    every = table.token_ids(source.token_ids_column)
+    picked = []
+    for length, row in zip(inputs.tolist(), rows[source].tolist()):
+        if len(every[row]) < length:
+            raise ScenarioError(f"{table.label}:{table.line(row)}", f"{source.token_ids_column} has "
+                                f"{len(every[row])} token ids, but the request's input is {length} tokens")
+        picked.append(every[row][:length])  # a prompt clipped to the input's max keeps its first tokens
+    return picked
 
 
 def _models(config: WorkloadConfig, num: int, rng: np.random.Generator) -> list[str]:

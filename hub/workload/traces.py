@@ -58,6 +58,27 @@ class TraceTable:
         scale = _UNIT_NS[unit]
         return self._column(column, unit, lambda raw: round(_parse_float(raw) * scale))
 
+    def line(self, row: int) -> int:
+        """The file line of data row ``row``."""
+        return self._lines[row]
+
+    def token_ids(self, column: str) -> list[np.ndarray]:
+        """A token-ids column: per row, a JSON list of integers (or a space-separated string, in CSV)."""
+        if column not in self.columns:
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}; columns are {self.columns}")
+        out = []
+        for row, line in zip(self._rows, self._lines):
+            raw = row.get(column)
+            try:
+                ids = np.array(raw.split() if isinstance(raw, str) else raw, dtype=np.int64)
+                if ids.ndim != 1 or (ids < 0).any():
+                    raise ValueError("is not a list of token ids (integers >= 0)")
+            except (ValueError, TypeError, OverflowError) as err:
+                shown = raw if len(repr(raw)) < 60 else f"{repr(raw)[:57]}..."
+                raise ScenarioError(f"{self.label}:{line}", f"{column}={shown!r} {err}") from None
+            out.append(ids)
+        return out
+
     def _column(self, column: str, kind: str, parse: Callable[[Any], int]) -> np.ndarray:
         key = (column, kind)
         if key not in self._parsed:

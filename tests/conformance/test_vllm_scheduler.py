@@ -26,11 +26,6 @@ from cosim.hub.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequen
 
 GOLDENS = Path(__file__).parent / "vllm"
 CASES = sorted(path.stem for path in GOLDENS.glob("*.json"))
-PENDING = {
-    # TODO(#17): hand each sequence its prompt_token_ids once content-hash caching can take them.
-    "prefix_cache_hits": "needs content-hash prefix caching (shared leading token ids, blocks cached "
-                         "as they are allocated), in progress in hub/scheduling/kv.py",
-}
 
 
 def load(case: str) -> dict[str, Any]:
@@ -56,7 +51,8 @@ def scheduler(config: dict[str, Any]) -> Scheduler:
 
 def sequence(index: int, request: dict[str, Any]) -> Sequence:
     prompt, output = request["prompt_len"], request["max_tokens"]
-    record = RequestRecord(id=index, model="m", arrival_ns=0, input_tokens=prompt, output_tokens=output)
+    record = RequestRecord(id=index, model="m", arrival_ns=0, input_tokens=prompt, output_tokens=output,
+                           prompt_token_ids=request["prompt_token_ids"])
     return Sequence(record, StageRecord(kind="prefill", client="c", enqueue_ns=0), num_tokens=prompt,
                     num_computed=0, target_generated=output)
 
@@ -81,8 +77,7 @@ def vllm_step(step: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=PENDING[case]))
-                                  if case in PENDING else case for case in CASES])
+@pytest.mark.parametrize("case", CASES)
 def test_scheduler_matches_vllm_step_by_step(case: str) -> None:
     """Same requests, context, new tokens, preemptions and queues at every step as vLLM's V1 scheduler."""
     golden = load(case)

@@ -76,8 +76,9 @@ def test_invariants_hold_for_random_scenarios(raw: dict) -> None:
         kv = c.scheduler.kv
         used = c.timeline.columns()["kv_blocks_used"]
         assert used.size == 0 or used.max() <= kv.num_blocks
-        cached = sum(blocks for blocks, _ in kv._prefixes.values())
-        assert kv.num_used == cached, "every block not held by the prefix cache is free at the end"
+        assert kv.num_used == 0 and not any(kv._refs.values()), "every block is free at the end"
+        if kv.enable_prefix_caching:
+            assert sum(kv._free.values()) == kv.num_blocks, "the free queue holds every block"
         assert not c.scheduler.running and not c.scheduler.waiting
         ends = c.timeline.columns()["end_ns"]
         assert (ends[1:] >= ends[:-1]).all(), "a client's steps never go back in time"

@@ -1,4 +1,5 @@
-"""Paged KV blocks: allocation, release, the prefix cache (LRU, tail first), parking, forks."""
+"""Paged KV blocks: allocation and release, vLLM's prefix cache by content (hash chains, the LRU
+free queue, tail blocks first), preempted sequences' blocks, forks."""
 
 from __future__ import annotations
 
@@ -6,10 +7,21 @@ from cosim.hub.records import RequestRecord, StageRecord
 from cosim.hub.scheduling import BlockManager, Sequence
 
 
-def seq(prompt: int, *, prefix_id: str | None = None, order: int = 0) -> Sequence:
-    request = RequestRecord(id=order, model="m", arrival_ns=0, input_tokens=prompt, output_tokens=4)
+def seq(prompt: int, *, prefix: tuple[str, int] | None = None, rid: int = 0,
+        ids: list[int] | None = None) -> Sequence:
+    request = RequestRecord(id=rid, model="m", arrival_ns=0, input_tokens=prompt, output_tokens=4,
+                            prefix_id=prefix and prefix[0], prefix_tokens=prefix[1] if prefix else 0,
+                            prompt_token_ids=ids)
     return Sequence(request, StageRecord(kind="prefill", client="c", enqueue_ns=0), num_tokens=prompt,
-                    num_computed=0, target_generated=4, order=order, prefix_id=prefix_id)
+                    num_computed=0, target_generated=4, prefix_id=request.prefix_id)
+
+
+def computed(kv: BlockManager, s: Sequence, tokens: int) -> Sequence:
+    """``s`` allocated and computed up to ``tokens`` tokens (its cache hit first)."""
+    hit = kv.cache_hit(s)
+    assert kv.allocate(s, tokens - len(hit) * kv.block_size, hit)
+    s.num_computed = tokens
+    return s
 
 
 def test_growing_takes_whole_blocks_and_release_frees_them() -> None:
@@ -24,68 +36,67 @@ def test_growing_takes_whole_blocks_and_release_frees_them() -> None:
     assert kv.num_free == 4 and a.num_blocks == 0
 
 
-def test_a_finished_prefix_stays_cached_and_is_shared_by_whole_blocks() -> None:
-    kv = BlockManager(10, 16, enable_prefix_caching=True)
-    first = seq(50, prefix_id="sys")
-    kv.grow(first, 50)
-    first.num_computed = 50
-    kv.release(first, prefix_tokens=40)  # 2 full blocks of the 40-token prefix stay cached
-    assert kv.num_used == 2
-    second = seq(41, prefix_id="sys", order=1)
-    assert kv.attach_prefix(second, 40) == 32 and second.prefix_blocks == 2
-    tiny = seq(32, prefix_id="sys", order=2)
-    assert kv.attach_prefix(tiny, 40) == 16  # at least one prompt token is always computed
+def test_blocks_are_shared_by_token_content_as_soon_as_they_are_allocated() -> None:
+    kv = BlockManager(10, 4, enable_prefix_caching=True)
+    first = seq(10, ids=list(range(10)), rid=1)
+    assert kv.cache_hit(first) == [] and kv.allocate(first, 10)  # not computed yet: its 2 full blocks are cached
+    same_start = seq(9, ids=[0, 1, 2, 3, 4, 5, 6, 7, 99], rid=2)
+    assert len(kv.cache_hit(same_start)) == 2
+    other_second_block = seq(9, ids=[0, 1, 2, 3, 4, 5, 6, 99, 8], rid=3)
+    assert len(kv.cache_hit(other_second_block)) == 1  # a block's hash chains its parent's
+    exact = seq(8, ids=list(range(8)), rid=4)
+    assert len(kv.cache_hit(exact)) == 1  # at least one prompt token is always computed
 
 
-def test_unused_prefixes_are_evicted_least_recently_used_tail_first() -> None:
+def test_declared_prefixes_give_identical_leading_blocks_without_token_ids() -> None:
+    kv = BlockManager(10, 4, enable_prefix_caching=True)
+    kv.release(computed(kv, seq(11, prefix=("sys", 6), rid=1), 11))
+    assert kv.num_free == 10  # released, cached, evictable
+    assert len(kv.cache_hit(seq(20, prefix=("sys", 6), rid=2))) == 1  # the prefix's one full block
+    assert kv.cache_hit(seq(20, prefix=("doc", 6), rid=3)) == []
+
+
+def test_the_free_queue_evicts_least_recently_freed_blocks_tail_first() -> None:
     kv = BlockManager(6, 4, enable_prefix_caching=True)
-    for order, name in enumerate(("old", "new")):
-        s = seq(12, prefix_id=name, order=order)
-        kv.grow(s, 12)
-        s.num_computed = 12
-        kv.release(s, prefix_tokens=12)  # 3 cached blocks each: the cache fills the device
-    assert kv.num_free == 0 and kv.can_allocate(6) and not kv.can_allocate(7)
-    taker = seq(8, order=2)
-    assert kv.grow(taker, 8)  # 2 blocks: evicted from the oldest prefix's tail
-    reader = seq(13, prefix_id="old", order=3)
-    assert kv.attach_prefix(reader, 12) == 4  # "old" keeps its first block, still a valid prefix
-    assert kv.attach_prefix(seq(13, prefix_id="new", order=4), 12) == 12
+    old = computed(kv, seq(12, ids=list(range(12)), rid=1), 12)
+    new = computed(kv, seq(12, ids=list(range(100, 112)), rid=2), 12)
+    kv.release(old)
+    kv.release(new)  # both cached and evictable: the cache fills the device
+    assert kv.num_free == 6 and kv.num_used == 0
+    taker = seq(8, ids=list(range(200, 208)), rid=3)
+    assert kv.grow(taker, 8)  # 2 blocks from the queue's head: the oldest request's tail blocks
+    assert len(kv.cache_hit(seq(13, ids=list(range(13)), rid=4))) == 1  # "old" keeps its first block
+    assert len(kv.cache_hit(seq(13, ids=list(range(100, 113)), rid=5))) == 3
 
 
-def test_a_parked_sequence_gets_back_what_was_not_evicted() -> None:
+def test_reusing_a_cached_block_takes_it_off_the_free_queue() -> None:
     kv = BlockManager(4, 4, enable_prefix_caching=True)
-    s = seq(13, order=5)
-    kv.grow(s, 13)
-    s.num_computed = 13
-    kv.park(s)  # preempted by recompute: its 3 full blocks stay cached, the partial one is freed
+    kv.release(computed(kv, seq(9, ids=list(range(9)), rid=1), 9))
+    reader = seq(9, ids=list(range(9)), rid=2)
+    hit = kv.cache_hit(reader)
+    assert len(hit) == 2 and kv.fits(reader, 1, hit) and not kv.fits(reader, 9, hit)  # 3 more: 2 left
+    assert kv.allocate(reader, 1, hit) and reader.num_computed == 8 and reader.prefix_blocks == 2
+    assert kv.num_free == 1 and reader.num_blocks == 1
+
+
+def test_a_preempted_sequence_gets_back_what_was_not_evicted() -> None:
+    kv = BlockManager(4, 4, enable_prefix_caching=True)
+    s = computed(kv, seq(13, ids=list(range(13)), rid=5), 13)
+    kv.release(s)  # preempted by recompute: its 3 full blocks stay cached, the partial one is freed
     s.num_computed = 0
-    assert kv.num_free == 1
-    assert kv.resume(s) == 12 and s.num_computed == 12
-    kv.commit_resume(s)
-    assert s.num_blocks == 3 and s.prefix_blocks == 0 and kv.num_free == 1
+    assert kv.num_free == 4
+    hit = kv.cache_hit(s)
+    assert len(hit) == 3 and kv.allocate(s, 1, hit) and s.num_computed == 12 and kv.num_free == 0
 
 
 def test_forked_branches_share_the_prompt_blocks_until_the_last_leaves() -> None:
     kv = BlockManager(8, 4)
-    parent = seq(9, order=1)
-    kv.grow(parent, 9)
-    parent.num_computed = 9
-    children = [seq(9, order=2), seq(9, order=3)]
+    parent = computed(kv, seq(9, rid=1), 9)
+    children = [seq(9, rid=1), seq(9, rid=1)]
     kv.fork(parent, children, prompt_tokens=9)
     assert parent.prefix_blocks == 2 and parent.num_blocks == 1 and all(c.prefix_blocks == 2 for c in children)
-    for s in (parent, *children):
-        kv.release(s)
-    assert kv.num_used == 2  # the shared blocks, cached and now evictable
-    assert kv.can_allocate(8)
-
-
-def test_a_copy_is_independent() -> None:
-    kv = BlockManager(8, 4, enable_prefix_caching=True)
-    s = seq(8, prefix_id="p")
-    kv.grow(s, 8)
-    s.num_computed = 8
-    kv.release(s, prefix_tokens=8)
-    copy = kv.copy()
-    copy.attach_prefix(seq(9, prefix_id="p", order=1), 8)
-    copy.grow(seq(30, order=2), 30)
-    assert kv.num_free == 6 and kv.can_allocate(8)
+    kv.release(parent)
+    kv.release(children[0])
+    assert kv.num_free == 6  # the shared blocks stay while a branch holds them
+    kv.release(children[1])
+    assert kv.num_free == 8 and not kv._refs  # without prefix caching nothing stays cached

@@ -1,0 +1,60 @@
+"""What a sequence's KV blocks hold, by content: vLLM V1's block hash chain.
+
+vLLM identifies a full block of ``block_size`` tokens by a hash of its parent
+block's hash and its own token ids, so two requests share a cached block
+exactly when all their tokens up to the end of that block are the same.
+cosim hashes the same way (SHA-256, as vLLM's default ``sha256`` prefix-caching
+hash) over the tokens a request has:
+
+- prompt tokens are the trace's token ids where it has them
+  (:attr:`~cosim.hub.records.RequestRecord.prompt_token_ids`); otherwise they
+  are synthesized: the first ``prefix_tokens`` are those of the declared shared
+  prefix (identical across requests naming it), the rest unique to the request;
+- generated tokens are unique to the sequence (one reasoning branch of one
+  stage, known by its admission order on the client), so they are found again
+  only by the sequence itself (after a preemption).
+
+Hashes are computed once per sequence, as far as they are asked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .sequence import Sequence
+
+ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block
+
+
+def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
+    """The hashes of ``seq``'s first ``num_blocks`` full blocks (a list it keeps and extends)."""
+    chain = seq.block_hashes
+    if len(chain) < num_blocks:
+        parent = chain[-1] if chain else ROOT
+        for i in range(len(chain), num_blocks):
+            parent = hashlib.sha256(parent + _content(seq, i * block_size, (i + 1) * block_size)).digest()
+            chain.append(parent)
+    return chain
+
+
+def _content(seq: Sequence, start: int, stop: int) -> bytes:
+    """The tokens ``start:stop`` of ``seq``, as bytes that are equal exactly when the tokens are."""
+    request = seq.request
+    prompt = seq.prompt_tokens
+    parts = []
+    if start < prompt:
+        end = min(stop, prompt)
+        ids = request.prompt_token_ids
+        if ids is not None and end <= len(ids):
+            parts.append(np.asarray(ids[start:end], dtype=np.int64).tobytes())
+        else:
+            shared = request.prefix_tokens if seq.prefix_id is not None else 0
+            if start < shared:
+                parts.append(f"prefix {seq.prefix_id} {start}:{min(end, shared)};".encode())
+            if end > shared:
+                parts.append(f"request {request.id} {max(start, shared)}:{end};".encode())
+    if stop > prompt:
+        parts.append(f"generated {request.id}#{seq.order} {max(start, prompt)}:{stop};".encode())
+    return b"".join(parts)
