@@ -157,7 +157,9 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
                 prefix_tokens = int(input_tokens * template.kv_prefix.fraction)
             result.append(RequestSpec(id=spec.id, arrival_ns=spec.arrival_ns, input_tokens=input_tokens,
                                       output_tokens=output_tokens, model=template.model or spec.model,
-                                      prefix_id=prefix_id, prefix_tokens=prefix_tokens))
+                                      prefix_id=prefix_id, prefix_tokens=prefix_tokens,
+                                      prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens
+                                      else None))
             pipelines.append(Pipeline(template=name, stages=tuple(template.stages),
                                       model=template.model or spec.model or default_model,
                                       prefix_fraction=template.kv_prefix.fraction, branches=branches))

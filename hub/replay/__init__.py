@@ -49,8 +49,7 @@ def _measured_trace(scenario: ReplayScenario, measured: Outcomes, folder: Path) 
     path = folder / "replay_trace.jsonl"
     with path.open("w") as handle:
         for row, arrival in zip(rows, measured.arrival_s):
-            handle.write(json.dumps({"input_toks": row["input_toks"], "output_toks": row["output_toks"],
-                                     "arrival_time_ns": int(round(arrival * 1e9))}) + "\n")
+            handle.write(json.dumps({**row, "arrival_time_ns": int(round(arrival * 1e9))}) + "\n")
     return path
 
 
