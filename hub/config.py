@@ -139,6 +139,8 @@ class ClientConfig(FrozenModel):
     role: Role = Field("mixed", description="mixed serves prefill and decode; prefill/decode disaggregate")
     backend: str | None = Field(None, description="a key of `backends` (runtime; memory for kv_retrieval)")
     hardware: ClientHardware | None = None
+    dp_group: str | None = Field(None, description="llm: clients naming the same group are the data-parallel ranks "
+                                                   "of one MoE deployment and step in lock-step, as vLLM's do")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
     servers: int = Field(1, gt=0, description="non-llm kinds: stages served at once (cores)")
     service: ServiceTimeConfig = Field(default_factory=ServiceTimeConfig)
@@ -155,6 +157,8 @@ class ClientConfig(FrozenModel):
         if self.model is not None and self.kind in ("preprocess", "postprocess") and \
                 (self.backend is None or self.hardware is None):
             raise ValueError(f"a model-based {self.kind} client needs backend and hardware")
+        if self.dp_group is not None and (self.kind != "llm" or self.role != "mixed"):
+            raise ValueError("dp_group: only mixed-role llm clients step in lock-step")
         return self
 
 

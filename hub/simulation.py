@@ -20,6 +20,7 @@ from cosim.v1 import types_pb2 as pb
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
 from .clients.llm import LLMClient
+from .clients.lockstep import LockStepGroup
 from .clients.service import ServiceClient
 from .clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
 from .config import ClientConfig, ScenarioConfig
@@ -33,6 +34,7 @@ from .resolve import (
     FIDELITY,
     device_spec,
     kv_capacity_blocks,
+    kv_memory_report,
     memory_session_spec,
     network_session_spec,
     resolve_hardware,
@@ -87,6 +89,8 @@ class Simulation:
         self.kv_timers: list[KVRetrievalTimer] = []
         self.clients: list[LLMClient] = []
         self.services: list[ServiceClient] = []
+        self.groups = {name: LockStepGroup(name, self.kernel) for name in dict.fromkeys(
+            c.dp_group for c in config.clients if c.dp_group is not None)}
         for index, cfg in enumerate(config.clients):
             if cfg.kind == "llm":
                 llm = self._build_llm(index, cfg)
@@ -143,12 +147,15 @@ class Simulation:
         proxy, opened = self._runtime_session(where, cfg)
         model = resolve_model(self.config, cfg.model)  # type: ignore[arg-type]
         blocks = kv_capacity_blocks(cfg, model, self.hardware_specs[cfg.name], where)
-        info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size)
+        split = kv_memory_report(cfg, model, self.hardware_specs[cfg.name], where)
+        info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size,
+                          kv_memory=split.as_dict() if split is not None else None)
         kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token())
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
                          serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg),
-                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead)
+                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead,
+                         group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None)
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"

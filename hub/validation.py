@@ -23,9 +23,11 @@ from cosim.v1 import types_pb2 as pb
 from . import presets
 from .config import ClientConfig, ScenarioConfig, ScenarioProblems, load_config, parse_config
 from .errors import ScenarioError
+from .memory import KVMemory
 from .resolve import (
     device_spec,
     kv_capacity_blocks,
+    kv_memory_report,
     memory_session_spec,
     network_session_spec,
     parallelism_problems,
@@ -55,6 +57,9 @@ class ClientCapacity:
         kv_capacity_blocks: KV blocks, as a run sizes the client's block manager.
         block_size_tokens: tokens per block.
         from_num_gpu_blocks: the capacity was set by ``scheduler.num_gpu_blocks``, not computed.
+        kv_memory: one device's memory as vLLM's profiling splits it (weights, activation peak,
+            CUDA graphs, non-torch, KV) and the blocks it leaves; None when ``num_gpu_blocks`` is set
+            and the computation fails.
     """
 
     name: str
@@ -70,6 +75,7 @@ class ClientCapacity:
     kv_capacity_blocks: int
     block_size_tokens: int
     from_num_gpu_blocks: bool
+    kv_memory: KVMemory | None = None
 
     @property
     def kv_capacity_tokens(self) -> int:
@@ -116,10 +122,27 @@ def resolve_scenario(config: ScenarioConfig) -> Resolution:
     hardware: dict[str, pb.HardwareSpec] = {}  # of the clients with a runtime session, as the simulation's
     for index, client in enumerate(config.clients):
         _resolve_client(config, index, client, models, devices, hardware, found)
+    found.add(_dp_group_problems(config))
     sessions = {c.name for c in config.clients if c.model is not None and c.hardware is not None}
     if config.network.backend is not None and set(hardware) == sessions:
         found.attempt(lambda: network_session_spec(config, hardware))  # once every cluster resolved
     return found
+
+
+def _dp_group_problems(config: ScenarioConfig) -> list[ScenarioError]:
+    """Ranks of one data-parallel group must be the same engine: model, backend, cluster, scheduler."""
+    problems: list[ScenarioError] = []
+    first: dict[str, tuple[str, tuple[object, ...]]] = {}
+    for index, client in enumerate(config.clients):
+        if client.dp_group is None:
+            continue
+        same = (client.model, client.backend, client.hardware, client.scheduler)
+        name, shape = first.setdefault(client.dp_group, (client.name, same))
+        if shape != same:
+            problems.append(ScenarioError(f"clients[{index}].dp_group", f"{client.dp_group!r}: {client.name!r} differs "
+                                          f"from {name!r} in model, backend, hardware or scheduler; the ranks of "
+                                          "one data-parallel deployment are the same engine"))
+    return problems
 
 
 def _resolve_client(config: ScenarioConfig, index: int, client: ClientConfig,
@@ -155,7 +178,8 @@ def _resolve_client(config: ScenarioConfig, index: int, client: ClientConfig,
             pipeline_parallel=hw.pipeline_parallel, expert_parallel=hw.expert_parallel,
             weight_bytes_per_device=int(weight_bytes_per_device(model, hw)), kv_capacity_blocks=blocks,
             block_size_tokens=client.scheduler.block_size,
-            from_num_gpu_blocks=client.scheduler.num_gpu_blocks is not None))
+            from_num_gpu_blocks=client.scheduler.num_gpu_blocks is not None,
+            kv_memory=kv_memory_report(client, model, spec, where)))
 
 
 def validate_scenario(config: ScenarioConfig) -> list[ScenarioError]:

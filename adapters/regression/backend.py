@@ -95,4 +95,7 @@ class RegressionBackend(RuntimeBackend):
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         """Timing of one step; ``out_of_range`` is set outside the training data."""
         model: OperatorStepModel | StepLinearModel | ProfileStepModel = session.state
+        if isinstance(model, ProfileStepModel):  # the model with MoE and EP: DP lock-step pads its tokens
+            return model.predict(list(batch.new_tokens), list(batch.context_tokens),
+                                 padded_tokens=max(batch.dp_rank_tokens, default=0))
         return model.predict(list(batch.new_tokens), list(batch.context_tokens))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from typing import Any
@@ -79,10 +80,14 @@ class RooflineBackend(RuntimeBackend):
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         state: _State = session.state
-        key = (tuple(batch.new_tokens), tuple(batch.context_tokens))
+        padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
+        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), padded)
         timing = state.cache.get(key)
         if timing is None:
-            timing = estimate(state.model, batch_stats(*key))
+            stats = batch_stats(key[0], key[1])
+            if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
+                stats = dataclasses.replace(stats, tokens=float(padded))
+            timing = estimate(state.model, stats)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:
                 state.cache.popitem(last=False)

@@ -347,7 +347,9 @@ class LinearBackend(RuntimeBackend):
 
     ``duration_ns = step_ns + per_token_ns x new tokens + per_seq_ns x sequences
     + per_context_ns x context tokens``, each option defaulting to 0 (step_ns to 1000).
-    Hand-computed scenarios use it as the "constant-time test backend".
+    In data-parallel lock-step the new tokens are padded to the most of any rank
+    (``StepBatch.dp_rank_tokens``), as vLLM pads. Hand-computed scenarios use it as
+    the "constant-time test backend".
     """
 
     name = "linear"
@@ -362,7 +364,8 @@ class LinearBackend(RuntimeBackend):
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         step_ns, per_token_ns, per_seq_ns, per_context_ns = session.state
-        duration = step_ns + per_token_ns * sum(batch.new_tokens) + per_seq_ns * len(batch.new_tokens) \
+        tokens = max(sum(batch.new_tokens), max(batch.dp_rank_tokens, default=0))
+        duration = step_ns + per_token_ns * tokens + per_seq_ns * len(batch.new_tokens) \
             + per_context_ns * sum(batch.context_tokens)
         return pb.StepTiming(duration_ns=duration, compute_ns=duration)
 

@@ -47,8 +47,8 @@ BUCKETED_CACHE_SAFE = "bucketed_cache_safe"
 
 def bucketed(key: Signature, bucket_tokens: int) -> Signature:
     """``key`` with each context rounded up to a multiple of ``bucket_tokens``."""
-    new, context = key
-    return new, tuple(-(-c // bucket_tokens) * bucket_tokens for c in context)
+    rounded = tuple(-(-c // bucket_tokens) * bucket_tokens for c in key[1])
+    return (key[0], rounded, *key[2:])  # a lock-step key keeps its ranks' tokens
 
 
 def _convert(timing: pb.StepTiming) -> Timing:
@@ -108,10 +108,14 @@ class RuntimeSessionProxy:
         self._riders.append(rider)
 
     def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int,
-                  ahead: Callable[[int], Sequence[Signature]] | None = None, rider: Rider | None = None) -> Timing:
+                  ahead: Callable[[int], Sequence[Signature]] | None = None, rider: Rider | None = None,
+                  dp_rank_tokens: Sequence[int] = ()) -> Timing:
         """Timing of one step of ``rider``. On a miss, ``ahead(n)`` (up to n predicted next
-        batches) and the other riders' top-ups ride along in the same call."""
-        key = (tuple(new_tokens), tuple(context_tokens))
+        batches) and the other riders' top-ups ride along in the same call. ``dp_rank_tokens``:
+        the tokens of every rank of a data-parallel lock-step group (see ``StepBatch``)."""
+        key: Signature = (tuple(new_tokens), tuple(context_tokens))
+        if dp_rank_tokens:
+            key = (*key, tuple(dp_rank_tokens))  # type: ignore[assignment]
         bucket = self.bucket_tokens
         if bucket:
             key = bucketed(key, bucket)
@@ -134,7 +138,8 @@ class RuntimeSessionProxy:
                 predicted = [bucketed(k, bucket) for k in predicted]
             keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
             self.num_predicted += len(keys) - 1
-        batches = [pb.StepBatch(new_tokens=new, context_tokens=ctx) for new, ctx in keys]
+        batches = [pb.StepBatch(new_tokens=k[0], context_tokens=k[1], dp_rank_tokens=k[2] if len(k) > 2 else ())
+                   for k in keys]
         # The hub reads no breakdown; leaving it out saves encoding it per predicted step.
         timings = [_convert(t) for t in self.client.predict_steps(
             self.session_id, batches, sim_time_ns=now_ns, client=rider.name if rider else self.client_name,

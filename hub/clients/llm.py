@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Sequence as Sequence_
+from typing import TYPE_CHECKING, Protocol
 
 from ..backends.proxy import RuntimeSessionProxy
 from ..kernel import DONE, WAKE, Kernel
@@ -21,6 +22,9 @@ from ..pipelines import decode_kind
 from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
 from .step_timer import StepTimer
+
+if TYPE_CHECKING:
+    from .lockstep import LockStepGroup
 
 # Router load metrics (config `router.load_metric`, and ``stages`` for least_outstanding).
 LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens")
@@ -48,12 +52,18 @@ class LLMClient:
         host_bandwidth_gbps: device-host bandwidth for swapped KV.
         max_lookahead: most future batches predicted per step (0: none).
         decode_runs: advance decode runs in bulk (see :mod:`.step_timer`).
+        group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, session: RuntimeSessionProxy,
                  sink: StageSink, serves: frozenset[str], collectives_ns: Callable[[int], int] | None = None,
-                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True) -> None:
+                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True,
+                 group: LockStepGroup | None = None) -> None:
         self.info, self.name = info, info.name
+        self.group = group
+        if group is not None:
+            group.join(self)
+            max_lookahead = 0  # a step's time depends on the other ranks' batches, unknown ahead
         self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
         self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
@@ -76,8 +86,11 @@ class LLMClient:
         self.wake()
 
     def wake(self) -> None:
-        """Asks for a scheduling decision at the current time, after same-time events."""
-        if not self.busy and not self._wake_pending:
+        """Asks for a scheduling decision at the current time, after same-time events (its
+        lock-step group's, if it has one)."""
+        if self.group is not None:
+            self.group.wake()
+        elif not self.busy and not self._wake_pending:
             self._wake_pending = True
             self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake, label=self._wake_label)
 
@@ -112,14 +125,21 @@ class LLMClient:
     # -- stepping --------------------------------------------------------
     def _on_wake(self) -> None:
         self._wake_pending = False
+        batch = self.begin_step()
+        if batch is None:
+            return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
+        now = self.kernel.now_ns
+        duration = self.time_step(batch, now)
+        self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+
+    def begin_step(self) -> ScheduledBatch | None:
+        """Starts the next step: its batch, or None when nothing can run."""
         if self.busy or not self.scheduler.has_work:
-            return
+            return None
         batch = self.timer.begin()
         if batch is None:
-            return  # blocked (e.g. no KV blocks); a finishing stage elsewhere will wake us
+            return None
         now = self.kernel.now_ns
-        duration, energy_j = self.timer.duration_ns(batch, now)
-        self.timeline.energy_j += energy_j
         if not self.timer.in_run(batch):  # a run's sequences have all started
             for seq, cached in batch.cache_hits:
                 if seq.stage.start_ns < 0:  # a readmission after a preemption is not a prompt's hit
@@ -130,9 +150,16 @@ class LLMClient:
             for seq in batch.preempted:
                 seq.request.preemptions += 1
         self.busy = True
-        self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+        return batch
 
-    def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
+    def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Sequence_[int] = ()) -> int:
+        """How long the step of ``batch`` takes (its energy is counted)."""
+        duration, energy_j = self.timer.duration_ns(batch, now_ns, dp_rank_tokens)
+        self.timeline.energy_j += energy_j
+        return duration
+
+    def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
+        """Hands a finished step back to the scheduler and records what it did."""
         now = self.kernel.now_ns
         self.busy = False
         self.busy_ns += now - start_ns
@@ -142,6 +169,9 @@ class LLMClient:
                                  len(self.scheduler.waiting))
         else:
             self._record(batch, outcome, start_ns, now)
+
+    def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
+        self.end_step(batch, start_ns)
         self.wake()
 
     def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:

@@ -171,10 +171,12 @@ class StepTimer:
                 self.settled(run.seqs, steps, gap, last)
 
     # -- timing ----------------------------------------------------------------
-    def duration_ns(self, batch: ScheduledBatch, now_ns: int) -> tuple[int, float]:
-        """How long ``batch`` takes, and the energy it uses (J)."""
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> tuple[int, float]:
+        """How long ``batch`` takes, and the energy it uses (J); ``dp_rank_tokens``: the tokens of
+        every rank of its data-parallel lock-step group (see :mod:`.lockstep`), if any."""
         ahead = (lambda depth: self._lookahead(batch, self._depth(now_ns, depth))) if self.max_lookahead else None
-        timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self)
+        timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self,
+                                        dp_rank_tokens=dp_rank_tokens)
         duration = timing.duration_ns
         if self.collectives_ns is not None:
             # The network backend times the TP all-reduces in place of the runtime backend's estimate.

@@ -145,12 +145,17 @@ class ProfileStepModel:
         return shape.num_layers * total
 
     # -- the step -----------------------------------------------------------------
-    def predict(self, new_tokens: list[int], context_tokens: list[int]) -> pb.StepTiming:
-        """Timing of one batch: ``new_tokens[i]`` computed after ``context_tokens[i]`` in KV."""
+    def predict(self, new_tokens: list[int], context_tokens: list[int], *, padded_tokens: int = 0) -> pb.StepTiming:
+        """Timing of one batch: ``new_tokens[i]`` computed after ``context_tokens[i]`` in KV.
+
+        ``padded_tokens``: in data-parallel lock-step, vLLM pads every rank's forward to the most
+        tokens of any rank; the padding rows run the token-wise layers, the MoE block and the
+        collectives, not attention or the LM head.
+        """
         if not new_tokens:
             return pb.StepTiming(duration_ns=0)
         layers = self.shape.num_layers
-        tokens, seqs = sum(new_tokens), len(new_tokens)
+        tokens, seqs = max(sum(new_tokens), padded_tokens), len(new_tokens)
         dense = layers * sum(c(tokens) for c in self._dense_block) + sum(c(tokens) for c in self._dense_outer)
         attention = layers * self._num_attention * self._attention_us(new_tokens, context_tokens)
         moe = layers * self._moe_us(tokens)

@@ -522,6 +522,7 @@ class StepBatch(_message.Message):
 
     NEW_TOKENS_FIELD_NUMBER: _builtins.int
     CONTEXT_TOKENS_FIELD_NUMBER: _builtins.int
+    DP_RANK_TOKENS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def new_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Tokens each sequence processes in this step. Each must be > 0."""
@@ -530,15 +531,27 @@ class StepBatch(_message.Message):
     def context_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Tokens already in each sequence's KV cache before this step."""
 
+    @_builtins.property
+    def dp_rank_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Data-parallel lock-step (vLLM's DP ranks of a mixture-of-experts model):
+        the tokens of every DP rank's batch in this step, this rank's included.
+        The ranks step together; vLLM pads each rank's forward to the most tokens
+        of any rank (CUDA graphs), and expert compute and the expert-parallel
+        collectives carry every rank's tokens. Empty: no lock-step, the batch
+        alone. Added after v1 was first published; a backend that ignores it
+        times the batch alone.
+        """
+
     def __init__(
         self,
         *,
         new_tokens: _abc.Iterable[_builtins.int] | None = ...,
         context_tokens: _abc.Iterable[_builtins.int] | None = ...,
+        dp_rank_tokens: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_tokens", b"context_tokens", "new_tokens", b"new_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_tokens", b"context_tokens", "dp_rank_tokens", b"dp_rank_tokens", "new_tokens", b"new_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
