@@ -157,8 +157,9 @@ class ClientConfig(FrozenModel):
         if self.model is not None and self.kind in ("preprocess", "postprocess") and \
                 (self.backend is None or self.hardware is None):
             raise ValueError(f"a model-based {self.kind} client needs backend and hardware")
-        if self.dp_group is not None and (self.kind != "llm" or self.role != "mixed"):
-            raise ValueError("dp_group: only mixed-role llm clients step in lock-step")
+        if self.dp_group is not None and (self.kind != "llm" or self.role != "mixed" or
+                                          (self.hardware is not None and self.hardware.pipeline_parallel > 1)):
+            raise ValueError("dp_group: only mixed-role llm clients without pipeline parallelism step in lock-step")
         return self
 
 

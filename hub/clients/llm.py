@@ -64,6 +64,11 @@ class LLMClient:
         if group is not None:
             group.join(self)
             max_lookahead = 0  # a step's time depends on the other ranks' batches, unknown ahead
+        self.micro_batches = scheduler.micro_batches
+        if self.micro_batches > 1:  # steps overlap: neither predictions nor decode runs apply
+            max_lookahead, decode_runs = 0, False
+        self._in_flight = 0  # micro-batches in the pipeline
+        self._stage_free_ns = 0  # when its first stage can take the next one
         self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
         self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
@@ -131,6 +136,19 @@ class LLMClient:
         now = self.kernel.now_ns
         duration = self.time_step(batch, now)
         self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+        if self.micro_batches > 1:
+            # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
+            # a stage's share of its time, and the first stage takes the next micro-batch.
+            stage_ns = -(-duration // self.micro_batches)
+            self._in_flight += 1
+            self.busy_ns += stage_ns
+            self._stage_free_ns = now + stage_ns
+            self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self._wake_label)
+
+    def _on_stage_free(self) -> None:
+        if self.kernel.now_ns >= self._stage_free_ns:  # no later micro-batch took the first stage since
+            self.busy = self._in_flight >= self.micro_batches
+            self.wake()
 
     def begin_step(self) -> ScheduledBatch | None:
         """Starts the next step: its batch, or None when nothing can run."""
@@ -161,8 +179,12 @@ class LLMClient:
     def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
         """Hands a finished step back to the scheduler and records what it did."""
         now = self.kernel.now_ns
-        self.busy = False
-        self.busy_ns += now - start_ns
+        if self.micro_batches == 1:
+            self.busy = False
+            self.busy_ns += now - start_ns
+        else:
+            self._in_flight -= 1
+            self.busy = now < self._stage_free_ns  # the first stage is still on a later micro-batch
         outcome = self.timer.end(batch, start_ns, now)
         if outcome is None:  # a decode run's step: recorded on the requests when settled
             self.timeline.append(start_ns, now, batch.num_tokens, 0, batch.num_tokens, self.scheduler.kv.num_used,

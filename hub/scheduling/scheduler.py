@@ -36,8 +36,11 @@ class Scheduler:
         kv_bytes_per_token: KV bytes of one token (swap sizes).
     """
 
-    def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0) -> None:
+    def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
+                 micro_batches: int = 1) -> None:
         self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
+        self.micro_batches = micro_batches  # batches in flight at once (pipeline parallelism)
+        self.in_flight: set[int] = set()  # ids of the sequences of the batches in flight (micro_batches > 1)
         self.policy = POLICIES[config.batching](config)
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
@@ -64,15 +67,42 @@ class Scheduler:
         return bool(self.waiting or self.running)
 
     def schedule(self) -> ScheduledBatch:
-        """Forms the next step (possibly empty: nothing can run)."""
-        batch = self.policy.form(self)
+        """Forms the next step (possibly empty: nothing can run).
+
+        With micro-batches in flight (pipeline parallelism, vLLM's batch queue), a sequence in one
+        of them cannot be scheduled again until it is handed back: the step is formed from the
+        others, and its sequences are in flight until :meth:`update`.
+        """
+        if self.micro_batches == 1:
+            batch = self.policy.form(self)
+        else:
+            batch = self._form_beside_in_flight()
+            self.in_flight.update(map(id, batch.seqs))
         batch.queue_stamp = self._next_order
+        return batch
+
+    def _form_beside_in_flight(self) -> ScheduledBatch:
+        """The policy's step over the running sequences not in flight; the running order is kept
+        (in flight, they stay where they were; the admitted join the end)."""
+        if not self.in_flight:
+            return self.policy.form(self)
+        everyone, flying = self.running, self.in_flight
+        self.running = [seq for seq in everyone if id(seq) not in flying]
+        try:
+            batch = self.policy.form(self)
+        finally:
+            kept = set(map(id, self.running))
+            before = set(map(id, everyone))
+            self.running = [seq for seq in everyone if id(seq) in flying or id(seq) in kept] + \
+                [seq for seq in self.running if id(seq) not in before]
         return batch
 
     def update(self, batch: ScheduledBatch) -> StepOutcome:
         """Applies a finished step: each sequence holds its new tokens; a sequence whose tokens are
         all computed samples one; reasoning branches fork; finished stages leave and free their KV."""
         sampled, forking, finished = [], [], []
+        if self.in_flight:
+            self.in_flight.difference_update(map(id, batch.seqs))
         for seq, num in zip(batch.seqs, batch.num_new):
             seq.num_computed += num
             if seq.num_computed < seq.num_tokens:
@@ -262,6 +292,7 @@ class Scheduler:
         copy.waiting = list(self.waiting)
         copy._borrowed = set(map(id, self.waiting))
         copy.swap_free_bytes, copy._next_order = self.swap_free_bytes, self._next_order
+        copy.micro_batches, copy.in_flight = 1, set()  # a pipelined client predicts nothing (see LLMClient)
         return copy
 
     def _writable_head(self) -> Sequence:
