@@ -80,6 +80,7 @@ class ClientInfo:
     price_per_hour_usd: float = 0.0
     kv_capacity_blocks: int = 0
     block_size_tokens: int = 0
+    kv_memory: dict[str, int | float] | None = None  # one device's memory split (cosim.hub.memory.KVMemory)
 
 
 class ClientTimeline:

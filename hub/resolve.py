@@ -19,7 +19,7 @@ from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
-from . import presets
+from . import memory, presets
 from .config import ClientConfig, ClientHardware, ScenarioConfig
 from .errors import ScenarioError
 
@@ -157,36 +157,84 @@ def weight_bytes_per_device(model: presets.ModelPreset, hardware: ClientHardware
 
 def kv_capacity_blocks(client: ClientConfig, model: presets.ModelPreset, hardware: pb.HardwareSpec,
                        where: str) -> int:
-    """KV blocks of one client: device memory x utilization - weight shard (:func:`weight_bytes_per_device`)
-    - reserve, per TP/PP shard.
+    """KV blocks of one client: ``scheduler.num_gpu_blocks`` when set, else :func:`kv_memory_of`'s.
 
     Raises:
-        ScenarioError: at ``<where>.hardware``, when the weights leave no room for one block.
+        ScenarioError: see :func:`kv_memory_of`.
+    """
+    if client.scheduler.num_gpu_blocks is not None:
+        return client.scheduler.num_gpu_blocks
+    return kv_memory_of(client, model, hardware, where).num_blocks
+
+
+def kv_memory_report(client: ClientConfig, model: presets.ModelPreset, hardware: pb.HardwareSpec,
+                     where: str) -> memory.KVMemory | None:
+    """:func:`kv_memory_of` for reports: None, not an error, when ``scheduler.num_gpu_blocks`` is set
+    and the computation fails (the pinned count is then the only capacity there is).
+
+    Raises:
+        ScenarioError: see :func:`kv_memory_of`, when no ``num_gpu_blocks`` is set.
+    """
+    try:
+        return kv_memory_of(client, model, hardware, where)
+    except ScenarioError:
+        if client.scheduler.num_gpu_blocks is None:
+            raise
+        return None
+
+
+def device_memory_facts(hardware: pb.HardwareSpec) -> tuple[int, int | None]:
+    """(total bytes as CUDA reports it, streaming multiprocessors or None) of one device of a cluster.
+
+    ``hardware.extra`` may override both (``mem_reported_bytes``, ``num_sms``: hardware overrides
+    land there); else the device preset's figures, its reported total only while
+    ``mem_capacity_bytes`` is the preset's own (an overridden capacity is taken as reported).
+    """
+    try:
+        preset: presets.DevicePreset | None = presets.get_device(hardware.device)
+    except presets.UnknownPreset:
+        preset = None
+    total = hardware.mem_capacity_bytes
+    if "mem_reported_bytes" in hardware.extra:
+        total = int(hardware.extra["mem_reported_bytes"])
+    elif preset is not None and preset.mem_reported_bytes and total == preset.mem_capacity_bytes:
+        total = preset.mem_reported_bytes
+    sms = hardware.extra.get("num_sms", preset.num_sms if preset is not None else None)
+    return total, int(sms) if sms else None
+
+
+def kv_memory_of(client: ClientConfig, model: presets.ModelPreset, hardware: pb.HardwareSpec,
+                 where: str) -> memory.KVMemory:
+    """One client's device memory as vLLM V1 profiles it (:func:`cosim.hub.memory.kv_memory`): the
+    requested share less the weight shard (:func:`weight_bytes_per_device`), the activation peak,
+    CUDA graphs, non-torch memory and ``scheduler.reserve_bytes``, in blocks of this TP/PP shard.
+
+    Raises:
+        ScenarioError: at ``<where>.hardware``, when the weights or the rest leave no room for one
+            block; at ``<where>.hardware.pipeline_parallel``, a stage without a layer.
     """
     sched = client.scheduler
-    if sched.num_gpu_blocks is not None:
-        return sched.num_gpu_blocks
     assert client.hardware is not None
-    tp, pp = client.hardware.tensor_parallel, client.hardware.pipeline_parallel
-    weights = weight_bytes_per_device(model, client.hardware)
-    free = hardware.mem_capacity_bytes * sched.gpu_memory_utilization - weights - sched.reserve_bytes
-    if free <= 0:
-        ep, raise_ep = (f" EP={client.hardware.expert_parallel}", " or expert_parallel") if model.is_moe else ("", "")
-        raise ScenarioError(
-            f"{where}.hardware", f"model {model.name} needs {weights / 1e9:.1f} GB of weights per device at "
-            f"TP={tp} PP={pp}{ep}, more than {hardware.device}'s usable "
-            f"{hardware.mem_capacity_bytes * sched.gpu_memory_utilization / 1e9:.1f} GB; raise "
-            f"tensor_parallel{raise_ep} or pick a larger device")
+    tp, pp, ep = client.hardware.tensor_parallel, client.hardware.pipeline_parallel, client.hardware.expert_parallel
     if model.num_layers < pp:  # no layer per stage would leave no KV per token to divide by
         raise ScenarioError(f"{where}.hardware.pipeline_parallel",
                             f"{pp} stages for the {model.num_layers} layers of {model.name}")
-    kv_heads_per_device = max(1, model.num_kv_heads // tp)
-    per_token = 2 * (model.num_layers // pp) * kv_heads_per_device * model.effective_head_dim \
-        * model.bytes_per_kv_element
-    blocks = int(free // (per_token * sched.block_size))
-    if blocks < 1:
-        raise ScenarioError(f"{where}.hardware", f"no memory left for even one KV block on {hardware.device}")
-    return blocks
+    total, sms = device_memory_facts(hardware)
+    weights = weight_bytes_per_device(model, client.hardware)
+    found = memory.kv_memory(model, sched, total_bytes=total, weight_bytes=weights, tensor_parallel=tp,
+                             pipeline_parallel=pp, expert_parallel=ep, num_sms=sms)
+    ep_text, raise_ep = (f" EP={ep}", " or expert_parallel") if model.is_moe else ("", "")
+    if weights >= found.requested_bytes:
+        raise ScenarioError(
+            f"{where}.hardware", f"model {model.name} needs {weights / 1e9:.1f} GB of weights per device at "
+            f"TP={tp} PP={pp}{ep_text}, more than {hardware.device}'s usable {found.requested_bytes / 1e9:.1f} GB; "
+            f"raise tensor_parallel{raise_ep} or pick a larger device")
+    if found.num_blocks < 1:
+        raise ScenarioError(
+            f"{where}.hardware", f"no memory left for one KV block of model {model.name} on {hardware.device} at "
+            f"TP={tp} PP={pp}{ep_text}: {found.describe()}; raise tensor_parallel{raise_ep}, lower "
+            f"max_num_batched_tokens or max_num_seqs, or pick a larger device")
+    return found
 
 
 def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.HardwareSpec]) -> net_pb.NetworkSessionSpec:

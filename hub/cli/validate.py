@@ -28,13 +28,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def describe(client: ClientCapacity) -> str:
-    """One line per LLM client: model, cluster, parallelism, weights per device and KV capacity."""
+    """Per LLM client: model, cluster, parallelism, weights per device and KV capacity; then one
+    device's memory as vLLM's profiling splits it (``cosim.hub.memory``)."""
     source = " (scheduler.num_gpu_blocks)" if client.from_num_gpu_blocks else ""
+    split = ""
+    if client.kv_memory is not None:
+        computed = ", computed; scheduler.num_gpu_blocks sets the run's" if client.from_num_gpu_blocks else ""
+        split = f"\n    per device{computed}: {client.kv_memory.describe()}"
     return (f"  {client.name} ({client.role}): {client.model} {client.dtype} on {client.device} x {client.count}, "
             f"TP {client.tensor_parallel} PP {client.pipeline_parallel} EP {client.expert_parallel}, "
             f"weights {client.weight_bytes_per_device / 1e9:.2f} GB per device, "
             f"KV cache {client.kv_capacity_blocks:,} blocks x {client.block_size_tokens} = "
-            f"{client.kv_capacity_tokens:,} tokens{source}")
+            f"{client.kv_capacity_tokens:,} tokens{source}{split}")
 
 
 def validate_command(args: argparse.Namespace) -> int:

@@ -104,6 +104,8 @@ def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
                      device_hours=device_hours, cost_usd=device_hours * info.price_per_hour_usd)
         if info.kv_capacity_blocks > 0:
             block["max_kv_usage"] = block["max_kv_blocks_used"] / info.kv_capacity_blocks
+        if info.kv_memory is not None:  # one device's memory as vLLM's profiling splits it, bytes
+            block["kv_memory"] = dict(info.kv_memory)
     return block
 
 

@@ -35,6 +35,9 @@ SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intr
                   "intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_bus_efficiency",
                   "inter_node_gbps", "devices_per_node", "tdp_w", "price_per_hour_usd")
 
+# Figures of the KV-capacity computation (cosim.hub.memory); sourced when set.
+MEMORY_FIELDS = ("mem_reported_bytes", "num_sms")
+
 
 def normalize_dtype(dtype: str) -> str:
     """Canonical dtype key ('bfloat16' -> 'bf16'); unknown spellings pass through lower-cased."""
@@ -54,6 +57,10 @@ class DevicePreset(BaseModel):
     peak_tflops: dict[str, float] = Field(description="Dense peak TFLOP/s (TOP/s for int8) per dtype key.")
     mem_bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s.")
     mem_capacity_gib: float = Field(gt=0, description="Memory capacity, GiB (datasheet 'GB' of HBM/GDDR).")
+    mem_reported_bytes: int | None = Field(
+        default=None, gt=0, description="Total memory the CUDA runtime reports (torch.cuda.mem_get_info), bytes: "
+                                        "what vLLM multiplies by gpu_memory_utilization; null = mem_capacity_gib.")
+    num_sms: int | None = Field(default=None, gt=0, description="Streaming multiprocessors (CUs); null = unknown.")
     intra_node_link: LinkKind = Field(description=f"Kind of the link between devices of a node, one of {LINK_KINDS}.")
     intra_node_gbps: float = Field(gt=0, description="Per-device interconnect inside a node, GB/s per direction.")
     intra_node_latency_us: float = Field(
@@ -74,7 +81,8 @@ class DevicePreset(BaseModel):
         bad = [d for d, v in self.peak_tflops.items() if d not in DTYPES or v <= 0]
         if bad or not self.peak_tflops:
             raise ValueError(f"peak_tflops needs positive values for dtypes among {DTYPES}, got {self.peak_tflops}")
-        missing = [f for f in SOURCED_FIELDS if getattr(self, f) is not None and f not in self.sources]
+        missing = [f for f in (*SOURCED_FIELDS, *MEMORY_FIELDS)
+                   if getattr(self, f) is not None and f not in self.sources]
         if missing:
             raise ValueError(f"sources missing for {missing}")
         return self

@@ -130,6 +130,8 @@ def build_config(scenario: ReplayScenario, *, trace: Path | None = None,
         "batching": "chunked", "packing": "fcfs", "max_num_seqs": scenario.max_num_seqs,
         "max_num_batched_tokens": scenario.max_num_batched_tokens, "block_size": scenario.block_size,
         "gpu_memory_utilization": 0.9, "preemption": "recompute",
+        # vLLM 0.19 (the runs' version) holds no CUDA-graph estimate back from the KV cache (opt-in there)
+        "memory_profiler_estimate_cudagraphs": False,
         "enable_prefix_caching": scenario.enable_prefix_caching}
     if scenario.num_gpu_blocks is not None:
         scheduler["num_gpu_blocks"] = scenario.num_gpu_blocks

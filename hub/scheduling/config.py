@@ -26,8 +26,14 @@ class SchedulerConfig(FrozenModel):
                                                                "the free KV blocks, not just its first chunk")
     block_size: int = Field(16, gt=0, description="KV block size, tokens")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of device memory cosim may use")
-    reserve_bytes: int = Field(0, ge=0, description="per-device memory held back (activations, CUDA graphs)")
+    reserve_bytes: int = Field(0, ge=0, description="per-device memory held back on top of what vLLM's profiling "
+                                                    "charges (weights, activation peak, CUDA graphs, non-torch)")
     num_gpu_blocks: int | None = Field(None, gt=0, description="KV blocks, overriding the memory computation")
+    enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, so none of their memory "
+                                                   "is held back from the KV cache")
+    memory_profiler_estimate_cudagraphs: bool = Field(
+        True, description="vLLM's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: hold the estimated CUDA-graph memory "
+                          "back from the KV cache (on by default from vLLM 0.21; off by default in 0.19)")
     preemption: Literal["recompute", "swap"] = Field("recompute", description="what a preempted request loses")
     swap_space_bytes: int = Field(0, ge=0, description="host memory for swapped KV (preemption: swap)")
     host_bandwidth_gbps: float = Field(25.0, gt=0, description="device-host bandwidth for swapping, GB/s")
