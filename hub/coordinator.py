@@ -173,9 +173,12 @@ class Coordinator:
         assert isinstance(timer, KVRetrievalTimer)
         timer.store(request)
 
-    def on_llm_done(self, seq: Sequence, now_ns: int) -> None:
-        """An LLM client finished its part: decode elsewhere, or move past the LLM stages."""
+    def on_llm_done(self, seq: Sequence, now_ns: int, release_kv: Callable[[], None]) -> None:
+        """An LLM client finished its part: decode elsewhere (its KV freed once copied), or move
+        past the LLM stages."""
         request = seq.request
+        if request.generated_tokens >= request.output_tokens or seq.stage.kind != "prefill":
+            release_kv()
         if seq.stage.kind != "prefill":
             request.branches_done += 1
             if request.branches_done < request.branches:
@@ -191,13 +194,17 @@ class Coordinator:
         decode_only = [c for c in options if "prefill" not in c.serves]
         client = self.router.choose(decode_only or options, request)
         if client.name == seq.stage.client:
+            release_kv()
             self._start_decode(request, client, 0)
             return
         kv_tokens = request.input_tokens - (request.retrieved_tokens if request.retrieved_at_decode else 0)
         size = int(self.kv_bytes_per_token[request.model] * kv_tokens)
         self.transfer_bytes += size
-        self.transfers.start(seq.stage.client, client.name, size,
-                             lambda duration_ns: self._start_decode(request, client, duration_ns))
+
+        def copied(duration_ns: int) -> None:
+            release_kv()
+            self._start_decode(request, client, duration_ns)
+        self.transfers.start(seq.stage.client, client.name, size, copied)
 
     def _start_decode(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
         stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=self.kernel.now_ns,

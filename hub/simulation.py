@@ -152,7 +152,8 @@ class Simulation:
                           kv_memory=split.as_dict() if split is not None else None)
         kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
-                              micro_batches=cfg.hardware.pipeline_parallel)  # type: ignore[union-attr]
+                              micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
+                              hold_finished_kv=cfg.role == "prefill")
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
                          serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg),
                          host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead,

@@ -33,7 +33,9 @@ LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens")
 class StageSink(Protocol):
     """Where a client's finished stages go (the coordinator)."""
 
-    def on_llm_done(self, seq: Sequence, now_ns: int) -> None: ...
+    def on_llm_done(self, seq: Sequence, now_ns: int, release_kv: Callable[[], None]) -> None:
+        """``seq``'s stage ended; ``release_kv`` frees its KV once nothing needs it (a transfer)."""
+        ...
 
     def next_arrival_at(self, client: LLMClient, now_ns: int) -> int | None: ...
 
@@ -221,7 +223,18 @@ class LLMClient:
             # by the coordinator).
             seq.stage.end_ns = now
             self._hold(seq, -1)
-            self.sink.on_llm_done(seq, now)
+            self.sink.on_llm_done(seq, now, self._releaser(seq))
+
+    def _releaser(self, seq: Sequence) -> Callable[[], None]:
+        """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill
+        client keeps a request's KV until its transfer to the decode client completes)."""
+        if not self.scheduler.hold_finished_kv:
+            return _nothing
+
+        def release() -> None:
+            self.scheduler.release(seq)
+            self.wake()  # the freed blocks may admit a waiting prompt
+        return release
 
     def _record_run(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
         """Records a decode run's applied steps: each sequence sampled a token per step."""
@@ -241,3 +254,7 @@ class LLMClient:
         seq.stage.end_ns = now
         seq.stage = StageRecord(kind=decode_kind(seq.request), client=self.name, enqueue_ns=now, start_ns=now)
         seq.request.stages.append(seq.stage)
+
+
+def _nothing() -> None:
+    pass

@@ -37,8 +37,9 @@ class Scheduler:
     """
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
-                 micro_batches: int = 1) -> None:
+                 micro_batches: int = 1, hold_finished_kv: bool = False) -> None:
         self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
+        self.hold_finished_kv = hold_finished_kv  # a finished sequence's KV stays until release()
         self.micro_batches = micro_batches  # batches in flight at once (pipeline parallelism)
         self.in_flight: set[int] = set()  # ids of the sequences of the batches in flight (micro_batches > 1)
         self.policy = POLICIES[config.batching](config)
@@ -118,9 +119,14 @@ class Scheduler:
         outcome = StepOutcome(sampled, forked, finished, self.kv.num_used, len(self.waiting))
         for seq in finished:
             self.running.remove(seq)
-            self.kv.release(seq)
+            if not self.hold_finished_kv:
+                self.kv.release(seq)
             seq.state = FINISHED
         return outcome
+
+    def release(self, seq: Sequence) -> None:
+        """Frees a finished sequence's KV held since it finished (``hold_finished_kv``)."""
+        self.kv.release(seq)
 
     # -- the two moves policies form steps from ---------------------------------
     def schedule_running(self, batch: ScheduledBatch, *, budget: int | None,
@@ -293,6 +299,7 @@ class Scheduler:
         copy._borrowed = set(map(id, self.waiting))
         copy.swap_free_bytes, copy._next_order = self.swap_free_bytes, self._next_order
         copy.micro_batches, copy.in_flight = 1, set()  # a pipelined client predicts nothing (see LLMClient)
+        copy.hold_finished_kv = self.hold_finished_kv
         return copy
 
     def _writable_head(self) -> Sequence:
@@ -320,7 +327,8 @@ class Scheduler:
 
         Each sibling shares the parent's prompt KV blocks (copy-on-write, as
         vLLM's parallel sampling), has sampled its own first token from the
-        same prefill, and decodes its own tokens into its own blocks.
+        same prefill, and decodes its own tokens into its own blocks, beside
+        the parent from the next step on (at the queue's front if no seat is free).
         """
         request = parent.request
         children = [Sequence(request, parent.stage, num_tokens=request.input_tokens + 1,
@@ -329,7 +337,12 @@ class Scheduler:
         parent.forks = 0
         self.kv.fork(parent, children, prompt_tokens=request.input_tokens)
         for child in children:
-            self.add(child, front=True)
+            if len(self.running) < self.config.max_num_seqs:
+                child.order, child.state = self._next_order, RUNNING
+                self._next_order += 1
+                self.running.append(child)
+            else:
+                self.add(child, front=True)
         return children
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:

@@ -114,8 +114,18 @@ def test_update_samples_forks_and_frees_the_finished() -> None:
     (forked_parent, children), = outcome.forked
     assert forked_parent is parent and len(children) == 2
     assert all(c.generated == 1 and c.num_computed == 8 and c.prefix_blocks == 2 for c in children)
-    assert s.waiting == children[::-1]  # branches go to the queue's front
-    assert outcome.kv_blocks_used == 2 and outcome.num_waiting == 2
+    assert s.running == [parent, *children] and not s.waiting  # branches decode beside the parent
+    assert outcome.kv_blocks_used == 2 and outcome.num_waiting == 0
+    assert shape(s.schedule()) == [(7, 1, 8)] * 3  # all three paths decode in the next step
+
+
+def test_branches_without_a_seat_wait_at_the_queue_front() -> None:
+    s = scheduler(batching="continuous", max_num_seqs=2)
+    parent = seq(8, 3, rid=7)
+    parent.forks = 2
+    s.add(parent)
+    (_, children), = s.update(s.schedule()).forked
+    assert s.running == [parent, children[0]] and s.waiting == [children[1]]
 
 
 def test_a_decode_run_lasts_until_a_sequence_finishes() -> None:
