@@ -141,6 +141,9 @@ def build_config(scenario: ReplayScenario, *, trace: Path | None = None,
                 "hardware": {"device": "gpu", "count": scenario.tp, "tensor_parallel": scenario.tp,
                              "expert_parallel": ep},
                 "scheduler": scheduler} for i in range(scenario.dp)]
+    if scenario.dp > 1 and scenario.ep > 1:  # the DP ranks of an MoE model step together
+        for client in clients:
+            client["dp_group"] = "vllm"
     trace_path = trace or scenario.trace
     return {
         "seed": 42,
