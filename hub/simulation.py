@@ -19,6 +19,7 @@ from cosim.v1 import types_pb2 as pb
 
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
+from .clients.host import HostTime
 from .clients.llm import LLMClient
 from .clients.lockstep import LockStepGroup
 from .clients.service import ServiceClient
@@ -150,14 +151,17 @@ class Simulation:
         split = kv_memory_report(cfg, model, self.hardware_specs[cfg.name], where)
         info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size,
                           kv_memory=split.as_dict() if split is not None else None)
-        kv = BlockManager(blocks, cfg.scheduler.block_size, enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
+        # vLLM's block count holds its null block, which no request gets
+        kv = BlockManager(max(blocks - 1, 1), cfg.scheduler.block_size,
+                          enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill")
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
                          serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg),
                          host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead,
-                         group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None)
+                         group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None,
+                         host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"
