@@ -17,8 +17,8 @@ Session options (``SessionSpec.options``):
   without naming a file (ignored when ``artifact`` is given).
 - ``profile_bundle``: path of an LLMServingSim v2 profile bundle; selects the
   profile-bundle predictor (:mod:`.profiles`) instead of an artifact, with its
-  own options (``profile_tp``, ``step_overhead_us``, ``seq_overhead_us``,
-  ``link_gbps``, ``link_latency_us``, ``skew``).
+  own options (``profile_tp``, ``link_gbps``, ``link_latency_us``, ``skew``);
+  it times GPU kernels only (host time: ``scheduler.host_time`` in the hub).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+from .host import HostTime
 from .step_timer import StepTimer
 
 if TYPE_CHECKING:
@@ -55,12 +56,13 @@ class LLMClient:
         max_lookahead: most future batches predicted per step (0: none).
         decode_runs: advance decode runs in bulk (see :mod:`.step_timer`).
         group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
+        host_time: the host time each step exposes (:mod:`.host`); None: none.
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, session: RuntimeSessionProxy,
                  sink: StageSink, serves: frozenset[str], collectives_ns: Callable[[int], int] | None = None,
                  host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True,
-                 group: LockStepGroup | None = None) -> None:
+                 group: LockStepGroup | None = None, host_time: HostTime | None = None) -> None:
         self.info, self.name = info, info.name
         self.group = group
         if group is not None:
@@ -75,7 +77,8 @@ class LLMClient:
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
         self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
                                collectives_ns=collectives_ns, host_bandwidth_gbps=host_bandwidth_gbps,
-                               next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs)
+                               next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs,
+                               host_time=host_time)
         self.timeline = ClientTimeline()
         self.busy = False
         self.busy_ns = 0

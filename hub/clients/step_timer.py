@@ -3,8 +3,9 @@
 A step's time is the runtime backend's answer for its batch signature (new
 and context tokens per sequence), with the network backend's collectives in
 place of the backend's own estimate where one times them, plus the host copy
-of any swapped KV. The rest of this module changes how often a backend is
-asked, never the answer:
+of any swapped KV, plus the host time the engine loop exposes (:mod:`.host`,
+a pure function of the batch and that time). The rest of this module changes
+how often a backend is asked, never the answer:
 
 - **timing cache** (:class:`~cosim.hub.backends.proxy.RuntimeSessionProxy`):
   a batch signature timed once is never asked again; clients whose sessions
@@ -31,6 +32,7 @@ from typing import Protocol
 
 from ..backends.proxy import RuntimeSessionProxy
 from ..scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+from .host import HostTime
 
 
 class Settled(Protocol):
@@ -94,6 +96,7 @@ class StepTimer:
         collectives_ns: the network backend's time of a step's collectives, by its tokens; None:
             the runtime backend's own estimate stands.
         host_bandwidth_gbps: device-host bandwidth for swapped KV.
+        host_time: the host time each step exposes (:mod:`.host`); None: none.
         next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
         max_lookahead: most batches predicted per call (0: none).
         decode_runs: take decode runs in bulk; off, every step is formed and updated one by one
@@ -103,8 +106,9 @@ class StepTimer:
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy, settled: Settled,
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
                  next_arrival_ns: Callable[[int], int | None] | None = None, max_lookahead: int = 256,
-                 decode_runs: bool = True) -> None:
+                 decode_runs: bool = True, host_time: HostTime | None = None) -> None:
         self.name, self.scheduler, self.session, self.settled = name, scheduler, session, settled
+        self.host_time = host_time
         self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps
         self.next_arrival_ns = next_arrival_ns
         self.max_lookahead, self.decode_runs = max_lookahead, decode_runs
@@ -183,6 +187,8 @@ class StepTimer:
             duration += self.collectives_ns(batch.num_tokens) - timing.communication_ns
         if batch.swap_bytes:
             duration += int(batch.swap_bytes / self.host_bandwidth_gbps)
+        if self.host_time is not None:
+            duration += self.host_time.exposed_ns(batch.num_new, duration)
         self._last_duration_ns = duration
         return duration, timing.energy_j
 

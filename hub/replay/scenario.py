@@ -7,8 +7,9 @@ not found there, against its ancestors (the data set keeps ``scenarios/``
 beside ``workloads/`` and ``profiler/``). :func:`build_config` returns the
 config mapping that :func:`cosim.hub.runner.run` takes.
 
-Fitted terms live in :data:`HOST_OVERHEAD_US` (see docs/validation.md for how
-they were fitted and on what).
+Nothing here is fitted: the bundle's kernel times go in as measured, and the
+host time each step exposes is the hub's model of vLLM V1 with cited constants
+(:mod:`cosim.hub.clients.host`; docs/validation.md, "Host time").
 """
 
 from __future__ import annotations
@@ -20,15 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ScenarioError
-
-# Host time per step that async scheduling does not hide, by GPU label:
-# (per step, per scheduled sequence), microseconds. Fitted on the RTX PRO 6000
-# Llama-3.1-8B run's mean TPOT: the least-squares value is slightly negative
-# (the profiled kernel times alone are 0.5% slow), so it is clamped to 0 for
-# every GPU: vLLM 0.19's async scheduling and CUDA graphs hide the host work.
-# The RTX 4090 run is the held-out check (docs/validation.md).
-HOST_OVERHEAD_US: dict[str, tuple[float, float]] = {}
-DEFAULT_HOST_OVERHEAD_US = (0.0, 0.0)
 
 # vLLM's KV block count of the one run that recorded it, reused for the other
 # run on the same GPU, model and vLLM version (the early RTX 4090 run).
@@ -56,6 +48,8 @@ class ReplayScenario:
     block_size: int
     num_gpu_blocks: int | None
     enable_prefix_caching: bool
+    async_scheduling: bool
+    enforce_eager: bool
     trace: Path
     profile_bundle: Path
 
@@ -109,30 +103,32 @@ def load_scenario(path: str | Path) -> ReplayScenario:
         max_num_batched_tokens=_int(engine.get("max_num_batched_tokens"), 2048),
         block_size=_int(sched.get("block_size"), 16), num_gpu_blocks=blocks,
         enable_prefix_caching=_flag(sched.get("prefix_caching"), True),
+        async_scheduling=_flag(sched.get("async_scheduling"), True),  # vLLM 0.19's default on GPUs
+        enforce_eager=_flag(engine.get("enforce_eager"), False),
         trace=resolve_path(path, trace), profile_bundle=resolve_path(path, bundle))
 
 
-def build_config(scenario: ReplayScenario, *, trace: Path | None = None,
-                 host_overhead_us: tuple[float, float] | None = None) -> dict[str, Any]:
+def build_config(scenario: ReplayScenario, *, trace: Path | None = None) -> dict[str, Any]:
     """The cosim config of a scenario: one client per DP rank behind a router.
 
     Args:
         scenario: from :func:`load_scenario`.
         trace: a JSONL trace to replay instead of the scenario's (e.g. measured arrivals).
-        host_overhead_us: (per step, per sequence) host term; default by GPU.
     """
-    step_us, seq_us = host_overhead_us or HOST_OVERHEAD_US.get(scenario.hardware, DEFAULT_HOST_OVERHEAD_US)
     link_gbps, link_latency_us = LINKS.get(scenario.hardware, (16.0, 20.0))
     device = DEVICE_PRESETS.get(scenario.hardware, scenario.hardware)
-    options: dict[str, Any] = {"profile_bundle": str(scenario.profile_bundle), "step_overhead_us": step_us,
-                               "seq_overhead_us": seq_us, "link_gbps": link_gbps, "link_latency_us": link_latency_us}
+    options: dict[str, Any] = {"profile_bundle": str(scenario.profile_bundle), "link_gbps": link_gbps,
+                               "link_latency_us": link_latency_us}
     scheduler: dict[str, Any] = {
         "batching": "chunked", "packing": "fcfs", "max_num_seqs": scenario.max_num_seqs,
         "max_num_batched_tokens": scenario.max_num_batched_tokens, "block_size": scenario.block_size,
         "gpu_memory_utilization": 0.9, "preemption": "recompute",
         # vLLM 0.19 (the runs' version) holds no CUDA-graph estimate back from the KV cache (opt-in there)
         "memory_profiler_estimate_cudagraphs": False,
-        "enable_prefix_caching": scenario.enable_prefix_caching}
+        "enable_prefix_caching": scenario.enable_prefix_caching,
+        # The bundles time kernels alone (kineto durations), so vLLM V1's host time is added.
+        "host_time": True, "async_scheduling": scenario.async_scheduling, "enforce_eager": scenario.enforce_eager,
+        "profile_execution_mode": "cuda_graph"}
     if scenario.num_gpu_blocks is not None:
         scheduler["num_gpu_blocks"] = scenario.num_gpu_blocks
     # vLLM DP with EP: every DP rank is one engine with TP `tp`; experts are split over dp x tp ranks.

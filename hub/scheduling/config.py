@@ -38,3 +38,11 @@ class SchedulerConfig(FrozenModel):
     swap_space_bytes: int = Field(0, ge=0, description="host memory for swapped KV (preemption: swap)")
     host_bandwidth_gbps: float = Field(25.0, gt=0, description="device-host bandwidth for swapping, GB/s")
     enable_prefix_caching: bool = Field(False, description="reuse KV blocks of requests sharing a prefix")
+    host_time: bool = Field(False, description="add the host (CPU) time vLLM V1 exposes per step "
+                                               "(hub/clients/host.py) to a backend that times GPU kernels "
+                                               "only; off for backends whose times include host work")
+    async_scheduling: bool = Field(True, description="host_time: vLLM's --async-scheduling (0.19's default): "
+                                                     "the next step's host work overlaps this step's GPU work")
+    profile_execution_mode: Literal["cuda_graph", "eager"] = Field(
+        "cuda_graph", description="host_time: launch costs in the backend's step times: eager (wall times of "
+                                  "eager forwards) or cuda_graph (graph replays, or kernel durations alone)")

@@ -2,8 +2,8 @@
 
 Options (``SessionSpec.options``), all optional but ``profile_bundle``:
 ``profile_bundle`` (bundle folder), ``profile_tp`` (TP folder to read;
-default ``parallelism.tensor``), ``step_overhead_us``, ``seq_overhead_us``,
-``link_gbps``, ``link_latency_us``, ``skew`` (see :class:`ProfileOptions`).
+default ``parallelism.tensor``), ``link_gbps``, ``link_latency_us``, ``skew``
+(see :class:`ProfileOptions`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from cosim.v1 import types_pb2 as pb
 from .bundle import BundleError, load_bundle
 from .step_model import ModelShape, ProfileOptions, ProfileStepModel
 
-_FLOAT_KEYS = ("step_overhead_us", "seq_overhead_us", "link_gbps", "link_latency_us")
+_FLOAT_KEYS = ("link_gbps", "link_latency_us")
 PROFILE_OPTION_KEYS = ("profile_bundle", "profile_tp", "skew", *_FLOAT_KEYS)
 
 

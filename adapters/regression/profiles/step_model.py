@@ -17,10 +17,10 @@ work) this model adds:
   ``tokens x hidden x 2 B``) and, with EP > 1, the all-gather and
   reduce-scatter of hidden states around each MoE block (vLLM's default
   ``allgather_reducescatter`` all2all backend), both over a link of
-  ``link_gbps`` GB/s and ``link_latency_us`` per hop;
-- a per-step host term ``step_overhead_us + seq_overhead_us x sequences``:
-  what async scheduling, input preparation and output processing do not
-  hide. Its defaults are fitted (see docs/validation.md).
+  ``link_gbps`` GB/s and ``link_latency_us`` per hop.
+
+Host (CPU) time is not the backend's: the hub adds what vLLM V1 exposes of it
+(``scheduler.host_time``, :mod:`cosim.hub.clients.host`).
 
 Main name: :class:`ProfileStepModel`.
 """
@@ -43,15 +43,11 @@ class ProfileOptions:
     """Session knobs of the profile-bundle predictor (all times in microseconds).
 
     Attributes:
-        step_overhead_us: host time per step not hidden behind the GPU.
-        seq_overhead_us: host time per scheduled sequence per step.
         link_gbps: GB/s of the link collectives cross (PCIe-class by default).
         link_latency_us: latency per collective hop.
         skew: apply the bundle's skew correction (when the bundle enables it).
     """
 
-    step_overhead_us: float = 0.0
-    seq_overhead_us: float = 0.0
     link_gbps: float = 16.0
     link_latency_us: float = 20.0
     skew: bool = True
@@ -161,13 +157,11 @@ class ProfileStepModel:
         moe = layers * self._moe_us(tokens)
         head = sum(c(seqs) for c in self._per_seq)
         comm = self._collectives_us(tokens)
-        host = self.options.step_overhead_us + self.options.seq_overhead_us * seqs
         compute = dense + attention + moe + head
-        total = compute + comm + host
+        total = compute + comm
         out_of_range = tokens > self.tables.max_num_batched_tokens or seqs > self.tables.max_num_seqs
         return pb.StepTiming(
             duration_ns=max(0, int(math.ceil(total * NS_PER_US))), compute_ns=int(compute * NS_PER_US),
-            communication_ns=int(comm * NS_PER_US), dispatch_ns=int(host * NS_PER_US), out_of_range=out_of_range,
+            communication_ns=int(comm * NS_PER_US), out_of_range=out_of_range,
             breakdown={"dense": dense * NS_PER_US, "attention": attention * NS_PER_US, "moe": moe * NS_PER_US,
-                       "lm_head_sampler": head * NS_PER_US, "collectives": comm * NS_PER_US,
-                       "host": host * NS_PER_US})
+                       "lm_head_sampler": head * NS_PER_US, "collectives": comm * NS_PER_US})
