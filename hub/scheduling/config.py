@@ -28,7 +28,8 @@ class SchedulerConfig(FrozenModel):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of device memory cosim may use")
     reserve_bytes: int = Field(0, ge=0, description="per-device memory held back on top of what vLLM's profiling "
                                                     "charges (weights, activation peak, CUDA graphs, non-torch)")
-    num_gpu_blocks: int | None = Field(None, gt=0, description="KV blocks, overriding the memory computation")
+    num_gpu_blocks: int | None = Field(None, gt=0, description="KV blocks, overriding the memory computation "
+                                                              "(as vLLM counts them: one is its null block)")
     enforce_eager: bool = Field(False, description="vLLM --enforce-eager: no CUDA graphs, so none of their memory "
                                                    "is held back from the KV cache")
     memory_profiler_estimate_cudagraphs: bool = Field(
