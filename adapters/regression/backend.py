@@ -17,7 +17,7 @@ Session options (``SessionSpec.options``):
   without naming a file (ignored when ``artifact`` is given).
 - ``profile_bundle``: path of an LLMServingSim v2 profile bundle; selects the
   profile-bundle predictor (:mod:`.profiles`) instead of an artifact, with its
-  own options (``profile_tp``, ``link_gbps``, ``link_latency_us``, ``skew``);
+  own options (``profile_tp``, ``link_*`` (default: the device's link), ``skew``);
   it times GPU kernels only (host time: ``scheduler.host_time`` in the hub).
 """
 

@@ -28,8 +28,6 @@ KNOWN_GPU_BLOCKS = {("RTX4090", "meta-llama/Llama-3.1-8B"): 2588}
 
 # Devices: scenario hardware label -> cosim device preset.
 DEVICE_PRESETS = {"RTX4090": "RTX-4090", "RTXPRO6000": "RTX-PRO-6000"}
-# Collective links of LLMServingSim's cluster configs (GB/s, us): PCIe-class.
-LINKS = {"RTX4090": (16.0, 1.0), "RTXPRO6000": (16.0, 20.0)}
 
 
 @dataclass(frozen=True)
@@ -115,10 +113,9 @@ def build_config(scenario: ReplayScenario, *, trace: Path | None = None) -> dict
         scenario: from :func:`load_scenario`.
         trace: a JSONL trace to replay instead of the scenario's (e.g. measured arrivals).
     """
-    link_gbps, link_latency_us = LINKS.get(scenario.hardware, (16.0, 20.0))
     device = DEVICE_PRESETS.get(scenario.hardware, scenario.hardware)
-    options: dict[str, Any] = {"profile_bundle": str(scenario.profile_bundle), "link_gbps": link_gbps,
-                               "link_latency_us": link_latency_us}
+    # collectives on the device preset's link (its figures cited in hub/presets/devices.yaml)
+    options: dict[str, Any] = {"profile_bundle": str(scenario.profile_bundle)}
     scheduler: dict[str, Any] = {
         "batching": "chunked", "packing": "fcfs", "max_num_seqs": scenario.max_num_seqs,
         "max_num_batched_tokens": scenario.max_num_batched_tokens, "block_size": scenario.block_size,

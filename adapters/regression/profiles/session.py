@@ -2,7 +2,8 @@
 
 Options (``SessionSpec.options``), all optional but ``profile_bundle``:
 ``profile_bundle`` (bundle folder), ``profile_tp`` (TP folder to read;
-default ``parallelism.tensor``), ``link_gbps``, ``link_latency_us``, ``skew``
+default ``parallelism.tensor``), ``link_gbps``, ``link_bus_efficiency``, ``link_latency_us``,
+``link_hop_latency_us`` (default: the device's link), ``skew``
 (see :class:`ProfileOptions`).
 """
 
@@ -17,20 +18,28 @@ from cosim.v1 import types_pb2 as pb
 from .bundle import BundleError, load_bundle
 from .step_model import ModelShape, ProfileOptions, ProfileStepModel
 
-_FLOAT_KEYS = ("link_gbps", "link_latency_us")
+_FLOAT_KEYS = ("link_gbps", "link_bus_efficiency", "link_latency_us", "link_hop_latency_us")
 PROFILE_OPTION_KEYS = ("profile_bundle", "profile_tp", "skew", *_FLOAT_KEYS)
+# The device's intra-node link, as the hub passes a preset's figures (HardwareSpec.extra).
+_LINK_EXTRA = {"link_bus_efficiency": "intra_node_bus_efficiency", "link_latency_us": "intra_node_latency_us",
+               "link_hop_latency_us": "intra_node_hop_latency_us"}
 
 
-def _profile_options(options: Mapping[str, Any]) -> ProfileOptions:
+def _profile_options(options: Mapping[str, Any], hardware: pb.HardwareSpec) -> ProfileOptions:
+    """The options, where not set from the device's link (``hardware``), else the defaults."""
     values: dict[str, Any] = {}
+    if hardware.intra_node_gbps > 0:
+        values["link_gbps"] = hardware.intra_node_gbps
+    values |= {key: hardware.extra[extra] for key, extra in _LINK_EXTRA.items() if extra in hardware.extra}
     for key in _FLOAT_KEYS:
         if key in options:
             value = options[key]
             if not isinstance(value, (int, float)) or value < 0:
                 raise InvalidArgument(f"spec.options.{key}", value, "must be a number >= 0")
             values[key] = float(value)
-    if "link_gbps" in values and values["link_gbps"] <= 0:
-        raise InvalidArgument("spec.options.link_gbps", values["link_gbps"], "must be > 0")
+    for key in ("link_gbps", "link_bus_efficiency"):
+        if key in values and values[key] <= 0:
+            raise InvalidArgument(f"spec.options.{key}", values[key], "must be > 0")
     if "skew" in options:
         values["skew"] = bool(options["skew"])
     return ProfileOptions(**values)
@@ -54,4 +63,4 @@ def open_profile_model(spec: pb.SessionSpec, options: Mapping[str, Any]) -> Prof
                        ep=spec.parallelism.expert or 1)
     if tables.moe is not None and not model.num_experts:
         raise InvalidArgument("spec.model.num_experts", 0, f"bundle {path} is a MoE model; the spec is dense")
-    return ProfileStepModel(tables, shape, _profile_options(options))
+    return ProfileStepModel(tables, shape, _profile_options(options, spec.hardware))

@@ -13,14 +13,14 @@ the MoE block at the tokens and distinct experts that reach one EP rank.
 On top of the profiled kernel times (which contain no collective and no host
 work) this model adds:
 
-- TP all-reduce after ``o_proj`` and ``down_proj``/``moe`` (ring, message
+- TP all-reduce after ``o_proj`` and ``down_proj``/``moe`` (message
   ``tokens x hidden x 2 B``) and, with EP > 1, the all-gather and
   reduce-scatter of hidden states around each MoE block (vLLM's default
-  ``allgather_reducescatter`` all2all backend), both over a link of
-  ``link_gbps`` GB/s and ``link_latency_us`` per hop.
-
-Host (CPU) time is not the backend's: the hub adds what vLLM V1 exposes of it
-(``scheduler.host_time``, :mod:`cosim.hub.clients.host`).
+  ``allgather_reducescatter`` all2all backend), both timed by NCCL's ring
+  model (:mod:`cosim.adapters.roofline.collectives`) on the device's
+  intra-node link: its bandwidth, bus efficiency, latency and hop latency
+  come from the session's hardware (the device preset, each figure cited
+  there), unless the ``link_*`` options set them.
 
 Main name: :class:`ProfileStepModel`.
 """
@@ -31,6 +31,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cosim.adapters.roofline.collectives import all_reduce_ns, all_to_all_ns
 from cosim.v1 import types_pb2 as pb
 
 from .bundle import ProfileTables
@@ -40,16 +41,20 @@ NS_PER_US = 1000.0
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """Session knobs of the profile-bundle predictor (all times in microseconds).
+    """Session knobs of the profile-bundle predictor.
 
     Attributes:
-        link_gbps: GB/s of the link collectives cross (PCIe-class by default).
-        link_latency_us: latency per collective hop.
+        link_gbps: per-direction bandwidth of the link collectives cross, GB/s.
+        link_bus_efficiency: share of it a collective's bus bandwidth reaches.
+        link_latency_us: fixed time of one collective.
+        link_hop_latency_us: time of one ring step.
         skew: apply the bundle's skew correction (when the bundle enables it).
     """
 
     link_gbps: float = 16.0
-    link_latency_us: float = 20.0
+    link_bus_efficiency: float = 1.0
+    link_latency_us: float = 0.0
+    link_hop_latency_us: float = 0.0
     skew: bool = True
 
 
@@ -127,18 +132,15 @@ class ProfileStepModel:
 
     def _collectives_us(self, tokens: int) -> float:
         shape, opts = self.shape, self.options
-        bw_bytes_per_us = opts.link_gbps * 1e3
+        link = {"bus_bytes_per_s": opts.link_gbps * opts.link_bus_efficiency * 1e9,
+                "latency_us": opts.link_latency_us, "hop_latency_us": opts.link_hop_latency_us}
         message = tokens * self._token_bytes
         total = 0.0
-        if shape.tp > 1:  # ring all-reduce after o_proj and after the MLP
-            n = shape.tp
-            one = 2 * (n - 1) / n * message / bw_bytes_per_us + 2 * (n - 1) * opts.link_latency_us
-            total += 2 * one
+        if shape.tp > 1:  # all-reduce after o_proj and after the MLP
+            total += 2 * all_reduce_ns(message, shape.tp, **link)
         if shape.ep > 1 and self._num_moe:  # all-gather before, reduce-scatter after each MoE block
-            n = shape.ep
-            one = (n - 1) * message / bw_bytes_per_us + (n - 1) * opts.link_latency_us
-            total += 2 * one
-        return shape.num_layers * total
+            total += 2 * all_to_all_ns(shape.ep * message, shape.ep, **link)
+        return shape.num_layers * total / NS_PER_US
 
     # -- the step -----------------------------------------------------------------
     def predict(self, new_tokens: list[int], context_tokens: list[int], *, padded_tokens: int = 0) -> pb.StepTiming:
