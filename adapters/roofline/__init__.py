@@ -22,7 +22,7 @@ key                                       meaning (default, source)
 ``dispatch_mlp_us[_phase]``               CPU dispatch per MLP/MoE (41 µs; Table 3)
 ``dispatch_head_us[_phase]``              CPU dispatch of embedding + LM head (0)
 ``step_overhead_us[_phase]``              host time per step, e.g. scheduling (0)
-``kernels``                               ``eager`` (BestServe tables) or ``fused`` (vLLM-style)
+``kernels``                               ``fused`` (vLLM-style; default) or ``eager`` (BestServe tables)
 ``allreduce_formula``                     ``bestserve`` (formula 8) or ``ring``
 ``allreduce_latency_us``                  latency per all-reduce (0)
 ``alltoall_latency_us``                   latency per MoE all-to-all (0)

@@ -70,8 +70,9 @@ class Params:
     Attributes:
         prefill: parameters of prefill (and mixed) steps.
         decode: parameters of decode-only steps.
-        kernels: ``eager`` (BestServe's HF-eager operator tables) or ``fused``
-            (vLLM-style fused RMSNorm, FlashAttention, fused SiLU-and-mul).
+        kernels: ``fused`` (default: a vLLM-style engine's fused add+RMSNorm,
+            FlashAttention, fused SiLU-and-mul) or ``eager`` (BestServe's
+            HF-eager operator tables, as its Table 3 was measured).
         allreduce_formula: ``bestserve`` (formula 8) or ``ring`` (2(t-1)/t x bytes).
         allreduce_latency_us: fixed latency added to every all-reduce.
         alltoall_latency_us: fixed latency of every MoE all-to-all.
@@ -84,7 +85,7 @@ class Params:
 
     prefill: PhaseParams = PhaseParams()
     decode: PhaseParams = PhaseParams(mbu=0.3, comm_eff=0.3)
-    kernels: str = "eager"
+    kernels: str = "fused"
     allreduce_formula: str = "bestserve"
     allreduce_latency_us: float = 0.0
     alltoall_latency_us: float = 0.0
@@ -107,7 +108,8 @@ SOURCES: dict[str, str] = {
     "dispatch_mlp_us": "BestServe Table 3: 0.041 ms per MLP module",
     "dispatch_head_us": "not in BestServe (it omits embedding and LM head): 0",
     "step_overhead_us": "not in BestServe: 0; fitted by calibration",
-    "kernels": "eager = BestServe Appendix A/B tables",
+    "kernels": "fused: the kernels vLLM runs (fused add+RMSNorm, FlashAttention, SiLU-and-mul); "
+               "eager = BestServe Appendix A/B tables",
     "allreduce_formula": "BestServe formula (8)",
     "allreduce_latency_us": "not in BestServe: 0",
     "alltoall_latency_us": "not in BestServe: 0",

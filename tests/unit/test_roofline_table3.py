@@ -30,7 +30,8 @@ TOTAL_TOLERANCE = 0.03   # step total, relative
 
 
 def _session():
-    return open_model(make_spec(model=CODELLAMA_34B, hardware=ASCEND_910B3, tp=4))
+    # BestServe's tables describe Hugging Face eager kernels (not cosim's default, fused).
+    return open_model(make_spec(model=CODELLAMA_34B, hardware=ASCEND_910B3, tp=4, options={"kernels": "eager"}))
 
 
 @pytest.mark.parametrize("phase", ["prefill", "decode"])
