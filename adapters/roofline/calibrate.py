@@ -227,7 +227,8 @@ def calibrate(path: Path, *, seed: int = SEED) -> list[DeviceResult]:
         params = {k: v for k, v in options.items() if k != "profile"}
         calibrated = {"profile": "none", **params}
         score = {}
-        for label, opts in (("before", {"profile": "none"}), ("after", calibrated)):
+        # Before: BestServe's defaults, eager kernels included (cosim's default kernels are fused).
+        for label, opts in (("before", {"profile": "none", "kernels": "eager"}), ("after", calibrated)):
             score[label] = {phase: mape([s for s in te if s.phase == phase], opts) for phase in PHASES}
             score[label]["all"] = mape(te, opts)
         results.append(DeviceResult(hardware, params, len(tr), len(te), score["before"], score["after"]))
