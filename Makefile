@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: quickstart test lint typecheck-tree install install-dev stubs images
+.PHONY: quickstart test lint typecheck-tree install install-dev stubs images browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,18 @@ quickstart: install
 	$(BIN)/cosim run examples/quickstart.yaml
 
 ## Install the test dependencies, lint, type-check and run the whole test suite.
-test: lint
+test: lint browser
 	$(BIN)/pytest
+
+## Headless Chromium (Debian's package) for the report.html test: installed once, quietly, where apt-get
+## may run (root or passwordless sudo); otherwise that test is skipped and says why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo "sudo -n" ); \
+	  { $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1 || \
+	    { $$SUDO apt-get update -qq >/dev/null 2>&1 && \
+	      $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; }; } || \
+	  echo "make browser: could not install chromium; the report.html browser test will be skipped"; }
 
 ## ruff on the whole tree, then mypy on hub/ and adapters/sdk/ (settings in pyproject.toml).
 lint: install-dev typecheck-tree

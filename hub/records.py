@@ -88,6 +88,11 @@ class ClientTimeline:
 
     Columns: ``start_ns``, ``end_ns``, ``num_seqs``, ``prefill_tokens``,
     ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``, ``energy_j``.
+
+    ``token_gaps`` counts the inter-token latencies (ITL) of the tokens the
+    client sampled after each request's first: gap in ns -> number of tokens.
+    Exact, and compact: a step gives every sequence in it the same gap, so
+    there are at most as many keys as steps, whatever the number of tokens.
     """
 
     COLUMNS = ("start_ns", "end_ns", "num_seqs", "prefill_tokens", "decode_tokens",
@@ -96,6 +101,7 @@ class ClientTimeline:
     def __init__(self) -> None:
         self._rows: list[tuple[int, int, int, int, int, int, int]] = []
         self.energy_j = 0.0
+        self.token_gaps: dict[int, int] = {}
 
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
                kv_blocks_used: int, num_waiting: int) -> None:

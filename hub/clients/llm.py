@@ -80,6 +80,8 @@ class LLMClient:
                                next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs,
                                host_time=host_time)
         self.timeline = ClientTimeline()
+        self._run_seqs: list[Sequence] | None = None  # the decode run _run_requests counts
+        self._run_requests = 0
         self.busy = False
         self.busy_ns = 0
         self._wake_pending = False
@@ -194,6 +196,9 @@ class LLMClient:
         if outcome is None:  # a decode run's step: recorded on the requests when settled
             self.timeline.append(start_ns, now, batch.num_tokens, 0, batch.num_tokens, self.scheduler.kv.num_used,
                                  len(self.scheduler.waiting))
+            # Each request of the run got a token one step after its last (runs step back to back).
+            gaps, gap = self.timeline.token_gaps, now - start_ns
+            gaps[gap] = gaps.get(gap, 0) + self._num_requests(batch.seqs)
         else:
             self._record(batch, outcome, start_ns, now)
 
@@ -211,7 +216,11 @@ class LLMClient:
                 if seq.target_generated > 1:
                     self._begin_decode_stage(seq, now)
             else:
-                request.max_tbt_ns = max(request.max_tbt_ns, now - request.last_token_ns)
+                gap = now - request.last_token_ns
+                request.max_tbt_ns = max(request.max_tbt_ns, gap)
+                if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
+                    gaps = self.timeline.token_gaps
+                    gaps[gap] = gaps.get(gap, 0) + 1
             request.last_token_ns = now
         for parent, children in outcome.forked:
             parent.request.generated_tokens += len(children)  # each branch sampled its first token
@@ -227,6 +236,12 @@ class LLMClient:
             seq.stage.end_ns = now
             self._hold(seq, -1)
             self.sink.on_llm_done(seq, now, self._releaser(seq))
+
+    def _num_requests(self, seqs: list[Sequence]) -> int:
+        """Requests among a decode run's sequences (parallel paths of one count once); memoized per run."""
+        if seqs is not self._run_seqs:
+            self._run_seqs, self._run_requests = seqs, len({id(seq.request) for seq in seqs})
+        return self._run_requests
 
     def _releaser(self, seq: Sequence) -> Callable[[], None]:
         """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill

@@ -3,13 +3,17 @@
 - :func:`summarize`: records -> summary.json content (latency percentiles,
   throughput, goodput, SLO attainment, cost, per-client utilization).
 - :func:`write_run_folder`: summary.json, requests.csv, clients.csv,
-  trace.json (Chrome trace format, opens in Perfetto) and plots/*.png.
-- :func:`format_table`: the short table ``cosim run`` prints.
+  trace.json (Chrome trace format, opens in Perfetto), plots/*.png and report.html.
+- :func:`format_table`: the short table ``cosim run`` prints (latencies in ms).
+- :func:`benchmark_text`: the "Serving Benchmark Result" block of ``vllm bench serve``.
+- :func:`write_report_html`: the self-contained ``report.html`` of a run folder.
 - :class:`ProgressBar`: completed requests and simulated time on a terminal.
 - :func:`validate_slo`, :func:`request_metrics`: for config checks and notebooks.
 """
 
+from .benchmark import benchmark_text
 from .breakdown import plot_breakdown, stage_breakdown, stage_table
+from .html import write_report_html
 from .progress import ProgressBar
 from .report import format_table
 from .run_folder import summary_json, write_run_folder
@@ -23,6 +27,7 @@ __all__ = [
     "ProgressBar",
     "RequestMetrics",
     "attributed_client",
+    "benchmark_text",
     "format_table",
     "plot_breakdown",
     "request_metrics",
@@ -31,5 +36,6 @@ __all__ = [
     "summarize",
     "summary_json",
     "validate_slo",
+    "write_report_html",
     "write_run_folder",
 ]

@@ -1,17 +1,21 @@
 """plots/*.png with matplotlib's Agg canvas (no pyplot, so no global figure state).
 
-Files: ``latency_cdf.png`` (TTFT, TPOT, E2E of completed requests),
+Files: ``latency_cdf.png`` (TTFT, TPOT, E2E of completed requests and ITL per
+token, with the SLO bounds: a dashed line at each threshold, dotted at a
+percentile's level; green met, red missed),
 ``breakdown.png`` (mean latency per stage component, per template; HERMES
 Fig. 9), ``throughput.png`` (completed requests/s and output tokens/s over simulated
 time), ``queue.png``, ``kv_usage.png`` and ``batch_size.png`` (per client over
 time; timelines are downsampled to at most :data:`MAX_POINTS` points each,
-keeping maxima for queue and KV, means for batch size).
+keeping maxima for queue and KV, means for batch size; with more than
+:data:`MAX_LINES` clients, a heatmap with a row per client instead of lines).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -19,11 +23,15 @@ from matplotlib.figure import Figure
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
 from .breakdown import plot_breakdown, stage_breakdown
+from .itl import merged_gaps
 from .stats import NS_PER_S, request_metrics
 from .tables import downsample
 
 MAX_POINTS = 2_000
 NUM_BINS = 100
+MAX_LINES = 8  # per-client plots with more clients are heatmaps
+HEATMAP_BINS = 200
+MAX_CLIENT_LABELS = 60
 
 
 def _save(fig: Figure, path: Path) -> None:
@@ -32,20 +40,57 @@ def _save(fig: Figure, path: Path) -> None:
     fig.savefig(path, dpi=100, metadata={"Software": None})
 
 
-def plot_latency_cdf(path: Path, requests: Sequence[RequestRecord]) -> None:
-    """Empirical CDFs of TTFT, TPOT and E2E over completed requests."""
+# (summary metric, panel label, unit scale from seconds) of the CDF panels; ITL is per token.
+CDF_PANELS = (("ttft_s", "TTFT (ms)", 1000.0), ("tpot_s", "TPOT (ms)", 1000.0),
+              ("itl_s", "ITL per token (ms)", 1000.0), ("e2e_s", "E2E (s)", 1.0))
+# SLO metrics drawn on a panel other than their own: a request's longest gap bounds each of its ITLs.
+SLO_PANEL = {"tbt_max_s": "itl_s"}
+
+
+def _draw_slo(ax: Any, slo: Mapping[str, Any], metric: str, scale: float) -> None:
+    """Each SLO bound of ``metric``: a vertical line at the threshold and, for a percentile, a
+    dotted line at its level, so the CDF must pass left of their crossing; green met, red missed."""
+    for slo_metric, limits in sorted(slo.items()):
+        if SLO_PANEL.get(slo_metric, slo_metric) != metric:
+            continue
+        for stat, entry in sorted(limits.items()):
+            target = float(entry.get("target", 0.0)) * scale
+            color = "tab:green" if entry.get("met") else "tab:red"
+            name = slo_metric.removesuffix("_s") + " " if slo_metric != metric else ""
+            verdict = "met" if entry.get("met") else "missed"
+            ax.axvline(target, color=color, linestyle="--", linewidth=1.2,
+                       label=f"SLO {name}{stat} <= {target:.4g} ({verdict})")
+            if stat.startswith("p"):
+                ax.axhline(float(stat[1:]) / 100, color=color, linestyle=":", linewidth=1.0)
+
+
+def plot_latency_cdf(path: Path, requests: Sequence[RequestRecord], timelines: Mapping[str, ClientTimeline],
+                     slo: Mapping[str, Any] | None = None) -> None:
+    """Empirical CDFs of TTFT, TPOT, ITL (per token) and E2E over completed requests, with the
+    SLO bounds of ``slo`` (summary.json's ``slo`` block: metric -> statistic -> target, met)."""
     metrics = request_metrics(requests)
-    fig = Figure(figsize=(12, 3.6))
-    for i, (name, label) in enumerate((("ttft_s", "TTFT (s)"), ("tpot_s", "TPOT (s)"), ("e2e_s", "E2E (s)"))):
-        ax = fig.add_subplot(1, 3, i + 1)
-        values = metrics.column(name)[metrics.finished]
-        values = np.sort(values[~np.isnan(values)])
+    gaps, counts = merged_gaps(t.token_gaps for t in timelines.values())
+    fig = Figure(figsize=(16, 3.8))
+    for i, (name, label, scale) in enumerate(CDF_PANELS):
+        ax = fig.add_subplot(1, len(CDF_PANELS), i + 1)
+        if name == "itl_s":
+            values, weights = gaps / NS_PER_S * scale, counts
+        else:
+            column = metrics.column(name)[metrics.finished]
+            values = np.sort(column[~np.isnan(column)]) * scale
+            weights = np.ones(values.size, dtype=np.int64)
         if values.size:
-            ax.step(values, np.arange(1, values.size + 1) / values.size, where="post")
+            cumulative = np.cumsum(weights)
+            ax.step(values, cumulative / cumulative[-1], where="post")
+            if name == "itl_s" and values[0] > 0 and values[-1] > 30 * values[0]:
+                ax.set_xscale("log")  # a few long gaps (a prefill in the batch) would squash the rest
+        _draw_slo(ax, slo or {}, name, scale)
         ax.set_xlabel(label)
-        ax.set_ylabel("fraction of requests")
+        ax.set_ylabel("fraction of tokens" if name == "itl_s" else "fraction of requests")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
+        if len(ax.lines) > 1:
+            ax.legend(loc="lower right", fontsize="x-small")
     _save(fig, path)
 
 
@@ -75,36 +120,79 @@ def plot_throughput(path: Path, requests: Sequence[RequestRecord],
     _save(fig, path)
 
 
-def plot_client_series(path: Path, column: str, ylabel: str, clients: Sequence[ClientInfo],
-                       names: Sequence[str], timelines: Mapping[str, ClientTimeline]) -> None:
-    """One line per client of a timeline column over simulated time.
+def _series(name: str, column: str, timelines: Mapping[str, ClientTimeline],
+            capacity: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(start times in s, values) of one client's column, downsampled; KV as a fraction when known."""
+    cols = downsample(timelines[name].columns(), MAX_POINTS)
+    values = cols[column].astype(float)
+    if column == "kv_blocks_used" and capacity.get(name, 0) > 0:
+        values = values / capacity[name]
+    return cols["start_ns"] / NS_PER_S, values
 
-    ``kv_blocks_used`` is shown as a fraction of the client's capacity when known.
+
+def _heatmap(fig: Figure, column: str, ylabel: str, shown: Sequence[str], timelines: Mapping[str, ClientTimeline],
+             capacity: Mapping[str, int]) -> None:
+    """One row per client, one column per time bin: the bin's maximum (its mean for batch size)."""
+    end_ns = max(int(timelines[n].columns()["end_ns"].max()) for n in shown)
+    edges = np.linspace(0, max(end_ns, 1), HEATMAP_BINS + 1) / NS_PER_S
+    grid = np.full((len(shown), HEATMAP_BINS), np.nan)
+    for row, name in enumerate(shown):
+        times, values = _series(name, column, timelines, capacity)
+        bins = np.clip(np.searchsorted(edges, times, side="right") - 1, 0, HEATMAP_BINS - 1)
+        if column == "num_seqs":
+            sums, hits = np.bincount(bins, values, HEATMAP_BINS), np.bincount(bins, None, HEATMAP_BINS)
+            with np.errstate(invalid="ignore"):
+                grid[row] = np.where(hits > 0, sums / np.maximum(hits, 1), np.nan)
+        else:
+            peak = np.full(HEATMAP_BINS, -np.inf)
+            np.maximum.at(peak, bins, values)
+            grid[row] = np.where(np.isfinite(peak), peak, np.nan)
+    ax = fig.add_subplot(1, 1, 1)
+    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", interpolation="nearest", cmap="viridis",
+                      extent=(edges[0], edges[-1], len(shown) - 0.5, -0.5))
+    step = max(1, -(-len(shown) // MAX_CLIENT_LABELS))
+    ax.set_yticks(range(0, len(shown), step), [shown[i] for i in range(0, len(shown), step)], fontsize="x-small")
+    ax.set_xlabel("simulated time (s); blank: no step")
+    ax.set_ylabel("client")
+    fig.colorbar(image, ax=ax, label=ylabel)
+
+
+def plot_client_series(path: Path, column: str, ylabel: str, clients: Sequence[ClientInfo],
+                       names: Sequence[str], timelines: Mapping[str, ClientTimeline]) -> str:
+    """A timeline column of every client over simulated time; returns the layout drawn.
+
+    Up to :data:`MAX_LINES` clients: one line each, the legend beside the axes
+    (``"lines"``). More: a heatmap, a row per client (``"heatmap"``), which stays
+    readable with hundreds of clients. ``kv_blocks_used`` is shown as a fraction
+    of the client's capacity when known.
     """
     capacity = {c.name: c.kv_capacity_blocks for c in clients}
-    fig = Figure(figsize=(8, 4))
+    shown = [n for n in names if n in timelines and len(timelines[n])]
+    if len(shown) > MAX_LINES:
+        fig = Figure(figsize=(10, min(16.0, 2.0 + 0.16 * len(shown))))
+        _heatmap(fig, column, ylabel, shown, timelines, capacity)
+        _save(fig, path)
+        return "heatmap"
+    fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot(1, 1, 1)
-    for name in names:
-        if name not in timelines or not len(timelines[name]):
-            continue
-        cols = downsample(timelines[name].columns(), MAX_POINTS)
-        values = cols[column].astype(float)
-        if column == "kv_blocks_used" and capacity.get(name, 0) > 0:
-            values = values / capacity[name]
-        ax.step(cols["start_ns"] / NS_PER_S, values, where="post", label=name)
+    for name in shown:
+        times, values = _series(name, column, timelines, capacity)
+        ax.step(times, values, where="post", label=name)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(loc="best", fontsize="small")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     _save(fig, path)
+    return "lines"
 
 
 def write_plots(folder: Path, requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
-                names: Sequence[str], timelines: Mapping[str, ClientTimeline], sim_time_ns: int) -> None:
-    """Writes every plot of the module docstring into ``folder``."""
+                names: Sequence[str], timelines: Mapping[str, ClientTimeline], sim_time_ns: int,
+                slo: Mapping[str, Any] | None = None) -> None:
+    """Writes every plot of the module docstring into ``folder`` (``slo``: summary.json's block)."""
     folder.mkdir(parents=True, exist_ok=True)
-    plot_latency_cdf(folder / "latency_cdf.png", requests)
+    plot_latency_cdf(folder / "latency_cdf.png", requests, timelines, slo)
     by_template: dict[str, list[RequestRecord]] = {}
     for request in requests:
         by_template.setdefault(request.template, []).append(request)

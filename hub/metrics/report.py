@@ -1,4 +1,4 @@
-"""The short metrics table ``cosim run`` prints: :func:`format_table`."""
+"""The short metrics table ``cosim run`` prints: :func:`format_table` (latencies in ms, as vLLM's benchmark)."""
 
 from __future__ import annotations
 
@@ -19,12 +19,19 @@ def _pct(value: Any) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
 
+def _ms(value: Any) -> str:
+    """Seconds as milliseconds with two decimals, as ``vllm bench serve`` prints them."""
+    return "-" if value is None else f"{1000 * value:.2f}"
+
+
 def _latency_rows(summary: Mapping[str, Any]) -> list[str]:
     latency = summary.get("latency", {})
-    rows = [f"  {'latency (s)':<12}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}"]
-    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "E2E"), ("queue_s", "queue")):
+    stats = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99"), ("max", "max"))
+    rows = [f"  {'latency (ms)':<16}" + "".join(f"{label:>11}" for _, label in stats)]
+    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL per token"), ("e2e_s", "E2E"),
+                        ("queue_s", "queue")):
         block = latency.get(name, {})
-        rows.append(f"  {label:<12}" + "".join(f"{_num(block.get(s)):>10}" for s in ("mean", "p50", "p90", "p99")))
+        rows.append(f"  {label:<16}" + "".join(f"{_ms(block.get(s)):>11}" for s, _ in stats))
     return rows
 
 

@@ -1,4 +1,4 @@
-"""The run folder: summary.json, requests.csv, clients.csv, trace.json, plots/*.png.
+"""The run folder: summary.json, requests.csv, clients.csv, trace.json, plots/*.png, report.html.
 
 Main name: :func:`write_run_folder`. Works on a partial run (a run that failed
 part way writes what it has): unfinished requests get empty cells and open
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
+from .html import write_report_html
 from .stats import NS_PER_S, clean
 from .summary import client_names
 from .tables import DEFAULT_MAX_ROWS_PER_CLIENT, write_clients_csv, write_requests_csv
@@ -58,8 +59,9 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
         try:
             from .plots import write_plots  # late: importing matplotlib takes 0.3 s
 
-            write_plots(folder / "plots", requests, clients, names, timelines, sim_time_ns)
+            write_plots(folder / "plots", requests, clients, names, timelines, sim_time_ns, summary.get("slo"))
         except Exception as err:  # noqa: BLE001 - plots are extras; never lose the run folder for one
             logger.warning("could not draw plots in %s: %s", folder / "plots", err)
+    write_report_html(folder, summary)
     logger.info("wrote run folder %s", folder)
     return folder

@@ -6,6 +6,10 @@ Main name: :func:`summarize`. Conventions, so numbers are comparable across runs
   partial run are counted in ``requests.submitted`` and nowhere else.
 - ``queue_s`` of a request is the sum over its stages of start - enqueue
   (see :func:`cosim.hub.metrics.stats.queue_ns`).
+- ``latency.itl_s`` is per token, not per request: every gap between
+  consecutive tokens of a request (:mod:`.itl`), of the tokens each client
+  sampled; ``benchmark`` repeats the latencies in milliseconds under
+  ``vllm bench serve``'s names (:mod:`.benchmark`).
 - Rates divide by the simulated time. ``output_tokens_per_s`` counts every token
   generated (finished or not); ``input_tokens_per_s`` counts the prompts of
   requests whose first token came out.
@@ -26,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
+from .benchmark import benchmark_block
 from .breakdown import stage_breakdown, stage_table
+from .itl import itl_block, merged_gaps
 from .slo import Slo, meets_slo, slo_report, validate_slo
 from .stats import NS_PER_S, RequestMetrics, clean, latency_block, request_metrics
 
@@ -143,6 +149,10 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
     everyone = np.ones(len(ordered), dtype=bool)
     tokens = _token_columns(ordered)
     summary = _traffic_block(metrics, tokens, everyone, good, sim_time_s)
+    gaps = merged_gaps(t.token_gaps for t in timelines.values())
+    summary["latency"]["itl_s"] = itl_block(*gaps)
+    summary["benchmark"] = benchmark_block(ordered, metrics, gaps, sim_time_s=sim_time_s,
+                                           num_good=summary["requests"]["meeting_slo"] if slo else None)
     summary["slo"] = slo_report(metrics, slo)
     summary["stages"] = stage_table(ordered)
     summary["breakdown_s"] = stage_breakdown(ordered)
@@ -155,6 +165,7 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
     for name in client_names(clients, timelines):
         block = _traffic_block(metrics, tokens, owners == name, good, sim_time_s)
         block.update(_timeline_block(infos.get(name), timelines.get(name), sim_time_ns))
+        block["latency"]["itl_s"] = itl_block(*merged_gaps([timelines[name].token_gaps] if name in timelines else []))
         per_client[name] = block
     summary["clients"] = per_client
 

@@ -226,7 +226,8 @@ def test_plots_are_written(tmp_path: Path) -> None:
 
 def test_format_table_shows_key_metrics() -> None:
     table = format_table(make_summary())
-    for text in ("TTFT", "TPOT", "E2E", "0.96", "goodput", "33.3%", "MISSED", "preemptions", "d0", "53.3%"):
+    for text in ("TTFT", "TPOT", "E2E", "960.00", "ITL per token", "goodput", "33.3%", "MISSED", "preemptions", "d0",
+                 "53.3%"):
         assert text in table, text
 
 

@@ -1,0 +1,160 @@
+"""report.html: one self-contained page per run folder (tables and plots, nothing fetched).
+
+Main name: :func:`write_report_html`. The page holds the "Serving Benchmark
+Result" block as ``vllm bench serve`` prints it, latency, throughput, SLO and
+per-client tables, and every ``plots/*.png`` embedded as a ``data:`` URI, with
+inline CSS and no external reference, so it opens offline, attached to a mail
+or copied out of the run folder. A few lines of inline script count the plots
+the browser decoded into ``#plots-status`` (what the browser test reads).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .benchmark import benchmark_text
+
+# Plot file -> caption, in page order; other PNGs follow by name.
+PLOT_CAPTIONS = {
+    "latency_cdf.png": "Latency CDFs (ITL per token); dashed: SLO thresholds, dotted: their percentile",
+    "throughput.png": "Completed requests and output tokens per second",
+    "breakdown.png": "Where the time goes (mean per request)",
+    "kv_usage.png": "KV-cache usage per client",
+    "batch_size.png": "Batch size per client",
+    "queue.png": "Waiting requests per client",
+}
+LATENCY_ROWS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL (per token)"), ("e2e_s", "E2E"),
+                ("queue_s", "Queue"), ("tbt_max_s", "TBT max (per request)"))
+LATENCY_STATS = (("mean", "mean"), ("p50", "median"), ("p90", "p90"), ("p99", "p99"), ("max", "max"))
+STYLE = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px auto; max-width: 1200px; color: #1d2330; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #d5d9e0; }
+table { border-collapse: collapse; margin: 8px 0; } td, th { padding: 3px 10px; border-bottom: 1px solid #e6e8ec; }
+th { text-align: left; background: #f3f4f7; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f6f7f9; padding: 10px; display: inline-block; } .met { color: #137333; }
+.missed, .error { color: #b3261e; font-weight: 600; } figure { margin: 16px 0; } img { max-width: 100%; }
+figcaption { color: #555; font-size: 13px; }
+"""
+SCRIPT = """
+window.addEventListener("load", function () {
+  var images = document.querySelectorAll("img.plot"), shown = 0;
+  images.forEach(function (img) { if (img.complete && img.naturalWidth > 0) { shown += 1; } });
+  document.getElementById("plots-status").textContent = "plots shown: " + shown + " of " + images.length;
+});
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _num(value: Any, fmt: str = ".4g") -> str:
+    return "-" if value is None else format(value, fmt) if isinstance(value, float) else _e(value)
+
+
+def _ms(value: Any) -> str:
+    return "-" if value is None else f"{1000 * value:.2f}"
+
+
+def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    """An HTML table of already-escaped cells; columns from ``numeric_from`` on align right."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td class=\"n\">{c}</td>" if i >= numeric_from else f"<td>{c}</td>"
+                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _latency_table(summary: Mapping[str, Any]) -> str:
+    latency = summary.get("latency", {})
+    rows = [[label] + [_ms(latency.get(name, {}).get(stat)) for stat, _ in LATENCY_STATS]
+            for name, label in LATENCY_ROWS if name in latency]
+    return _table(["latency (ms)"] + [label for _, label in LATENCY_STATS], rows)
+
+
+def _overview_table(summary: Mapping[str, Any]) -> str:
+    reqs, tput, cost = summary.get("requests", {}), summary.get("throughput", {}), summary.get("cost", {})
+    attainment = summary.get("slo_attainment")
+    rows = [["requests completed / submitted", f"{_num(reqs.get('completed'))} / {_num(reqs.get('submitted'))}"],
+            ["simulated time (s)", _num(summary.get("sim_time_s"), ".6g")],
+            ["wall time (s)", _num(summary.get("wall_time_s"), ".3g")],
+            ["throughput (req/s)", _num(tput.get("requests_per_s"))],
+            ["output tokens/s", _num(tput.get("output_tokens_per_s"))],
+            ["input tokens/s", _num(tput.get("input_tokens_per_s"))],
+            ["goodput (req/s)", _num(summary.get("goodput_requests_per_s"))],
+            ["SLO attainment", "-" if attainment is None else f"{100 * attainment:.1f}%"],
+            ["preemptions", _num(summary.get("preemptions"))],
+            ["cost (USD)", _num(cost.get("usd"))], ["tokens per USD", _num(cost.get("tokens_per_usd"))]]
+    return _table(["metric", "value"], rows)
+
+
+def _slo_table(summary: Mapping[str, Any]) -> str:
+    rows = []
+    for metric, limits in sorted(summary.get("slo", {}).items()):
+        for stat, entry in sorted(limits.items()):
+            verdict = "met" if entry.get("met") else "missed"
+            rows.append([_e(metric), _e(stat), _ms(entry.get("target")), _ms(entry.get("observed")),
+                         f"<span class=\"{verdict}\">{verdict}</span>"])
+    if not rows:
+        return "<p>No SLO in the config (<code>slo:</code>).</p>"
+    return _table(["metric", "statistic", "target (ms)", "observed (ms)", "verdict"], rows, numeric_from=2)
+
+
+def _client_table(summary: Mapping[str, Any]) -> str:
+    rows = []
+    for name, c in summary.get("clients", {}).items():
+        util, kv = c.get("utilization"), c.get("max_kv_usage")
+        latency = c.get("latency", {})
+        rows.append([_e(name), _e(c.get("role", "-")), _e(c.get("model", "-")), _e(c.get("backend", "-")),
+                     _e(c.get("fidelity", "-")), f"{_e(c.get('device', '-'))} x {_num(c.get('num_devices'))}",
+                     "-" if util is None else f"{100 * util:.1f}%", _num(c.get("mean_batch_size"), ".3g"),
+                     "-" if kv is None else f"{100 * kv:.1f}%", _num(c.get("requests", {}).get("completed")),
+                     _ms(latency.get("ttft_s", {}).get("p90")), _ms(latency.get("itl_s", {}).get("p99"))])
+    return _table(["client", "role", "model", "backend", "fidelity", "devices", "busy", "mean batch", "peak KV",
+                   "completed", "TTFT p90 (ms)", "ITL p99 (ms)"], rows, numeric_from=6)
+
+
+def _figures(plots: Path) -> str:
+    files = sorted(plots.glob("*.png")) if plots.is_dir() else []
+    order = {name: i for i, name in enumerate(PLOT_CAPTIONS)}
+    files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
+    if not files:
+        return "<p>No plots in this run folder (<code>output.plots: false</code>).</p>"
+    parts = []
+    for path in files:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        caption = PLOT_CAPTIONS.get(path.name, path.stem)
+        parts.append(f"<figure><img class=\"plot\" alt=\"{_e(path.name)}\" src=\"data:image/png;base64,{data}\">"
+                     f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
+    return "\n".join(parts)
+
+
+def report_html(summary: Mapping[str, Any], plots: Path, *, title: str) -> str:
+    """The page's text for ``summary`` with the PNGs in ``plots`` (if any)."""
+    error = summary.get("error")
+    sections = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p class=\"error\">The run stopped early: {_e(error)}</p>" if error else "",
+        "<h2>Serving benchmark result</h2>",
+        "<p>As <code>vllm bench serve</code> prints it (ITL per token).</p>",
+        f"<pre id=\"benchmark\">{_e(benchmark_text(summary.get('benchmark', {})))}</pre>",
+        "<h2>Latency</h2>", _latency_table(summary),
+        "<h2>Throughput, goodput and cost</h2>", _overview_table(summary),
+        "<h2>SLOs</h2>", _slo_table(summary),
+        "<h2>Clients</h2>", _client_table(summary),
+        "<h2>Plots</h2>", "<p id=\"plots-status\">plots shown: (needs a browser)</p>", _figures(plots),
+    ]
+    body = "\n".join(s for s in sections if s)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body></html>\n")
+
+
+def write_report_html(folder: Path, summary: Mapping[str, Any]) -> Path:
+    """Writes ``folder/report.html`` from ``summary`` and ``folder/plots/*.png``; returns its path."""
+    path = folder / "report.html"
+    path.write_text(report_html(summary, folder / "plots", title=f"cosim run {folder.resolve().name}"),
+                    encoding="utf-8")
+    return path
