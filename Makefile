@@ -17,7 +17,7 @@ install-dev: $(BIN)/python
 
 ## Install and run the quickstart simulation (embedded backends, no Docker).
 quickstart: install
-	$(BIN)/cosim run examples/quickstart.yaml
+	$(BIN)/cosim run examples/quickstart.yaml --overwrite
 
 ## Install the test dependencies, lint, type-check and run the whole test suite.
 test: lint browser

@@ -222,6 +222,9 @@ class ScenarioConfig(FrozenModel):
     """A whole scenario."""
 
     seed: int = Field(0, description="seed of every random draw")
+    base_dir: str | None = Field(
+        None, description="folder relative paths (traces) resolve against; default: the config file's folder "
+        "(the config.yaml of a run folder names the original one)")
     models: dict[str, ModelConfig]
     hardware: dict[str, HardwareConfig]
     backends: dict[str, BackendConfig]
@@ -381,4 +384,11 @@ def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[Sce
         raise ScenarioError(where, f"not valid YAML: {getattr(err, 'problem', err)}") from None
     if not isinstance(data, dict):
         raise ScenarioError(str(path), "a config is a YAML mapping with keys models, hardware, backends, clients, ...")
-    return parse_config(data, overrides=overrides, source=str(path)), path.resolve().parent
+    config = parse_config(data, overrides=overrides, source=str(path))
+    return config, scenario_folder(config, path.resolve().parent)
+
+
+def scenario_folder(config: ScenarioConfig, default: Path) -> Path:
+    """The folder relative paths of ``config`` resolve against: its ``base_dir`` (itself relative to
+    ``default``), else ``default`` (the config file's folder)."""
+    return default / config.base_dir if config.base_dir is not None else default

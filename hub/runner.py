@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backends import (
     BUILTIN_BACKENDS,
@@ -29,13 +29,18 @@ from .backends import (
     launch_python,
 )
 from .backends.inprocess import in_process_runtime_client
-from .config import BackendConfig, ScenarioConfig, load_config, parse_config
+from .config import BackendConfig, ScenarioConfig, load_config, parse_config, scenario_folder
 from .errors import CosimError
+from .frames import requests_frame, summary_frame
 from .metrics import write_run_folder
+from .provenance import check_run_folder, write_provenance
 from .records import ClientInfo, RequestRecord
 from .resolve import kv_capacity_blocks, resolve_hardware, resolve_model  # noqa: F401 - re-exported
 from .simulation import Simulation
 from .validation import check_scenario
+
+if TYPE_CHECKING:  # pandas is optional (hub/frames.py)
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +65,15 @@ class RunResult:
     output_dir: Path | None = None
     error: CosimError | None = field(default=None, repr=False)
     events: list[tuple[int, str]] = field(default_factory=list, repr=False)
+
+    def requests_df(self) -> pd.DataFrame:
+        """requests.csv as a pandas DataFrame, times in s and ms (``ttft_s``, ``ttft_ms``); needs pandas."""
+        return requests_frame(self.requests)
+
+    def summary_df(self) -> pd.DataFrame:
+        """The summary as a pandas DataFrame: a row for the run, one per client; columns by dotted path,
+        times in s and ms (``latency.ttft_s.p90``, ``latency.ttft_ms.p90``); needs pandas."""
+        return summary_frame(self.summary)
 
 
 def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
@@ -125,7 +139,8 @@ def backend_names(config: ScenarioConfig) -> list[str]:
 def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: Sequence[str] = (),
         output_dir: str | Path | None = None, progress: bool | None = False,
         base_dir: str | Path | None = None,
-        on_progress: Callable[[int, int, int], None] | None = None, log_events: int = 0) -> RunResult:
+        on_progress: Callable[[int, int, int], None] | None = None, log_events: int = 0,
+        overwrite: bool = False, command: Sequence[str] | None = None) -> RunResult:
     """Runs a scenario and returns its result.
 
     Args:
@@ -136,23 +151,30 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         base_dir: folder relative paths in the config resolve against.
         on_progress: called with (completed requests, total requests, simulated ns) now and then.
         log_events: keep the first this many events in ``RunResult.events``.
+        overwrite: replace the files of a run folder that exists and is not empty (else refused).
+        command: the command line run.json records (default: this process's).
 
     Raises:
-        ScenarioError: the config is invalid.
+        ScenarioError: the config is invalid, or the run folder is taken (and not ``overwrite``).
         BackendError: a backend failed (the partial run folder is written first).
     """
     if isinstance(config, (str, Path)):
         scenario, folder = load_config(config, overrides=overrides)
     elif isinstance(config, ScenarioConfig):
         scenario = parse_config(config.model_dump(), overrides=overrides) if overrides else config
-        folder = Path.cwd()
+        folder = scenario_folder(scenario, Path.cwd())
     else:
-        scenario, folder = parse_config(config, overrides=overrides), Path.cwd()
+        scenario = parse_config(config, overrides=overrides)
+        folder = scenario_folder(scenario, Path.cwd())
     folder = Path(base_dir) if base_dir is not None else folder
+    source = str(config) if isinstance(config, (str, Path)) else ""
     # Every resolution problem at once, before any backend starts (the simulation would stop at the first).
-    check_scenario(scenario, source=str(config) if isinstance(config, (str, Path)) else "")
-    out = output_dir if output_dir is not None else scenario.output.dir
-    started = time.perf_counter()
+    check_scenario(scenario, source=source)
+    out_dir = output_dir if output_dir is not None else scenario.output.dir
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        check_run_folder(out, overwrite=overwrite)
+    started, started_at = time.perf_counter(), time.time()
     with started_backends(scenario, backend_names(scenario)) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
         error = simulation.run(progress=progress, on_progress=on_progress)
@@ -162,7 +184,9 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     result = RunResult(summary=summary, requests=simulation.coordinator.requests, clients=simulation.infos,
                        error=error, events=simulation.kernel.log)
     if out is not None:
-        result.output_dir = write_run_folder(Path(out), summary, result.requests, result.clients,
+        write_provenance(out, scenario, base_dir=folder, command=command, source=source or None,
+                         overrides=overrides, started_at=started_at)
+        result.output_dir = write_run_folder(out, summary, result.requests, result.clients,
                                              simulation.timelines(),
                                              plots=scenario.output.plots)
     if error is not None:

@@ -113,7 +113,8 @@ class HubServicer(hub_grpc.HubServiceServicer):
 
         def work() -> None:
             try:
-                run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress)
+                run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress,
+                    command=["cosim", "submit", "CONFIG", *(f"--set={o}" for o in request.overrides)])
                 updates.put(None)
             except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
                 updates.put(err)

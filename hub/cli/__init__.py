@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cosim`` console script."""
     args = build_parser().parse_args(argv)
+    args.command_line = ["cosim", *(sys.argv[1:] if argv is None else argv)]  # what run.json records
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -21,6 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("-o", "--output", help="run folder (default: output.dir of the config, else runs/RUN_ID)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config field, e.g. --set workload.requests=100")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the files of a local run folder that exists and is not empty (else refused)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -33,10 +35,13 @@ def run(args: argparse.Namespace) -> int:
 
     from ..config import load_config
     from ..metrics import ProgressBar, format_table
+    from ..provenance import check_run_folder
     from ..server import MESSAGE_OPTIONS, summary_of
 
     path = Path(args.config)
     config, _ = load_config(path, overrides=args.overrides)  # fail fast, before reaching the hub
+    if args.output or config.output.dir:  # (a default runs/RUN_ID folder is new)
+        check_run_folder(args.output or str(config.output.dir), overwrite=args.overwrite)
     request = hub_pb.RunRequest(config_yaml=path.read_text(encoding="utf-8"), overrides=args.overrides)
     last = hub_pb.RunUpdate()
     failure: grpc.RpcError | None = None

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -55,13 +57,13 @@ def _stage_cells(stages: list[StageRecord]) -> list[str]:
     return [";".join(clients), queue, start, end, ns_to_s_text(sum(s.transfer_ns for s in stages))]
 
 
-def write_requests_csv(path: Path, requests: Sequence[RequestRecord]) -> None:
-    """Writes requests.csv (see the module docstring)."""
+def write_requests_csv(path: Path | TextIO, requests: Sequence[RequestRecord]) -> None:
+    """Writes requests.csv (see the module docstring) to a file, or to an open text stream."""
     ordered = sorted(requests, key=lambda r: r.id)
     kinds = stage_kinds(ordered)
     metrics = request_metrics(ordered)
     header = list(REQUEST_COLUMNS) + [f"{k}_{c}" for k in kinds for c in STAGE_COLUMNS]
-    with path.open("w", newline="", encoding="utf-8") as f:
+    with path.open("w", newline="", encoding="utf-8") if isinstance(path, Path) else nullcontext(path) as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(header)
         for i, r in enumerate(ordered):

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..provenance import check_run_folder
 from ..runner import RunResult, run
 from .compare import Outcomes, compare, format_comparison, format_predicted, load_measured, outcomes_from_records
 from .plots import plot_latency, plot_queue
@@ -54,7 +55,7 @@ def _measured_trace(scenario: ReplayScenario, measured: Outcomes, folder: Path) 
 
 
 def replay(scenario_file: str | Path, *, measured: str | Path | None = None, output_dir: str | Path | None = None,
-           overrides: tuple[str, ...] = (), plots: bool = True) -> ReplayResult:
+           overrides: tuple[str, ...] = (), plots: bool = True, overwrite: bool = False) -> ReplayResult:
     """Replays one scenario file.
 
     Args:
@@ -64,19 +65,22 @@ def replay(scenario_file: str | Path, *, measured: str | Path | None = None, out
         output_dir: run folder (none: nothing written).
         overrides: ``key=value`` config overrides, as ``cosim run --set``.
         plots: write plots.
+        overwrite: replace the files of a run folder that exists and is not empty (else refused).
 
     Raises:
-        ScenarioError: unreadable scenario, trace, bundle or measurement.
+        ScenarioError: unreadable scenario, trace, bundle or measurement; a taken run folder.
     """
     scenario = load_scenario(scenario_file)
     out = Path(output_dir) if output_dir is not None else None
+    if out is not None:
+        check_run_folder(out, overwrite=overwrite)  # before the measured trace goes in
     measured_outcomes = load_measured(measured) if measured is not None else None
     trace = None
     if measured_outcomes is not None and out is not None:
         trace = _measured_trace(scenario, measured_outcomes, out)
     config = build_config(scenario, trace=trace)
     config["output"]["plots"] = plots
-    result = run(config, overrides=overrides, output_dir=out)
+    result = run(config, overrides=overrides, output_dir=out, overwrite=True)  # checked above
     simulated = outcomes_from_records(result.requests)
     comparison = None
     if measured_outcomes is not None:

@@ -10,7 +10,7 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml
 
 
 def test_quickstart_switches_between_roofline_and_regression_by_one_line() -> None:
-    short = ["workload.requests=40"]
+    short = ["workload.requests=40", "output.dir=null"]  # no run folder (and no runs/quickstart in the cwd)
     roofline = cosim.run(QUICKSTART, overrides=short).summary
     regression = cosim.run(QUICKSTART, overrides=[*short, "clients[0].backend=empirical"]).summary
     assert roofline["requests"]["completed"] == regression["requests"]["completed"] == 40
