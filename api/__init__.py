@@ -8,14 +8,19 @@ The Python API mirrors the CLI::
     cosim.goodput("examples/quickstart.yaml").goodput_rps       # highest rate meeting the SLOs
     cosim.search("examples/search/math_reasoning.yaml").rows    # deployments ranked per dollar
     cosim.validate("examples/quickstart.yaml")                  # every problem, without running ([] = ok)
+    cosim.sweep("examples/quickstart.yaml", ["workload.arrival.rate_per_s=1,2,4,8"]).rows  # sweep.csv's rows
+    cosim.compare(["runs/a", "runs/b"], output_dir="runs/compare").table                  # metrics side by side
+    result.requests_df(), result.summary_df()                   # pandas DataFrames (pip install 'cosim[pandas]')
 """
 
+from cosim.hub.compare import Comparison, compare
 from cosim.hub.errors import BackendError, CosimError, HubError, ScenarioError
 from cosim.hub.runner import RunResult, run
 from cosim.hub.search import GoodputResult, SearchResult, goodput, search
+from cosim.hub.sweep import SweepResult, sweep
 from cosim.hub.validation import validate
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendError", "CosimError", "GoodputResult", "HubError", "RunResult", "ScenarioError", "SearchResult",
-           "goodput", "run", "search", "validate"]
+__all__ = ["BackendError", "Comparison", "CosimError", "GoodputResult", "HubError", "RunResult", "ScenarioError",
+           "SearchResult", "SweepResult", "compare", "goodput", "run", "search", "sweep", "validate"]

@@ -18,6 +18,8 @@ from ..errors import CosimError, ScenarioError
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
     "run",
+    "sweep",
+    "compare",
     "validate",
     "replay",
     "goodput",

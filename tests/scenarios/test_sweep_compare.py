@@ -1,0 +1,114 @@
+"""``cosim sweep`` (a run per grid point, sweep.csv, latency-vs-load plot) and ``cosim compare``."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cosim.hub.cli import main
+from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
+from tests.scenarios.helpers import scenario
+
+SLO = {"ttft_s": {"p90": 0.0005}, "tpot_s": {"p90": 0.00002, "mean": 0.00001}}
+
+
+def write_scenario(folder: Path, **changes: Any) -> Path:
+    config = scenario(per_token_ns=20, slo=SLO, workload={
+        "requests": 30, "arrival": {"process": "poisson", "rate_per_s": 1000},
+        "input_tokens": {"dist": "uniform", "low": 10, "high": 300},
+        "output_tokens": {"dist": "uniform", "low": 2, "high": 20}}, **changes)
+    path = folder / "scenario.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    config, out = write_scenario(tmp_path), tmp_path / "sweep"
+    args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000",
+            "--vary", "clients[0].scheduler.max_num_seqs=1,8", "--set", "workload.requests=20", "-o", str(out)]
+    assert main(args) == 0
+    rows = read_csv(out / "sweep.csv")
+    assert [(r["workload.arrival.rate_per_s"], r["clients[0].scheduler.max_num_seqs"]) for r in rows] == [
+        ("1000", "1"), ("1000", "8"), ("50000", "1"), ("50000", "8")]
+    assert [r["point"] for r in rows][:2] == ["000-rate_per_s=1000-max_num_seqs=1",
+                                              "001-rate_per_s=1000-max_num_seqs=8"]
+    assert list(rows[0])[3:] == ["completed", "ttft_s_mean", "ttft_s_p90", "tpot_s_mean", "tpot_s_p90", "e2e_s_mean",
+                                 "e2e_s_p90", "throughput_requests_per_s", "throughput_output_tokens_per_s",
+                                 "goodput_requests_per_s", "slo_attainment", "error"]
+    for row in rows:
+        point = out / row["point"]
+        summary = json.loads((point / "summary.json").read_text())
+        ran = yaml.safe_load((point / "config.yaml").read_text())
+        assert ran["workload"]["arrival"]["rate_per_s"] == float(row["workload.arrival.rate_per_s"])
+        assert ran["clients"][0]["scheduler"]["max_num_seqs"] == int(row["clients[0].scheduler.max_num_seqs"])
+        assert ran["workload"]["requests"] == int(row["completed"]) == 20
+        assert float(row["ttft_s_p90"]) == summary["latency"]["ttft_s"]["p90"]
+        assert float(row["e2e_s_mean"]) == summary["latency"]["e2e_s"]["mean"]
+        assert float(row["goodput_requests_per_s"]) == summary["goodput_requests_per_s"]
+        assert float(row["slo_attainment"]) == summary["slo_attainment"] and row["error"] == ""
+        assert not (point / "plots").exists()  # points draw no plots of their own unless --run-plots
+    # one sequence at a time under a burst queues; eight do not
+    assert float(rows[2]["ttft_s_p90"]) > 2 * float(rows[3]["ttft_s_p90"])
+    assert (out / "plots" / "latency_vs_load.png").stat().st_size > 0
+    assert "[4/4] 003-rate_per_s=50000-max_num_seqs=8" in capsys.readouterr().out
+    assert main(args) == 2  # the sweep folder is taken
+    assert "run folder exists and is not empty" in capsys.readouterr().err
+    assert main([*args, "--overwrite"]) == 0
+
+
+def test_sweep_checks_every_point_before_the_first_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, out = write_scenario(tmp_path), tmp_path / "sweep"
+    assert main(["sweep", str(config), "--vary", "clients[0].scheduler.max_num_seqs=4,-1", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "sweep point clients[0].scheduler.max_num_seqs=-1" in err and "max_num_seqs" in err
+    assert not out.exists()
+
+
+def test_latency_vs_load_plot_draws_the_slo_lines() -> None:
+    rows = [{"workload.arrival.rate_per_s": str(rate), "ttft_s_mean": 0.0001 * rate, "ttft_s_p90": 0.0002 * rate,
+             "tpot_s_mean": 0.00001, "tpot_s_p90": 0.00002, "e2e_s_mean": 0.01, "e2e_s_p90": 0.02,
+             "throughput_requests_per_s": rate, "goodput_requests_per_s": rate / 2} for rate in (1, 2, 4)]
+    fig = plot_latency_vs_load(Path("/dev/null"), rows, ["workload.arrival.rate_per_s"], SLO)
+    ttft, tpot, e2e, throughput = fig.axes
+    assert [line.get_label() for line in ttft.lines] == ["mean", "p90", "SLO p90 0.5"]
+    assert list(ttft.lines[-1].get_ydata()) == [0.5, 0.5]  # ms
+    assert [line.get_label() for line in tpot.lines][2:] == ["SLO mean 0.01", "SLO p90 0.02"]
+    assert len(e2e.lines) == 2 and list(throughput.lines[1].get_ydata()) == [0.5, 1.0, 2.0]
+    assert list(ttft.lines[1].get_xdata()) == [1.0, 2.0, 4.0]
+
+
+def test_compare_prints_runs_side_by_side_and_writes_overlaid_cdfs(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "burst.yaml"
+    config.write_text(yaml.safe_dump(scenario(slo={"ttft_s": {"p90": 0.000005}})))  # 4 requests at t=0, 1 us steps
+    for name, seqs in (("four", 4), ("one", 1)):
+        assert main(["run", str(config), "-o", str(tmp_path / name), "--no-progress",
+                     "--set", f"clients[0].scheduler.max_num_seqs={seqs}"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "cmp"
+    assert main(["compare", str(tmp_path / "four"), str(tmp_path / "one"), "-o", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["metric", "four", "one"]
+    # four at a time: every TTFT 1 us; one at a time: 1 + 3k us (prefill, two decodes each before the next)
+    assert lines[2].split() == ["TTFT", "mean", "(ms)", "0.001", "0.0055", "(+450.0%)"]
+    assert "SLO attainment (%)" in lines[-2] and lines[-2].split()[-2:] == ["50", "(-50.0%)"]
+    table = read_csv(out / "compare.csv")
+    assert table[1] == {"metric": "TTFT mean (ms)", "four": "0.001", "one": "0.0055"}
+    for metric in ("ttft", "tpot", "e2e"):
+        assert (out / f"{metric}_cdf.png").stat().st_size > 0
+
+
+def test_compare_names_a_folder_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(tmp_path), "-o", str(tmp_path / "cmp")]) == 2
+    assert f"{tmp_path}: not a run folder (no summary.json)" in capsys.readouterr().err
