@@ -21,6 +21,7 @@ from .errors import ScenarioError
 from .frozen import FrozenModel
 from .metrics.slo import slo_problems
 from .pipelines import LLM_STAGES, TemplateConfig, resolve_templates
+from .presets.user import HardwareConfig, ModelConfig, UserPresets, inline_files
 from .scheduling.config import SchedulerConfig
 from .stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from .workload import WorkloadConfig
@@ -54,26 +55,6 @@ class _Problems(ValueError):
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{where}: {what}" for where, what in problems))
         self.problems = list(problems)
-
-
-class ModelConfig(FrozenModel):
-    """A served model: a preset, optionally with fields overridden."""
-
-    preset: str = Field(description="model preset name, e.g. meta-llama/Meta-Llama-3-8B (see `cosim presets`)")
-    dtype: Literal["fp16", "bf16", "fp8", "int8", "fp32"] = Field("fp16", description="weight and compute dtype")
-    overrides: dict[str, float | int | bool] = Field(
-        default_factory=dict, description="ModelSpec fields to override, e.g. {num_layers: 40}")
-
-
-class HardwareConfig(FrozenModel):
-    """A device type: a preset, optionally with figures overridden."""
-
-    preset: str = Field(description="device preset name, e.g. H100-SXM")
-    overrides: dict[str, float] = Field(
-        default_factory=dict,
-        description="HardwareSpec figures to override (peak_tflops, mem_bandwidth_gbps, mem_capacity_bytes, "
-                    "intra_node_gbps, inter_node_gbps) or extra keys a backend reads")
-    price_per_hour_usd: float | None = Field(None, ge=0, description="device price per hour; default from the preset")
 
 
 class BackendConfig(FrozenModel):
@@ -225,6 +206,7 @@ class ScenarioConfig(FrozenModel):
     base_dir: str | None = Field(
         None, description="folder relative paths (traces) resolve against; default: the config file's folder "
         "(the config.yaml of a run folder names the original one)")
+    presets: UserPresets | None = Field(None, description="a file of model/device presets beside the built-in ones")
     models: dict[str, ModelConfig]
     hardware: dict[str, HardwareConfig]
     backends: dict[str, BackendConfig]
@@ -355,8 +337,10 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
             node = node[index]
 
 
-def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config") -> ScenarioConfig:
-    """Validates a config mapping (after overrides).
+def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), source: str = "config",
+                 folder: Path | None = None) -> ScenarioConfig:
+    """Validates a config mapping (after overrides), the files it names for presets read in (from
+    ``folder``, default the working directory, when relative; see :mod:`cosim.hub.presets.user`).
 
     Raises:
         ScenarioError: a bad ``--set``.
@@ -365,10 +349,15 @@ def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), sour
     copied: dict[str, Any] = yaml.safe_load(yaml.safe_dump(dict(data)))  # a deep copy the overrides may change
     for assignment in overrides:
         apply_override(copied, assignment)
+    root = Path.cwd() if folder is None else folder
+    files = inline_files(copied, root / copied["base_dir"] if isinstance(copied.get("base_dir"), str) else root)
     try:
-        return ScenarioConfig.model_validate(copied)
+        config = ScenarioConfig.model_validate(copied)
     except ValidationError as err:
-        raise ScenarioProblems(source, _pydantic_problems(err)) from None
+        raise ScenarioProblems(source, [ScenarioError(*p) for p in files] + _pydantic_problems(err)) from None
+    if files:
+        raise ScenarioProblems(source, [ScenarioError(*p) for p in files])
+    return config
 
 
 def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[ScenarioConfig, Path]:
@@ -384,7 +373,7 @@ def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[Sce
         raise ScenarioError(where, f"not valid YAML: {getattr(err, 'problem', err)}") from None
     if not isinstance(data, dict):
         raise ScenarioError(str(path), "a config is a YAML mapping with keys models, hardware, backends, clients, ...")
-    config = parse_config(data, overrides=overrides, source=str(path))
+    config = parse_config(data, overrides=overrides, source=str(path), folder=path.resolve().parent)
     return config, scenario_folder(config, path.resolve().parent)
 
 

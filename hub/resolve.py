@@ -22,6 +22,8 @@ from cosim.v1 import types_pb2 as pb
 from . import memory, presets
 from .config import ClientConfig, ClientHardware, ScenarioConfig
 from .errors import ScenarioError
+from .presets.hf import from_hf_config
+from .presets.user import find_device, find_model
 
 DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
 FIDELITY = {v: k.removeprefix("FIDELITY_").lower() for k, v in pb.Fidelity.items()}
@@ -35,9 +37,16 @@ def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
     """
     entry = config.models[name]
     try:
-        preset = presets.get_model(entry.preset)
+        if entry.hf_config is not None:
+            hf = entry.hf_config
+            preset = from_hf_config(hf.config, name=str(hf.config.get("_name_or_path") or name),
+                                    source=hf.file or "config.json")
+        else:
+            preset = find_model(config.presets, str(entry.preset))
     except presets.UnknownPreset as err:
         raise ScenarioError(f"models.{name}.preset", str(err)) from None
+    except ValueError as err:
+        raise ScenarioError(f"models.{name}.hf_config", str(err)) from None
     unknown = set(entry.overrides) - set(presets.ModelPreset.model_fields)
     if unknown:
         raise ScenarioError(f"models.{name}.overrides", f"unknown fields {sorted(unknown)}")
@@ -64,7 +73,7 @@ def resolve_device(config: ScenarioConfig, device: str) -> presets.DevicePreset:
         ScenarioError: at ``hardware.<device>.preset``, for an unknown preset.
     """
     try:
-        return presets.get_device(config.hardware[device].preset)
+        return find_device(config.presets, config.hardware[device].preset)
     except presets.UnknownPreset as err:
         raise ScenarioError(f"hardware.{device}.preset", str(err)) from None
 

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "sweep",
     "compare",
     "validate",
+    "presets",
     "replay",
     "goodput",
     "search",

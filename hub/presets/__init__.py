@@ -23,7 +23,8 @@ from cosim.hub.presets.registry import PresetRegistry, UnknownPreset
 from cosim.v1 import types_pb2 as pb
 
 __all__ = [
-    "DTYPES", "LINK_EXTRA_KEYS", "LINK_KINDS", "DevicePreset", "ModelPreset", "UnknownPreset", "device_names",
+    "DTYPES", "LINK_EXTRA_KEYS", "LINK_KINDS", "DevicePreset", "ModelPreset", "UnknownPreset", "builtin_devices",
+    "builtin_models", "device_names",
     "get_device", "get_model", "hardware_spec", "model_names", "normalize_dtype",
 ]
 
@@ -66,6 +67,16 @@ def get_device(name: str) -> DevicePreset:
         UnknownPreset: no such device; the message suggests close names.
     """
     return _devices().get(name)
+
+
+def builtin_models() -> list[ModelPreset]:
+    """Every built-in model preset, in file order."""
+    return _models().presets()
+
+
+def builtin_devices() -> list[DevicePreset]:
+    """Every built-in device preset, in file order."""
+    return _devices().presets()
 
 
 def model_names() -> list[str]:

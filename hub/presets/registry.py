@@ -79,6 +79,10 @@ class PresetRegistry(Generic[P]):
             raise unknown(self.kind, name, self._display_names(), self.names())
         return found
 
+    def presets(self) -> list[P]:
+        """Every preset, in file order."""
+        return list(self._presets)
+
     def names(self) -> list[str]:
         """Canonical names, in file order."""
         return [p.name for p in self._presets]
