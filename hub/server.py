@@ -15,6 +15,8 @@ import json
 import logging
 import queue
 import re
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -35,10 +37,11 @@ from cosim.v1 import network_service_pb2_grpc as net_grpc
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
-from .config import ScenarioConfig, parse_config
+from .config import ScenarioConfig, apply_override, parse_config
 from .errors import BackendError, CosimError, HubError, ScenarioError
 from .registry import BackendRegistry
 from .runner import run
+from .uploads import DEFAULT_MAX_UPLOAD_BYTES, UploadTooLarge, place_uploads
 
 log = logging.getLogger(__name__)
 
@@ -60,22 +63,27 @@ class HubServicer(hub_grpc.HubServiceServicer):
     Args:
         runs_dir: where run folders go (one per run, named by run id).
         registry: addresses of backends named in submitted configs.
-        data_dir: folder relative paths in submitted configs (traces) resolve against.
+        data_dir: folder relative paths in submitted configs (traces) resolve against, unless uploaded.
         allow_launch: let submitted configs start ``command:`` and ``image:`` backends
             on the hub's machine (off by default: a submitted config is untrusted input).
+        max_upload_bytes: most bytes of files one request may upload (``RunRequest.files``).
     """
 
     def __init__(self, runs_dir: str | Path, *, registry: BackendRegistry | None = None,
-                 data_dir: str | Path = ".", allow_launch: bool = False) -> None:
+                 data_dir: str | Path = ".", allow_launch: bool = False,
+                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
         self.runs_dir = Path(runs_dir)
         self.registry = registry or BackendRegistry()
         self.data_dir = Path(data_dir)
         self.allow_launch = allow_launch
+        self.max_upload_bytes = max_upload_bytes
 
-    def prepare(self, request: hub_pb.RunRequest) -> ScenarioConfig:
-        """Parses, overrides, checks and resolves a submitted config.
+    def prepare(self, request: hub_pb.RunRequest, upload_dir: Path | None = None) -> ScenarioConfig:
+        """Parses, overrides, checks and resolves a submitted config; its uploaded files are
+        written under ``upload_dir`` (:mod:`cosim.hub.uploads`).
 
         Raises:
+            UploadTooLarge: the uploaded files exceed ``max_upload_bytes``.
             ScenarioError: invalid YAML or config, or a launch this hub does not allow.
         """
         try:
@@ -84,7 +92,12 @@ class HubServicer(hub_grpc.HubServiceServicer):
             raise ScenarioError("config", f"not valid YAML: {err}") from None
         if not isinstance(data, dict):
             raise ScenarioError("config", "a config is a YAML mapping with keys models, hardware, backends, ...")
-        config = self.registry.resolve(parse_config(data, overrides=list(request.overrides)))
+        for assignment in request.overrides:
+            apply_override(data, assignment)
+        if request.files:
+            place_uploads(data, request.files, upload_dir or self.runs_dir / ".uploads",
+                          max_bytes=self.max_upload_bytes)
+        config = self.registry.resolve(parse_config(data, folder=self.data_dir))
         if not self.allow_launch:
             for name, backend in config.backends.items():
                 if backend.source in ("command", "image"):
@@ -95,10 +108,15 @@ class HubServicer(hub_grpc.HubServiceServicer):
         return config
 
     def Run(self, request: hub_pb.RunRequest, context: grpc.ServicerContext) -> Iterator[hub_pb.RunUpdate]:
+        uploads = Path(tempfile.mkdtemp(prefix="cosim-upload-")) if request.files else None
         try:
-            config = self.prepare(request)
+            config = self.prepare(request, uploads)
         except ScenarioError as err:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(err))
+            if uploads is not None:
+                shutil.rmtree(uploads, ignore_errors=True)
+            too_large = isinstance(err, UploadTooLarge)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if too_large else grpc.StatusCode.INVALID_ARGUMENT,
+                          str(err))
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         folder = self.runs_dir / run_id
         log.info("run %s: %d clients, %s requests", run_id, len(config.clients), config.workload.requests)
@@ -118,6 +136,9 @@ class HubServicer(hub_grpc.HubServiceServicer):
                 updates.put(None)
             except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
                 updates.put(err)
+            finally:
+                if uploads is not None:
+                    shutil.rmtree(uploads, ignore_errors=True)
 
         threading.Thread(target=work, name=f"run-{run_id}", daemon=True).start()
         yield last  # the run id, at once

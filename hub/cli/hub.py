@@ -21,6 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="backend registry YAML: {backends: {NAME_OR_KIND: host:port}}")
     parser.add_argument("--runs-dir", default="runs/hub", help="where run folders are written (default: runs/hub)")
     parser.add_argument("--data-dir", default=".", help="folder relative paths in submitted configs resolve against")
+    parser.add_argument("--max-upload-mb", type=float, default=256,
+                        help="most MiB of local files (traces, presets) one cosim submit may upload (default: 256)")
     parser.add_argument("--allow-launch", action="store_true",
                         help="let submitted configs start command: and image: backends on this machine")
     parser.set_defaults(handler=run)
@@ -33,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
     registry = BackendRegistry.load(args.backends)
     servicer = HubServicer(args.runs_dir, registry=registry, data_dir=args.data_dir,
-                           allow_launch=args.allow_launch)
+                           allow_launch=args.allow_launch, max_upload_bytes=int(args.max_upload_mb * 2**20))
     server = HubServer(servicer, host=args.host, port=args.port).start()
     for key, address in sorted(registry.addresses.items()):
         logging.getLogger(__name__).info("backend %s -> %s", key, address)

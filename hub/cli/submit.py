@@ -1,7 +1,8 @@
 """``cosim submit CONFIG --hub HOST:PORT``: runs a config on a running hub.
 
-Streams the hub's progress, then fetches the run folder (GetReport) and
-writes it locally, so the result looks like ``cosim run``'s. A failed run
+Uploads the local files the config names (traces, presets, hf_config; see
+:mod:`cosim.hub.uploads`), streams the hub's progress, then fetches the run
+folder (GetReport) and writes it locally, so the result looks like ``cosim run``'s. A failed run
 still brings back its partial folder (summary.json carries the error).
 """
 
@@ -10,6 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+# What one RunRequest may carry: the hub's gRPC message limit (server.MESSAGE_OPTIONS), less room for the config.
+MAX_REQUEST_BYTES = (512 << 20) - (1 << 20)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -23,8 +27,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="override a config field, e.g. --set workload.requests=100")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the files of a local run folder that exists and is not empty (else refused)")
+    parser.add_argument("--no-upload", action="store_true",
+                        help="send no local files: trace, presets and hf_config paths resolve in the hub's --data-dir")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
+
+
+def local_files(text: str, overrides: list[str], folder: Path) -> dict[str, bytes]:
+    """The files the config (after ``overrides``) names that exist here, by path as written."""
+    import yaml
+
+    from ..config import apply_override
+    from ..uploads import collect_uploads
+
+    data = yaml.safe_load(text)
+    for assignment in overrides:
+        apply_override(data, assignment)
+    return collect_uploads(data, folder)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,10 +58,17 @@ def run(args: argparse.Namespace) -> int:
     from ..server import MESSAGE_OPTIONS, summary_of
 
     path = Path(args.config)
-    config, _ = load_config(path, overrides=args.overrides)  # fail fast, before reaching the hub
+    config, folder = load_config(path, overrides=args.overrides)  # fail fast, before reaching the hub
     if args.output or config.output.dir:  # (a default runs/RUN_ID folder is new)
         check_run_folder(args.output or str(config.output.dir), overwrite=args.overwrite)
-    request = hub_pb.RunRequest(config_yaml=path.read_text(encoding="utf-8"), overrides=args.overrides)
+    text = path.read_text(encoding="utf-8")
+    files = {} if args.no_upload else local_files(text, args.overrides, folder)
+    if sum(map(len, files.values())) > MAX_REQUEST_BYTES:
+        print(f"error: the local files this config names ({', '.join(files)}) exceed what one request carries "
+              f"({MAX_REQUEST_BYTES >> 20} MiB); place them in the hub's --data-dir and submit with --no-upload",
+              file=sys.stderr)
+        return 2
+    request = hub_pb.RunRequest(config_yaml=text, overrides=args.overrides, files=files)
     last = hub_pb.RunUpdate()
     failure: grpc.RpcError | None = None
     with grpc.insecure_channel(args.hub, options=MESSAGE_OPTIONS) as channel:
@@ -63,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"error: cannot reach the hub at {args.hub}: {failure.details()}", file=sys.stderr)
                 return 1
             print(f"error: {failure.details()}", file=sys.stderr)
-            return 2 if code == grpc.StatusCode.INVALID_ARGUMENT else 1
+            return 2 if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED) else 1
         out = Path(args.output or config.output.dir or Path("runs") / last.run_id)
         try:
             report = stub.GetReport(hub_pb.GetReportRequest(run_id=last.run_id), timeout=120)

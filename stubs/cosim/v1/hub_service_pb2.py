@@ -25,31 +25,35 @@ _sym_db = _symbol_database.Default()
 from cosim.v1 import types_pb2 as cosim_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63osim/v1/hub_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"4\n\nRunRequest\x12\x13\n\x0b\x63onfig_yaml\x18\x01 \x01(\t\x12\x11\n\toverrides\x18\x02 \x03(\t\"\x89\x01\n\tRunUpdate\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1a\n\x12\x63ompleted_requests\x18\x02 \x01(\x04\x12\x16\n\x0etotal_requests\x18\x03 \x01(\x04\x12\x13\n\x0bsim_time_ns\x18\x04 \x01(\x03\x12\x14\n\x0csummary_json\x18\x05 \x01(\t\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"\"\n\x10GetReportRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"x\n\x11GetReportResponse\x12\x35\n\x05\x66iles\x18\x01 \x03(\x0b\x32&.cosim.v1.GetReportResponse.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x15\n\x13ListBackendsRequest\"d\n\rBackendStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07healthy\x18\x03 \x01(\x08\x12#\n\x04info\x18\x04 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\"A\n\x14ListBackendsResponse\x12)\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x17.cosim.v1.BackendStatus2\xd5\x01\n\nHubService\x12\x32\n\x03Run\x12\x14.cosim.v1.RunRequest\x1a\x13.cosim.v1.RunUpdate0\x01\x12\x44\n\tGetReport\x12\x1a.cosim.v1.GetReportRequest\x1a\x1b.cosim.v1.GetReportResponse\x12M\n\x0cListBackends\x12\x1d.cosim.v1.ListBackendsRequest\x1a\x1e.cosim.v1.ListBackendsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x63osim/v1/hub_service.proto\x12\x08\x63osim.v1\x1a\x14\x63osim/v1/types.proto\"\x92\x01\n\nRunRequest\x12\x13\n\x0b\x63onfig_yaml\x18\x01 \x01(\t\x12\x11\n\toverrides\x18\x02 \x03(\t\x12.\n\x05\x66iles\x18\x03 \x03(\x0b\x32\x1f.cosim.v1.RunRequest.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x89\x01\n\tRunUpdate\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1a\n\x12\x63ompleted_requests\x18\x02 \x01(\x04\x12\x16\n\x0etotal_requests\x18\x03 \x01(\x04\x12\x13\n\x0bsim_time_ns\x18\x04 \x01(\x03\x12\x14\n\x0csummary_json\x18\x05 \x01(\t\x12\r\n\x05\x65rror\x18\x06 \x01(\t\"\"\n\x10GetReportRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"x\n\x11GetReportResponse\x12\x35\n\x05\x66iles\x18\x01 \x03(\x0b\x32&.cosim.v1.GetReportResponse.FilesEntry\x1a,\n\nFilesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\x15\n\x13ListBackendsRequest\"d\n\rBackendStatus\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0f\n\x07healthy\x18\x03 \x01(\x08\x12#\n\x04info\x18\x04 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\"A\n\x14ListBackendsResponse\x12)\n\x08\x62\x61\x63kends\x18\x01 \x03(\x0b\x32\x17.cosim.v1.BackendStatus2\xd5\x01\n\nHubService\x12\x32\n\x03Run\x12\x14.cosim.v1.RunRequest\x1a\x13.cosim.v1.RunUpdate0\x01\x12\x44\n\tGetReport\x12\x1a.cosim.v1.GetReportRequest\x1a\x1b.cosim.v1.GetReportResponse\x12M\n\x0cListBackends\x12\x1d.cosim.v1.ListBackendsRequest\x1a\x1e.cosim.v1.ListBackendsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'cosim.v1.hub_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_RUNREQUEST_FILESENTRY']._loaded_options = None
+  _globals['_RUNREQUEST_FILESENTRY']._serialized_options = b'8\001'
   _globals['_GETREPORTRESPONSE_FILESENTRY']._loaded_options = None
   _globals['_GETREPORTRESPONSE_FILESENTRY']._serialized_options = b'8\001'
-  _globals['_RUNREQUEST']._serialized_start=62
-  _globals['_RUNREQUEST']._serialized_end=114
-  _globals['_RUNUPDATE']._serialized_start=117
-  _globals['_RUNUPDATE']._serialized_end=254
-  _globals['_GETREPORTREQUEST']._serialized_start=256
-  _globals['_GETREPORTREQUEST']._serialized_end=290
-  _globals['_GETREPORTRESPONSE']._serialized_start=292
-  _globals['_GETREPORTRESPONSE']._serialized_end=412
-  _globals['_GETREPORTRESPONSE_FILESENTRY']._serialized_start=368
-  _globals['_GETREPORTRESPONSE_FILESENTRY']._serialized_end=412
-  _globals['_LISTBACKENDSREQUEST']._serialized_start=414
-  _globals['_LISTBACKENDSREQUEST']._serialized_end=435
-  _globals['_BACKENDSTATUS']._serialized_start=437
-  _globals['_BACKENDSTATUS']._serialized_end=537
-  _globals['_LISTBACKENDSRESPONSE']._serialized_start=539
-  _globals['_LISTBACKENDSRESPONSE']._serialized_end=604
-  _globals['_HUBSERVICE']._serialized_start=607
-  _globals['_HUBSERVICE']._serialized_end=820
+  _globals['_RUNREQUEST']._serialized_start=63
+  _globals['_RUNREQUEST']._serialized_end=209
+  _globals['_RUNREQUEST_FILESENTRY']._serialized_start=165
+  _globals['_RUNREQUEST_FILESENTRY']._serialized_end=209
+  _globals['_RUNUPDATE']._serialized_start=212
+  _globals['_RUNUPDATE']._serialized_end=349
+  _globals['_GETREPORTREQUEST']._serialized_start=351
+  _globals['_GETREPORTREQUEST']._serialized_end=385
+  _globals['_GETREPORTRESPONSE']._serialized_start=387
+  _globals['_GETREPORTRESPONSE']._serialized_end=507
+  _globals['_GETREPORTRESPONSE_FILESENTRY']._serialized_start=165
+  _globals['_GETREPORTRESPONSE_FILESENTRY']._serialized_end=209
+  _globals['_LISTBACKENDSREQUEST']._serialized_start=509
+  _globals['_LISTBACKENDSREQUEST']._serialized_end=530
+  _globals['_BACKENDSTATUS']._serialized_start=532
+  _globals['_BACKENDSTATUS']._serialized_end=632
+  _globals['_LISTBACKENDSRESPONSE']._serialized_start=634
+  _globals['_LISTBACKENDSRESPONSE']._serialized_end=699
+  _globals['_HUBSERVICE']._serialized_start=702
+  _globals['_HUBSERVICE']._serialized_end=915
 # @@protoc_insertion_point(module_scope)

@@ -25,23 +25,56 @@ class RunRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class FilesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.bytes
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.bytes = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CONFIG_YAML_FIELD_NUMBER: _builtins.int
     OVERRIDES_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
     config_yaml: _builtins.str
     """Scenario config as YAML text."""
     @_builtins.property
     def overrides(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """`key=value` overrides applied after loading, as `cosim run --set`."""
 
+    @_builtins.property
+    def files(self) -> _containers.ScalarMap[_builtins.str, _builtins.bytes]:
+        """Local files the config names (workload trace paths, `presets`,
+        `models.<m>.hf_config`), keyed by the path as the config (after the
+        overrides) writes it; the hub runs on these contents in place of its own
+        data folder. Paths not given here resolve on the hub as before. The hub
+        limits their total size (`cosim hub --max-upload-mb`) and answers
+        RESOURCE_EXHAUSTED beyond it. Empty: nothing uploaded (v1 clients before
+        this field).
+        """
+
     def __init__(
         self,
         *,
         config_yaml: _builtins.str = ...,
         overrides: _abc.Iterable[_builtins.str] | None = ...,
+        files: _abc.Mapping[_builtins.str, _builtins.bytes] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["config_yaml", b"config_yaml", "overrides", b"overrides"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config_yaml", b"config_yaml", "files", b"files", "overrides", b"overrides"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

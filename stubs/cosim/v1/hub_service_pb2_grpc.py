@@ -58,8 +58,9 @@ class HubServiceServicer:
 
     def Run(self, request, context):
         """Runs a config, streaming progress and ending with the summary.
-        INVALID_ARGUMENT names the config path of a bad field; a backend that
-        stays down ends the stream with UNAVAILABLE naming client and address.
+        INVALID_ARGUMENT names the config path of a bad field; RESOURCE_EXHAUSTED
+        says the uploaded files exceed the hub's limit; a backend that stays
+        down ends the stream with UNAVAILABLE naming client and address.
         Not idempotent: each call is a new run.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -35,8 +35,9 @@ class HubServiceStub:
     def __new__(cls, channel: _aio.Channel) -> HubServiceAsyncStub: ...
     Run: _grpc.UnaryStreamMultiCallable[_hub_service_pb2.RunRequest, _hub_service_pb2.RunUpdate]
     """Runs a config, streaming progress and ending with the summary.
-    INVALID_ARGUMENT names the config path of a bad field; a backend that
-    stays down ends the stream with UNAVAILABLE naming client and address.
+    INVALID_ARGUMENT names the config path of a bad field; RESOURCE_EXHAUSTED
+    says the uploaded files exceed the hub's limit; a backend that stays
+    down ends the stream with UNAVAILABLE naming client and address.
     Not idempotent: each call is a new run.
     """
     GetReport: _grpc.UnaryUnaryMultiCallable[_hub_service_pb2.GetReportRequest, _hub_service_pb2.GetReportResponse]
@@ -51,8 +52,9 @@ class HubServiceAsyncStub(HubServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     Run: _aio.UnaryStreamMultiCallable[_hub_service_pb2.RunRequest, _hub_service_pb2.RunUpdate]  # type: ignore[assignment]
     """Runs a config, streaming progress and ending with the summary.
-    INVALID_ARGUMENT names the config path of a bad field; a backend that
-    stays down ends the stream with UNAVAILABLE naming client and address.
+    INVALID_ARGUMENT names the config path of a bad field; RESOURCE_EXHAUSTED
+    says the uploaded files exceed the hub's limit; a backend that stays
+    down ends the stream with UNAVAILABLE naming client and address.
     Not idempotent: each call is a new run.
     """
     GetReport: _aio.UnaryUnaryMultiCallable[_hub_service_pb2.GetReportRequest, _hub_service_pb2.GetReportResponse]  # type: ignore[assignment]
@@ -70,8 +72,9 @@ class HubServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_hub_service_pb2.RunUpdate], _abc.AsyncIterator[_hub_service_pb2.RunUpdate]]:
         """Runs a config, streaming progress and ending with the summary.
-        INVALID_ARGUMENT names the config path of a bad field; a backend that
-        stays down ends the stream with UNAVAILABLE naming client and address.
+        INVALID_ARGUMENT names the config path of a bad field; RESOURCE_EXHAUSTED
+        says the uploaded files exceed the hub's limit; a backend that stays
+        down ends the stream with UNAVAILABLE naming client and address.
         Not idempotent: each call is a new run.
         """
 
