@@ -76,11 +76,11 @@ class RunResult:
         return summary_frame(self.summary)
 
 
-def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
+def _launch(name: str, backend: BackendConfig, import_paths: Sequence[Path]) -> LaunchedBackend:
     if backend.kind:
         return launch_python(name, BUILTIN_BACKENDS[backend.kind])
     if backend.python:
-        return launch_python(name, backend.python)
+        return launch_python(name, backend.python, search_paths=import_paths)
     if backend.command:
         return launch_command(name, backend.command)
     if backend.image:
@@ -89,14 +89,15 @@ def _launch(name: str, backend: BackendConfig) -> LaunchedBackend:
 
 
 @contextlib.contextmanager
-def started_backends(config: ScenarioConfig, names: Sequence[str], *,
-                     in_process: bool = False) -> Iterator[dict[str, BackendClient]]:
+def started_backends(config: ScenarioConfig, names: Sequence[str], *, in_process: bool = False,
+                     import_paths: Sequence[Path] = ()) -> Iterator[dict[str, BackendClient]]:
     """Starts (or attaches to) each named backend; stops what it started on exit.
 
     The network backend named in ``network.backend`` gets a NetworkClient,
     every other one a RuntimeClient. ``in_process`` calls built-in and
     ``python:`` runtime backends without gRPC (for ``cosim bench``'s measure
-    of the gRPC boundary; runs never use it).
+    of the gRPC boundary; runs never use it). ``python:`` backends may also
+    be imported from ``import_paths``.
     """
     launched: list[LaunchedBackend] = []
     clients: dict[str, BackendClient] = {}
@@ -106,9 +107,10 @@ def started_backends(config: ScenarioConfig, names: Sequence[str], *,
             kind = client_kind(config, name)
             reference = BUILTIN_BACKENDS[backend.kind] if backend.kind else backend.python
             if in_process and reference and kind is RuntimeClient:
-                clients[name] = in_process_runtime_client(name, reference)
+                clients[name] = in_process_runtime_client(name, reference,
+                                                          search_paths=import_paths if backend.python else ())
                 continue
-            handle = _launch(name, backend)
+            handle = _launch(name, backend, import_paths)
             launched.append(handle)
             clients[name] = kind(name, handle.address, deadline_s=backend.deadline_s)
         yield clients
@@ -175,7 +177,10 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     if out is not None:
         check_run_folder(out, overwrite=overwrite)
     started, started_at = time.perf_counter(), time.time()
-    with started_backends(scenario, backend_names(scenario)) as backends:
+    # A lab's `python:` backend imports from the config's folder and the working directory, as a
+    # script's own modules do; only for a config read from a file (never one a hub was sent).
+    import_paths = (Path(config).resolve().parent, Path.cwd()) if isinstance(config, (str, Path)) else ()
+    with started_backends(scenario, backend_names(scenario), import_paths=import_paths) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
         error = simulation.run(progress=progress, on_progress=on_progress)
         summary = simulation.summarize(time.perf_counter() - started)

@@ -26,11 +26,16 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from cosim.adapters.sdk import RuntimeBackend, Session
+from cosim.adapters.sdk.extras import require_extra
 from cosim.v1 import types_pb2 as pb
 
 from .mapping import GenzOptions, bits_of, model_config, parse_options, system
 
 log = logging.getLogger(__name__)
+
+# GenZ itself is imported when a session opens (it takes seconds); without it, loading this backend
+# answers with the pip command that installs it.
+require_extra("genz")
 
 CACHE_SIZE = 8192  # step timings kept per session
 

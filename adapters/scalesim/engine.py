@@ -27,7 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from cosim.adapters.sdk.extras import require_extra
+
 from .config import ArrayConfig
+
+# Without SCALE-Sim, loading this backend answers with the pip command that installs it.
+require_extra("scalesim")
 
 
 def _install_numpy_compat() -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -18,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from cosim.v1 import memory_service_pb2_grpc, network_service_pb2_grpc, runtime_service_pb2_grpc
 
 from .backend import Backend, MemoryBackend, NetworkBackend, RuntimeBackend
+from .extras import MissingExtra
 from .servicers import MemoryServicer, NetworkServicer, RuntimeServicer
 
 log = logging.getLogger(__name__)
@@ -124,19 +128,35 @@ def serve(backend: Backend, *, port: int = 0, host: str = "127.0.0.1", grace_s: 
     server.stop(grace_s)
 
 
-def load_backend(reference: str, **kwargs: Any) -> Backend:
+def load_backend(reference: str, *, search_paths: Sequence[str | os.PathLike[str]] = (), **kwargs: Any) -> Backend:
     """Imports ``module:Class`` and returns an instance.
 
+    Args:
+        reference: the backend class as ``package.module:ClassName``.
+        search_paths: folders the module may also be imported from (a config's folder, the working
+            directory). Each is added to ``sys.path`` for good, after the entries already there, so
+            that the module's own later imports resolve too and installed packages keep precedence.
+        **kwargs: passed to the class.
+
     Raises:
-        ValueError: the reference is malformed, or names no backend class.
+        ValueError: the reference is malformed, names no backend class, or its module (or an optional
+            dependency of it: :class:`~cosim.adapters.sdk.extras.MissingExtra`) cannot be imported.
     """
     module_name, sep, class_name = reference.partition(":")
     if not sep or not module_name or not class_name:
         raise ValueError(f"backend reference {reference!r} must look like 'package.module:ClassName'")
+    folders = [str(Path(p).resolve()) for p in search_paths]
+    for folder in folders:
+        if folder not in sys.path:
+            sys.path.append(folder)
+    if folders:
+        importlib.invalidate_caches()  # files written a moment ago (FileFinder caches directory listings)
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as err:
-        raise ValueError(f"cannot load backend {reference!r}: {err}") from err
+        searched = folders and not isinstance(err, MissingExtra)
+        where = f" (looked in the installed packages and in {', '.join(folders)})" if searched else ""
+        raise ValueError(f"cannot load backend {reference!r}: {err}{where}") from err
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise ValueError(f"backend {reference!r} is not a subclass of cosim.adapters.sdk backends")
     return cls(**kwargs)

@@ -7,7 +7,8 @@ always go over gRPC.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
@@ -36,11 +37,13 @@ class DirectStub:
         return call
 
 
-def in_process_runtime_client(name: str, reference: str) -> RuntimeClient:
-    """A RuntimeClient whose calls go straight to a fresh ``module:Class`` backend's servicer."""
+def in_process_runtime_client(name: str, reference: str, *,
+                              search_paths: Sequence[str | os.PathLike[str]] = ()) -> RuntimeClient:
+    """A RuntimeClient whose calls go straight to a fresh ``module:Class`` backend's servicer
+    (``search_paths``: folders the module may also be imported from, as ``launch_python``'s)."""
     from cosim.adapters.sdk import RuntimeBackend, load_backend
     from cosim.adapters.sdk.servicers import RuntimeServicer
 
-    backend = load_backend(reference)
+    backend = load_backend(reference, search_paths=search_paths)
     assert isinstance(backend, RuntimeBackend)  # the runtime clients' backends (runner.client_kind)
     return RuntimeClient(name, "in-process", stub=DirectStub(RuntimeServicer(backend)))

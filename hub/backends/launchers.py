@@ -101,13 +101,21 @@ def wait_healthy(name: str, address: str, *, timeout_s: float = STARTUP_TIMEOUT_
                            backend=name, address=address) from err
 
 
-def launch_python(name: str, reference: str, *, options: dict[str, Any] | None = None) -> LaunchedBackend:
-    """Serves ``module:Class`` in this process on a free loopback port."""
+def launch_python(name: str, reference: str, *, options: dict[str, Any] | None = None,
+                  search_paths: Sequence[str | os.PathLike[str]] = ()) -> LaunchedBackend:
+    """Serves ``module:Class`` in this process on a free loopback port.
+
+    Args:
+        name: the backend's name in the config.
+        reference: ``package.module:ClassName``.
+        options: keyword arguments of the class.
+        search_paths: folders the module may also be imported from (``load_backend``'s).
+    """
     # The SDK is the one adapter module the hub touches: it serves the class.
     from cosim.adapters.sdk import BackendServer, load_backend
 
     try:
-        backend = load_backend(reference, **(options or {}))
+        backend = load_backend(reference, search_paths=search_paths, **(options or {}))
     except (ValueError, TypeError) as err:
         raise BackendError(str(err), backend=name) from err
     server = BackendServer(backend, host="127.0.0.1", port=0).start()

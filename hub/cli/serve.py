@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
+from pathlib import Path
 
 from ..backends import BUILTIN_BACKENDS
 
@@ -24,5 +26,10 @@ def run(args: argparse.Namespace) -> int:
 
     logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
     reference = BUILTIN_BACKENDS.get(args.kind, args.kind)
-    serve(load_backend(reference), port=args.port, host=args.host)
+    try:  # a lab's module:Class may live in the working directory, as with `python -m`
+        backend = load_backend(reference, search_paths=() if args.kind in BUILTIN_BACKENDS else (Path.cwd(),))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    serve(backend, port=args.port, host=args.host)
     return 0

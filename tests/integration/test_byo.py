@@ -59,8 +59,8 @@ def test_python_example_by_address(tmp_path: Path) -> None:
     check(result, "lab", "empirical")
 
 
-def test_python_example_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(PYTHON_DIR))
+def test_python_example_in_process(tmp_path: Path) -> None:
+    """`python: lab_backend:LabBackend`, imported from the config's folder: no PYTHONPATH needed."""
     check(cosim.run(PYTHON_DIR / "python.yaml", overrides=SMALL, output_dir=tmp_path), "lab", "empirical")
 
 
