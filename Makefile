@@ -9,11 +9,23 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-install: $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+# Installs are stamped in the venv and redone only when the packaging changes. setuptools announces
+# every editable install with a multi-line "Editable installation." notice (information, not a
+# problem), which pip relays even with --quiet; it is filtered out, warnings about the packaging are not.
+PACKAGING = pyproject.toml setup.py
+PIP_INSTALL = PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet
 
-install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[dev]"
+$(VENV)/.installed: $(PACKAGING) | $(BIN)/python
+	$(PIP_INSTALL) -e .
+	@touch $@
+
+$(VENV)/.installed-dev: $(PACKAGING) | $(BIN)/python
+	$(PIP_INSTALL) -e ".[dev]"
+	@touch $@ $(VENV)/.installed
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
 
 ## Install and run the quickstart simulation (embedded backends, no Docker).
 quickstart: install
