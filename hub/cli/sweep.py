@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from ..sweep import METRIC_COLUMNS, sweep
+    from ..sweep import sweep
 
     def on_point(index: int, total: int, row: dict[str, Any]) -> None:
         shown = "failed: " + row["error"] if row["error"] else (
@@ -38,9 +38,8 @@ def sweep_command(args: argparse.Namespace) -> int:
     result = sweep(args.config, args.vary, output_dir=args.output, overrides=args.overrides,
                    overwrite=args.overwrite, run_plots=args.run_plots, plots=not args.no_plots,
                    command=getattr(args, "command_line", None), on_point=on_point)
-    keys = [v.key for v in result.varies]
-    print(f"sweep folder: {result.output_dir} ({len(result.rows)} runs; sweep.csv has {', '.join(keys)}, "
-          f"{', '.join(METRIC_COLUMNS)})")
+    plots = "" if args.no_plots else ", plots/latency_vs_load.png"
+    print(f"sweep folder: {result.output_dir} ({len(result.rows)} run folders, sweep.csv{plots})")
     if result.failed:
         print(f"{len(result.failed)} point(s) failed: {', '.join(result.failed)}")
         return 1
