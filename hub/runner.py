@@ -178,8 +178,10 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         check_run_folder(out, overwrite=overwrite)
     started, started_at = time.perf_counter(), time.time()
     # A lab's `python:` backend imports from the config's folder and the working directory, as a
-    # script's own modules do; only for a config read from a file (never one a hub was sent).
-    import_paths = (Path(config).resolve().parent, Path.cwd()) if isinstance(config, (str, Path)) else ()
+    # script's own modules do; only for a config read from a file (never one a hub was sent). The
+    # config's folder is its base_dir where it has one: a run folder's config.yaml names the original.
+    import_paths = tuple(dict.fromkeys((folder, Path(config).resolve().parent, Path.cwd()))) if isinstance(
+        config, (str, Path)) else ()
     with started_backends(scenario, backend_names(scenario), import_paths=import_paths) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
         error = simulation.run(progress=progress, on_progress=on_progress)

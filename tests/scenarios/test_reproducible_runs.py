@@ -6,6 +6,7 @@ import json
 import shlex
 import shutil
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,27 @@ def test_config_yaml_reproduces_the_run_byte_for_byte(tmp_path: Path, monkeypatc
     assert config_a["base_dir"] == str(tmp_path / "configs")
     assert [c.pop("output")["dir"] for c in (config_a, config_b)] == ["a", "b"]
     assert config_a == config_b
+
+
+def test_config_yaml_of_a_run_with_a_lab_backend_beside_its_config_reruns(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `python:` backend imports from the original config's folder, named by config.yaml's base_dir."""
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "lab_for_rerun.py").write_text(
+        "from cosim.adapters.sdk.testing import LinearBackend\n\n\nclass Lab(LinearBackend):\n    name = 'lab'\n")
+    config = scenario(per_token_ns=3)
+    config["backends"]["lin"]["python"] = "lab_for_rerun:Lab"
+    (study / "scenario.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "study/scenario.yaml", "-o", "a", "--no-progress"]) == 0
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    # imported again, from where config.yaml says (the first run added the study folder to sys.path)
+    monkeypatch.delitem(sys.modules, "lab_for_rerun")
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(study.resolve())])
+    assert main(["run", "../a/config.yaml", "-o", "b", "--no-progress"]) == 0
+    assert (tmp_path / "a" / "requests.csv").read_bytes() == Path("b", "requests.csv").read_bytes()
 
 
 def test_run_json_records_version_commit_command_and_seed(tmp_path: Path) -> None:
