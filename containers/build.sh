@@ -9,6 +9,14 @@
 #
 # Reruns are fast: the base image and the dependency wheels are kept (refreshed when
 # pyproject.toml changes) and Docker caches the dependency layer.
+#
+# Any venv's Python will do (PYTHON, default .venv/bin/python, as `make quickstart` leaves it):
+# cosim's wheel is built in an isolated environment from the [build-system] requirements,
+# themselves kept as wheels, not with whatever setuptools that venv has.
+#
+# Images this build replaces are removed: the previous $COSIM_IMAGE and stale dependency stages,
+# but only those labelled with this build's id (COSIM_BUILD_ID, default a hash of this checkout's
+# path and the image name); other projects' images and other checkouts' are left alone.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +26,7 @@ IMAGE=${COSIM_IMAGE:-cosim:local}
 PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 [[ -x "$PYTHON" ]] || PYTHON=python3
 WHEELS="$HERE/.build/wheels"
+BUILD_ID=${COSIM_BUILD_ID:-$(printf '%s\n%s' "$ROOT" "$IMAGE" | sha256sum | cut -c1-16)}
 
 if [[ "$BASE" == "cosim/base:local" ]]; then
   "$HERE/build-base.sh"
@@ -51,14 +60,30 @@ SRC=$(mktemp -d /tmp/cosim-src.XXXXXX)
 trap 'rm -rf "$SRC"' EXIT
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c '[ -e "{}" ] && echo "{}"' \
    | tar -c -T - -f -) | tar -x -C "$SRC"
+# cosim's build requirements ([build-system] requires) as wheels, refreshed when they change; the
+# wheel below is built in an isolated environment installed from them alone.
+BUILD_REQUIRES=$("$PYTHON" - "$ROOT/pyproject.toml" <<'PY'
+import sys, tomllib
+with open(sys.argv[1], "rb") as f:
+    print("\n".join(tomllib.load(f)["build-system"]["requires"]))
+PY
+)
+mkdir -p "$WHEELS/build"
+if [[ "$(cat "$WHEELS/build/requirements.txt" 2>/dev/null)" != "$BUILD_REQUIRES" ]]; then
+  echo "$BUILD_REQUIRES" > "$WHEELS/build/requirements.new"
+  "$PYTHON" -m pip wheel --quiet --wheel-dir "$WHEELS/build" -r "$WHEELS/build/requirements.new" \
+    2>"$WHEELS/pip.log" || { cat "$WHEELS/pip.log" >&2; exit 1; }
+  mv "$WHEELS/build/requirements.new" "$WHEELS/build/requirements.txt"
+fi
 rm -rf "$WHEELS/app"
-"$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir "$WHEELS/app" "$SRC" 2>"$SRC/wheel.log" \
-  || { cat "$SRC/wheel.log" >&2; exit 1; }
+"$PYTHON" -m pip wheel --quiet --no-deps --no-index --find-links "$WHEELS/build" --wheel-dir "$WHEELS/app" \
+  "$SRC" 2>"$SRC/wheel.log" || { cat "$SRC/wheel.log" >&2; exit 1; }
 
-OLD=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
-docker build --build-arg BASE="$BASE" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"
-# Drop what the rebuild replaced: the previous image and stale dependency stages
-# (the newest deps stage is the build cache; keep it).
+OLD=$(docker image inspect -f '{{.Id}} {{index .Config.Labels "cosim.build"}}' "$IMAGE" 2>/dev/null || true)
+docker build --build-arg BASE="$BASE" --build-arg COSIM_BUILD="$BUILD_ID" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"
+# Drop what the rebuild replaced, of what builds with this id made: the previous image, and the
+# dependency stages but the newest (the one just used: the build cache).
 NEW=$(docker image inspect -f '{{.Id}}' "$IMAGE")
-if [[ -n "$OLD" && "$OLD" != "$NEW" ]]; then docker rmi "$OLD" >/dev/null 2>&1 || true; fi
-docker images -q --filter label=cosim.stage=deps | tail -n +2 | xargs -r docker rmi >/dev/null 2>&1 || true
+if [[ "$OLD" == *" $BUILD_ID" && "${OLD%% *}" != "$NEW" ]]; then docker rmi "${OLD%% *}" >/dev/null 2>&1 || true; fi
+docker images -q --filter label=cosim.stage=deps --filter "label=cosim.build=$BUILD_ID" | tail -n +2 \
+  | xargs -r docker rmi >/dev/null 2>&1 || true

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,10 +46,25 @@ def docker_engine() -> object:
 
 
 @pytest.fixture(scope="session")
-def cosim_image(docker_engine: object) -> str:
+def quickstart_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Python of a venv as `make quickstart` leaves it: made by `python -m venv`, with the setuptools
+    that Python bundles (older than cosim's build needs) and not cosim's dev extras."""
+    root = tmp_path_factory.mktemp("quickstart-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, capture_output=True, timeout=300)
+    return root / "bin" / "python"
+
+
+def build_image(python: Path) -> subprocess.CompletedProcess[bytes]:
+    """containers/build.sh as the README runs it after `make quickstart` (PYTHON: that venv's)."""
+    return subprocess.run([str(REPO / "containers" / "build.sh")], cwd=REPO, capture_output=True, timeout=1800,
+                          env={**os.environ, "PYTHON": str(python)})
+
+
+@pytest.fixture(scope="session")
+def cosim_image(docker_engine: object, quickstart_python: Path) -> str:
     """cosim:local, (re)built by containers/build.sh from the local base image and host wheels."""
     began = time.monotonic()
-    proc = subprocess.run([str(REPO / "containers" / "build.sh")], cwd=REPO, capture_output=True, timeout=1800)
+    proc = build_image(quickstart_python)
     if proc.returncode != 0:
         pytest.fail(f"containers/build.sh failed ({proc.returncode}):\n{_tail(proc.stdout)}\n{_tail(proc.stderr)}")
     print(f"cosim image built in {time.monotonic() - began:.0f}s")  # noqa: T201 - shown with -s
@@ -72,6 +88,7 @@ class Stack:
     env: dict[str, str]
     hub: str
     runs_dir: Path
+    project: str
 
     def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run([*self.base, *args], env=self.env, capture_output=True, timeout=timeout)
@@ -100,17 +117,22 @@ class Stack:
         raise AssertionError(f"compose stack not ready after {timeout_s:.0f}s ({last}); logs:\n{logs}")
 
 
+# The user the test stack's hub runs as (COSIM_UID, COSIM_GID): not the tests' own, which may be root.
+HUB_UID, HUB_GID = 4321, 4322
+
+
 @pytest.fixture(scope="session")
 def compose_stack(cosim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    """The hub and every backend of containers/docker-compose.yml, up for the session."""
-    compose = compose_command()
-    if compose is None:
+    """The hub and every backend of containers/docker-compose.yml, up for the session through
+    containers/compose.sh, with every COSIM_* setting its own (a second stack could run beside it)."""
+    if compose_command() is None:
         pytest.skip("neither docker-compose nor `docker compose` is installed")
-    port = free_port()
-    runs = tmp_path_factory.mktemp("compose-runs")
-    env = {**os.environ, "COSIM_HUB_PORT": str(port), "COSIM_RUNS_DIR": str(runs), "COSIM_IMAGE": cosim_image}
-    base = [*compose, "-p", f"cosimtest{os.getpid()}", "-f", str(REPO / "containers" / "docker-compose.yml")]
-    stack = Stack(base, env, f"127.0.0.1:{port}", runs)
+    port, project = free_port(), f"cosimtest{os.getpid()}"
+    runs = tmp_path_factory.mktemp("compose") / "runs"  # compose.sh creates it, for the hub's user
+    env = {**os.environ, "COSIM_PROJECT": project, "COSIM_HUB_PORT": str(port), "COSIM_RUNS_DIR": str(runs),
+           "COSIM_IMAGE": cosim_image, "COSIM_UID": str(HUB_UID), "COSIM_GID": str(HUB_GID)}
+    base = [str(REPO / "containers" / "compose.sh")]
+    stack = Stack(base, env, f"127.0.0.1:{port}", runs, project)
     try:
         stack.compose("up", "-d")
         stack.wait_healthy()

@@ -5,6 +5,7 @@ One stack for the whole module (see conftest.py); runs are kept small with --set
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -20,7 +21,7 @@ from cosim.hub.server import summary_of
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 
-from .conftest import REPO, Stack
+from .conftest import HUB_GID, HUB_UID, REPO, Stack, build_image
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
@@ -134,3 +135,54 @@ def test_base_image_is_local_and_has_python_311(cosim_image: str) -> None:
                           "import sys, cosim.hub; print(sys.version_info[:2])"],
                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert out.stdout.strip() == "(3, 11)", out.stderr
+
+
+def test_the_image_builds_from_a_quickstart_venv(cosim_image: str, quickstart_python: Path,
+                                                docker_engine: object) -> None:
+    """The README's order: `make quickstart`, then containers/build.sh with that venv's old setuptools."""
+    version = subprocess.run([str(quickstart_python), "-c", "import setuptools; print(setuptools.__version__)"],
+                             capture_output=True, text=True)
+    if version.returncode == 0:  # Python >= 3.12 bundles none, which needs build isolation just as much
+        assert int(version.stdout.split(".")[0]) < 77, f"this venv's setuptools {version.stdout} is recent enough"
+    labels = docker_engine.images.get(cosim_image).labels  # type: ignore[attr-defined]
+    assert labels.get("cosim.build"), labels
+
+
+def test_the_build_removes_only_images_of_its_own_builds(cosim_image: str, quickstart_python: Path,
+                                                         docker_engine: object) -> None:
+    """Dependency stages of other projects (and of other checkouts) survive a rebuild; of this build's own,
+    only the newest (its cache) is kept."""
+    client = docker_engine
+    own = client.images.get(cosim_image).labels["cosim.build"]  # type: ignore[attr-defined]
+    planted = []
+    try:
+        for labels in ({"cosim.stage": "deps", "planted": "1"}, {"cosim.stage": "deps", "planted": "2"},
+                       {"cosim.stage": "deps", "cosim.build": "another-checkout"}):
+            image, _ = client.images.build(  # type: ignore[attr-defined]
+                fileobj=io.BytesIO(b"FROM cosim/base:local\n"), labels=labels, rm=True)
+            planted.append(image.id)
+        proc = build_image(quickstart_python)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        left = {image.id for image in client.images.list(filters={"label": "cosim.stage=deps"})}  # type: ignore
+        assert set(planted) <= left
+        mine = client.images.list(filters={"label": ["cosim.stage=deps", f"cosim.build={own}"]})  # type: ignore
+        assert len(mine) == 1
+    finally:
+        for image_id in planted:
+            subprocess.run(["docker", "rmi", image_id], capture_output=True)
+
+
+def test_run_folders_belong_to_the_hubs_user_and_the_stack_to_its_project(compose_stack: Stack,
+                                                                          tmp_path: Path) -> None:
+    """COSIM_UID/COSIM_GID own what the hub writes (containers/compose.sh: the invoking user);
+    COSIM_PROJECT names the stack."""
+    result = submit(compose_stack, REPO / "examples" / "quickstart.yaml", tmp_path / "q", "workload.requests=20",
+                    "output.plots=false")
+    assert result.returncode == 0, result.stderr
+    summary = next(compose_stack.runs_dir.rglob("summary.json"))
+    for path in (compose_stack.runs_dir, summary.parent, summary):
+        assert (path.stat().st_uid, path.stat().st_gid) == (HUB_UID, HUB_GID), path
+    containers = subprocess.run(["docker", "ps", "-q", "--filter",
+                                 f"label=com.docker.compose.project={compose_stack.project}"],
+                                capture_output=True, text=True, check=True).stdout.split()
+    assert len(containers) >= 7  # the hub and six backends
