@@ -208,7 +208,8 @@ class LLMClient:
 
     def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
         """Records a step's tokens, forks and finished stages on the requests."""
-        for seq in outcome.sampled:
+        gaps = self.timeline.token_gaps
+        for seq in outcome.sampled:  # a hot loop
             request = seq.request
             request.generated_tokens += 1
             if request.first_token_ns < 0:
@@ -217,9 +218,9 @@ class LLMClient:
                     self._begin_decode_stage(seq, now)
             else:
                 gap = now - request.last_token_ns
-                request.max_tbt_ns = max(request.max_tbt_ns, gap)
+                if gap > request.max_tbt_ns:
+                    request.max_tbt_ns = gap
                 if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
-                    gaps = self.timeline.token_gaps
                     gaps[gap] = gaps.get(gap, 0) + 1
             request.last_token_ns = now
         for parent, children in outcome.forked:
@@ -230,9 +231,7 @@ class LLMClient:
         self.timeline.append(start_ns, now, len(batch.seqs), batch.prefill_tokens,
                              batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting)
         for seq in outcome.finished:
-            # NOTE: KV is released when the stage ends; a disaggregated prefill's
-            # KV is modelled as copied out at that instant (the transfer is timed
-            # by the coordinator).
+            # A disaggregated prefill's KV stays held until the coordinator's transfer of it completes.
             seq.stage.end_ns = now
             self._hold(seq, -1)
             self.sink.on_llm_done(seq, now, self._releaser(seq))

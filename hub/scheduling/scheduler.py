@@ -101,19 +101,23 @@ class Scheduler:
     def update(self, batch: ScheduledBatch) -> StepOutcome:
         """Applies a finished step: each sequence holds its new tokens; a sequence whose tokens are
         all computed samples one; reasoning branches fork; finished stages leave and free their KV."""
-        sampled, forking, finished = [], [], []
+        sampled: list[Sequence] = []
+        forking: list[Sequence] = []
+        finished: list[Sequence] = []
         if self.in_flight:
             self.in_flight.difference_update(map(id, batch.seqs))
-        for seq, num in zip(batch.seqs, batch.num_new):
-            seq.num_computed += num
-            if seq.num_computed < seq.num_tokens:
+        sample = sampled.append
+        for seq, num in zip(batch.seqs, batch.num_new):  # a hot loop: each attribute read once
+            computed = seq.num_computed = seq.num_computed + num
+            tokens = seq.num_tokens
+            if computed < tokens:
                 continue  # a partial prefill chunk samples nothing
-            seq.generated += 1
-            seq.num_tokens += 1
-            sampled.append(seq)
+            seq.num_tokens = tokens + 1
+            generated = seq.generated = seq.generated + 1
+            sample(seq)
             if seq.forks:
                 forking.append(seq)
-            if seq.generated >= seq.target_generated:
+            if generated >= seq.target_generated:
                 finished.append(seq)
         forked = [(seq, self._fork(seq)) for seq in forking]
         outcome = StepOutcome(sampled, forked, finished, self.kv.num_used, len(self.waiting))
@@ -144,22 +148,24 @@ class Scheduler:
         """
         i = 0
         block_size = self.kv.block_size
-        running, seqs, num_new, context = self.running, batch.seqs, batch.num_new, batch.context
+        running = self.running
+        add_seq, add_new, add_context = batch.seqs.append, batch.num_new.append, batch.context.append
         while i < len(running):
             seq = running[i]
             computed = seq.num_computed
             remaining = seq.num_tokens - computed
-            num = remaining if budget is None else min(remaining, budget - batch.num_tokens)
-            if num <= 0:
-                break
-            if remaining == 1 and seq.generated and computed < (seq.num_blocks + seq.prefix_blocks) * block_size:
+            if remaining == 1 and seq.generated and computed < (seq.num_blocks + seq.prefix_blocks) * block_size \
+                    and (budget is None or batch.num_tokens < budget):
                 # fast path, a decode its blocks have room for (``batch.add`` inlined: the hot loop)
-                seqs.append(seq)
-                num_new.append(1)
-                context.append(computed)
+                add_seq(seq)
+                add_new(1)
+                add_context(computed)
                 batch.num_tokens += 1
                 i += 1
                 continue
+            num = remaining if budget is None else min(remaining, budget - batch.num_tokens)
+            if num <= 0:
+                break
             if max_chunk_tokens and num > max_chunk_tokens:
                 num = max_chunk_tokens  # off the decode path: only a prefill (or recompute) has more than 1
             if computed + num <= (seq.num_blocks + seq.prefix_blocks) * block_size:
