@@ -209,13 +209,14 @@ class BlockManager:
         full = min(num_tokens // self.block_size, seq.prefix_blocks + seq.num_blocks)
         if full <= seq.prefix_blocks:
             return
+        start = seq.prefix_blocks
         if self.enable_prefix_caching:
-            keys: list[Hashable] = list(block_hashes(seq, full, self.block_size))
+            keys: list[Hashable] = block_hashes(seq, full, self.block_size)[start:full]  # type: ignore[assignment]
         else:  # shared by forks, never found by content
-            keys = list(range(self._next_key, self._next_key + full))
-            self._next_key += full
+            keys = list(range(self._next_key, self._next_key + full - start))
+            self._next_key += full - start
         refs = self._refs
-        for block in keys[seq.prefix_blocks:full]:
+        for block in keys:
             seq.num_blocks -= 1
             if block in refs:
                 self._hold(block)
