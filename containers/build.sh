@@ -33,7 +33,7 @@ if [[ "$BASE" == "cosim/base:local" ]]; then
 fi
 
 # The dependencies of cosim plus the optional groups the adapters need (those declared).
-WANTED=${COSIM_EXTRAS:-genz,scalesim,astrasim}
+WANTED=${COSIM_EXTRAS:-genz,scalesim,aiconfigurator,astrasim}
 REQUIREMENTS=$("$PYTHON" - "$ROOT/pyproject.toml" "$WANTED" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:

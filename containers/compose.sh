@@ -9,14 +9,19 @@
 #   COSIM_PROJECT    compose project name                       (default cosim)
 #   COSIM_HUB_PORT   the hub's port on 127.0.0.1                (default 50050)
 #   COSIM_RUNS_DIR   where the hub's run folders go on the host (default runs/compose)
-#   COSIM_UID, COSIM_GID  the user the hub runs as, who owns its run folders (default: you)
+#   COSIM_UID, COSIM_GID  the user the hub runs as, who owns its run folders (default: you; when you
+#                         are root, the image's user cosim, 10001: no container runs as root)
+#   COSIM_HUB_TOKEN  a bearer token the hub requires (cosim submit reads the same variable; default none)
 #   COSIM_IMAGE      the image                                  (default cosim:local)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
-export COSIM_UID=${COSIM_UID:-$(id -u)}
-export COSIM_GID=${COSIM_GID:-$(id -g)}
+if [[ "$(id -u)" == 0 ]]; then
+  export COSIM_UID=${COSIM_UID:-10001} COSIM_GID=${COSIM_GID:-10001}
+else
+  export COSIM_UID=${COSIM_UID:-$(id -u)} COSIM_GID=${COSIM_GID:-$(id -g)}
+fi
 export COSIM_RUNS_DIR=${COSIM_RUNS_DIR:-$ROOT/runs/compose}
 
 # The runs folder exists before compose mounts it (else the engine creates it, owned by root), and a

@@ -38,6 +38,8 @@ ROWS = (
     ("throughput_output_tokens_per_s", "output tokens/s", 1.0, "{:.4g}"),
     ("goodput_requests_per_s", "goodput (req/s)", 1.0, "{:.4g}"),
     ("slo_attainment", "SLO attainment (%)", 100.0, "{:.4g}"),
+    ("energy_per_output_token_j", "energy per output token (J)", 1.0, "{:.4g}"),
+    ("tokens_per_j", "output tokens per joule", 1.0, "{:.4g}"),
 )
 
 

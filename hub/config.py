@@ -17,14 +17,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from . import safe_yaml
+from .bounds import MAX_DEVICES, MAX_GBPS, MAX_SEED, MAX_TOKENS, MIN_GBPS
 from .errors import ScenarioError
-from .frozen import FrozenModel
+from .frozen import FieldProblem, FrozenModel
 from .metrics.slo import slo_problems
 from .pipelines import LLM_STAGES, TemplateConfig, resolve_templates
 from .presets.user import HardwareConfig, ModelConfig, UserPresets, inline_files
-from .scheduling.config import SchedulerConfig
+from .scheduling.config import LoraConfig, SchedulerConfig
+from .scheduling.speculative import SpeculativeConfig
 from .stage_config import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 from .workload import WorkloadConfig
+from .workload.config import DEFAULT_LORA_RANK
 
 
 class ScenarioProblems(ScenarioError):
@@ -57,22 +61,32 @@ class _Problems(ValueError):
         self.problems = list(problems)
 
 
+# The sessions each built-in backend kind serves (hub/backends/launchers.py: BUILTIN_BACKENDS).
+BACKEND_SERVICES = {"roofline": "runtime", "regression": "runtime", "genz": "runtime", "scalesim": "runtime",
+                    "aiconfigurator": "runtime",
+                    "memory": "memory", "network": "network", "astrasim": "network"}
+
+
 class BackendConfig(FrozenModel):
     """Where a backend runs: exactly one of kind, python, command, image, address."""
 
-    kind: Literal["roofline", "regression", "memory", "network", "genz", "scalesim", "astrasim"] | None = Field(
+    kind: Literal["roofline", "regression", "memory", "network", "genz", "scalesim", "astrasim",
+                  "aiconfigurator"] | None = Field(
         None, description="a built-in backend, served in-process on loopback")
     python: str | None = Field(None, description="a backend class as package.module:Class, served in-process")
     command: list[str] | None = Field(None, description="a command that serves a backend; {port} is replaced")
     image: str | None = Field(None, description="a container image started with the Docker SDK")
     address: str | None = Field(None, description="host:port of a backend that is already running")
+    reconnect_s: float = Field(30.0, ge=0, le=86_400, description="how long a call waits for the backend to come "
+                               "back when it goes away (docs/faults.md; 0: not at all)")
     options: dict[str, Any] = Field(default_factory=dict, description="session options passed to the backend")
-    deadline_s: float = Field(30.0, gt=0, description="deadline of each call")
+    deadline_s: float = Field(30.0, gt=0, le=86_400, description="deadline of each call (at most a day)")
     cache: bool = Field(True, description="cache step timings by exact batch signature")
     lookahead: bool = Field(True, description="send predicted decode batches along with each step (needs cache)")
     cache_bucket_tokens: int = Field(
-        0, ge=0, description="time steps with context tokens rounded up to a multiple of this, so nearby batches "
-        "share a cache entry (approximate; only for backends declaring bucketed_cache_safe; 0: exact)")
+        0, ge=0, le=MAX_TOKENS, description="time steps with context tokens rounded up to a multiple of this, "
+        "so nearby batches share a cache entry (approximate; only for backends declaring bucketed_cache_safe; "
+        "0: exact)")
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> BackendConfig:
@@ -90,10 +104,10 @@ class ClientHardware(FrozenModel):
     """The cluster one client runs on."""
 
     device: str = Field(description="a key of `hardware`")
-    count: int = Field(1, gt=0, description="devices in the cluster")
-    tensor_parallel: int = Field(1, gt=0, description="tensor-parallel degree")
-    pipeline_parallel: int = Field(1, gt=0, description="pipeline-parallel degree")
-    expert_parallel: int = Field(1, gt=0, description="expert-parallel degree (MoE)")
+    count: int = Field(1, gt=0, le=MAX_DEVICES, description="devices in the cluster")
+    tensor_parallel: int = Field(1, gt=0, le=MAX_DEVICES, description="tensor-parallel degree")
+    pipeline_parallel: int = Field(1, gt=0, le=MAX_DEVICES, description="pipeline-parallel degree")
+    expert_parallel: int = Field(1, gt=0, le=MAX_DEVICES, description="expert-parallel degree (MoE)")
 
 
 Role = Literal["mixed", "prefill", "decode"]
@@ -123,10 +137,13 @@ class ClientConfig(FrozenModel):
     dp_group: str | None = Field(None, description="llm: clients naming the same group are the data-parallel ranks "
                                                    "of one MoE deployment and step in lock-step, as vLLM's do")
     scheduler: SchedulerConfig = Field(default_factory=SchedulerConfig)
-    servers: int = Field(1, gt=0, description="non-llm kinds: stages served at once (cores)")
+    speculative: SpeculativeConfig | None = Field(
+        None, description="llm: speculative decoding: drafts proposed and verified each step (docs/speculative.md)")
+    servers: int = Field(1, gt=0, le=MAX_DEVICES, description="non-llm kinds: stages served at once (cores)")
     service: ServiceTimeConfig = Field(default_factory=ServiceTimeConfig)
     rag: RagConfig | None = None
     memory: KVRetrievalConfig | None = None
+    lora: LoraConfig | None = Field(None, description="llm: serve LoRA adapters (vLLM --enable-lora; docs/lora.md)")
 
     @model_validator(mode="after")
     def _check_kind(self) -> ClientConfig:
@@ -141,23 +158,26 @@ class ClientConfig(FrozenModel):
         if self.dp_group is not None and (self.kind != "llm" or self.role != "mixed" or
                                           (self.hardware is not None and self.hardware.pipeline_parallel > 1)):
             raise ValueError("dp_group: only mixed-role llm clients without pipeline parallelism step in lock-step")
+        if self.speculative is not None and self.kind != "llm":
+            raise ValueError("speculative: only llm clients decode")
         return self
 
 
 class LinkConfig(FrozenModel):
     """A plain link for inter-client transfers when no network backend is named."""
 
-    bandwidth_gbps: float = Field(50.0, gt=0, description="GB/s (decimal); default: one 400 Gb/s NIC")
-    latency_s: float = Field(10e-6, ge=0, description="fixed latency per transfer, seconds")
+    bandwidth_gbps: float = Field(50.0, ge=MIN_GBPS, le=MAX_GBPS,
+                                  description="GB/s (decimal); default: one 400 Gb/s NIC")
+    latency_s: float = Field(10e-6, ge=0, le=3600, description="fixed latency per transfer, seconds")
 
 
 class TopologyDimConfig(FrozenModel):
     """One dimension of the network topology (ASTRA-sim network.yml)."""
 
     kind: Literal["ring", "fully_connected", "switch"] = Field(description="basic topology of the dimension")
-    npus: int = Field(gt=1, description="NPUs in the dimension")
-    bandwidth_gbps: float = Field(gt=0, description="link bandwidth, GB/s (decimal)")
-    latency_ns: float = Field(0.0, ge=0, description="latency per hop, ns")
+    npus: int = Field(gt=1, le=MAX_DEVICES, description="NPUs in the dimension")
+    bandwidth_gbps: float = Field(ge=MIN_GBPS, le=MAX_GBPS, description="link bandwidth, GB/s (decimal)")
+    latency_ns: float = Field(0.0, ge=0, le=3.6e12, description="latency per hop, ns (at most an hour)")
 
 
 class NetworkConfig(FrozenModel):
@@ -173,8 +193,9 @@ class NetworkConfig(FrozenModel):
     backend: str | None = Field(None, description="a key of `backends` of a network backend; none = `link`")
     mode: Literal["predict", "congestion_aware"] = Field("predict", description="how the backend is run")
     topology: list[TopologyDimConfig] | None = Field(
-        None, description="dimensions, dim 0 first; default one switch over every client device at the slowest "
-                          "device's inter-node bandwidth")
+        None, description="dimensions, dim 0 first; default: each client's devices on nodes of their own "
+                          "(devices_per_node, the preset's intra-node link at NCCL's bus bandwidth and hop "
+                          "latency), the nodes on one switch at the slowest device's inter-node bandwidth")
     kv_layers: int = Field(1, ge=1, description="KV sent as this many back-to-back messages (layer by layer)")
     collectives: bool = Field(False, description="time each step's tensor-parallel all-reduces on the network "
                                                  "backend (predict mode) in place of the runtime backend's own")
@@ -184,10 +205,19 @@ class NetworkConfig(FrozenModel):
 class RouterConfig(FrozenModel):
     """How the coordinator picks a client for a stage."""
 
-    policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light"] = "round_robin"
+    policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light", "vllm_dp",
+                    "lora_affinity", "prefix_aware"] = Field(
+        "round_robin", description="vllm_dp: vLLM's data-parallel load balancer (4 x waiting + running, "
+                                   "counts published every 100 ms); lora_affinity: a client holding the "
+                                   "request's LoRA adapter, then least load; prefix_aware: Dynamo's KV router "
+                                   "(docs/routing.md)")
+    overlap_score_weight: float = Field(
+        1.0, ge=0, le=1e6, description="prefix_aware: weight of the prefill blocks against the KV blocks in use "
+                                       "(Dynamo's kv_overlap_score_weight, default 1)")
     load_metric: Literal["input_tokens", "kv_tokens", "remaining_tokens"] = Field(
         "remaining_tokens", description="load of load_based and heavy_light")
-    heavy_threshold_tokens: int = Field(2048, gt=0, description="heavy_light: prompts this long are heavy")
+    heavy_threshold_tokens: int = Field(2048, gt=0, le=MAX_TOKENS,
+                                        description="heavy_light: prompts this long are heavy")
     heavy_clients: list[str] = Field(default_factory=list,
                                      description="heavy_light: clients for heavy requests (default: first half)")
 
@@ -202,7 +232,7 @@ class OutputConfig(FrozenModel):
 class ScenarioConfig(FrozenModel):
     """A whole scenario."""
 
-    seed: int = Field(0, description="seed of every random draw")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of every random draw")
     base_dir: str | None = Field(
         None, description="folder relative paths (traces) resolve against; default: the config file's folder "
         "(the config.yaml of a run folder names the original one)")
@@ -241,6 +271,8 @@ class ScenarioConfig(FrozenModel):
                     problems.append((f"{where}.{field}",
                                      f"unknown device {device!r}; defined: {sorted(self.hardware)}"))
         problems += self._check_pipelines()
+        problems += self._check_backend_kinds()
+        problems += self._check_lora()
         roles = {c.role for c in self.clients if c.kind == "llm"}
         for needed, role in (("prefill", "decode"), ("decode", "prefill")):
             if role in roles and needed not in roles and "mixed" not in roles:
@@ -262,6 +294,58 @@ class ScenarioConfig(FrozenModel):
         if problems:
             raise _Problems(problems)
         return self
+
+    def _check_lora(self) -> list[tuple[str, str]]:
+        """Requests naming LoRA adapters need LLM clients serving LoRA, with ranks that fit (vLLM
+        refuses a LoRA request without --enable-lora, and an adapter above --max-lora-rank)."""
+        lora, problems = self.workload.lora, []
+        source = self.workload.trace_source("input_tokens")
+        traced = source is not None and source.lora_column is not None
+        if lora is None and not traced:
+            return []
+        ranks = list(lora.ranks().values()) if lora is not None else []
+        if traced:  # a trace's unlisted adapters get the default rank
+            ranks.append(lora.rank if lora is not None else DEFAULT_LORA_RANK)
+        largest = max(ranks)
+        for i, client in enumerate(self.clients):
+            if client.kind != "llm":
+                continue
+            if client.lora is None:
+                problems.append((f"clients[{i}].lora", "requests name LoRA adapters (workload.lora): give the "
+                                                       "client a lora section (max_loras, max_lora_rank)"))
+            elif largest > client.lora.max_lora_rank:
+                problems.append((f"clients[{i}].lora.max_lora_rank",
+                                 f"{client.lora.max_lora_rank} is below the rank {largest} of an adapter in "
+                                 "workload.lora"))
+        return problems
+
+    def _check_backend_kinds(self) -> list[tuple[str, str]]:
+        """Each backend serves one kind of session, the kind its users need: runtime (llm, rag and
+        model-based stage clients), memory (kv_retrieval clients) or network (``network.backend``);
+        a built-in kind must serve that one (a memory backend cannot time an LLM's steps)."""
+        users: dict[str, list[tuple[str, str]]] = {}  # backend -> (service, config path) of each user
+        for i, client in enumerate(self.clients):
+            if client.backend is not None:
+                service = "memory" if client.kind == "kv_retrieval" else "runtime"
+                users.setdefault(client.backend, []).append((service, f"clients[{i}].backend"))
+        if self.network.backend is not None:
+            users.setdefault(self.network.backend, []).append(("network", "network.backend"))
+        problems = []
+        for name, used in users.items():
+            backend = self.backends.get(name)
+            if backend is None:
+                continue  # reported as unknown
+            first_service, first_where = used[0]
+            for service, where in used:
+                if service != first_service:
+                    problems.append((where, f"backend {name!r} would serve {service} sessions here and "
+                                            f"{first_service} sessions at {first_where}; give each its own backend"))
+                elif backend.kind is not None and BACKEND_SERVICES[backend.kind] != service:
+                    fitting = ", ".join(k for k, s in BACKEND_SERVICES.items() if s == service)
+                    problems.append((where, f"backend {name!r} is kind {backend.kind!r}, which serves "
+                                            f"{BACKEND_SERVICES[backend.kind]} sessions; this needs a {service} "
+                                            f"backend ({fitting})"))
+        return problems
 
     def _check_pipelines(self) -> list[tuple[str, str]]:
         """Every stage of every template in use has a client (of the template's model, for LLM stages)."""
@@ -286,29 +370,45 @@ class ScenarioConfig(FrozenModel):
         return problems
 
 
-def _format_location(loc: Sequence[int | str]) -> str:
-    text = ""
-    for part in loc:
+def _format_location(loc: Sequence[int | str], data: Any = None, *, missing: bool = False) -> str:
+    """The config path of a pydantic error location, without pydantic's own parts: validator
+    names, union tags (``poisson``, ``lognormal``) and the member types of a scalar union
+    (``float``, ``int``): only the keys and indexes the user wrote (``data``) are kept."""
+    text, node = "", data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
         if isinstance(part, int):
             text += f"[{part}]"
+            node = node[part] if isinstance(node, list) and 0 <= part < len(node) else None
         elif part.startswith(("function-after", "function-before")) or part in ("literal", "none"):
             continue
+        elif data is not None and (not isinstance(node, Mapping) or part not in node) and not \
+                (last and missing and isinstance(node, Mapping)):
+            continue  # a tag of pydantic's, not a key the user wrote (a missing key is kept)
         else:
             text += f".{part}" if text else part
+            node = node.get(part) if isinstance(node, Mapping) else None
     return text
 
 
-def _pydantic_problems(err: ValidationError) -> list[ScenarioError]:
+def _pydantic_problems(err: ValidationError, data: Any = None) -> list[ScenarioError]:
     problems: list[ScenarioError] = []
+    seen: set[str] = set()
     for item in err.errors():
         cause = item.get("ctx", {}).get("error")
         if isinstance(cause, _Problems):
             problems.extend(ScenarioError(where, what) for where, what in cause.problems)
             continue  # cross-field checks already name their paths
-        where = _format_location(item["loc"])
+        where = _format_location(item["loc"], data, missing=item["type"] == "missing")
+        if isinstance(cause, FieldProblem):  # a model-level check of one field: located at the field
+            problems.append(ScenarioError(f"{where}.{cause.field}" if where else cause.field, cause.message))
+            continue
         message = str(item["msg"]).removeprefix("Value error, ")
         got = item.get("input")
         shown = "" if item["type"] in ("missing", "extra_forbidden") or isinstance(got, dict) else f", got {got!r}"
+        if item["type"] in ("finite_number", "bool_type") and where in seen:
+            continue  # one problem per place: a scalar union (float | int | bool) fails in each member
+        seen.add(where)
         problems.append(ScenarioError(where, f"{message.lower()}{shown}"))
     return problems
 
@@ -332,7 +432,10 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
         else:
             raise ScenarioError(f"--set {key}", f"cannot set {part!r} inside a {type(node).__name__}")
         if last:
-            node[index] = yaml.safe_load(raw)
+            try:
+                node[index] = safe_yaml.load(raw)
+            except yaml.YAMLError as err:
+                raise ScenarioError(f"--set {key}", f"not valid YAML: {safe_yaml.describe(err)}") from None
         else:
             node = node[index]
 
@@ -354,7 +457,7 @@ def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), sour
     try:
         config = ScenarioConfig.model_validate(copied)
     except ValidationError as err:
-        raise ScenarioProblems(source, [ScenarioError(*p) for p in files] + _pydantic_problems(err)) from None
+        raise ScenarioProblems(source, [ScenarioError(*p) for p in files] + _pydantic_problems(err, copied)) from None
     if files:
         raise ScenarioProblems(source, [ScenarioError(*p) for p in files])
     return config
@@ -364,7 +467,7 @@ def load_config(path: str | Path, *, overrides: Sequence[str] = ()) -> tuple[Sce
     """Reads and validates a YAML scenario; returns it and the folder relative paths resolve against."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_yaml.load(path.read_text())
     except OSError as err:
         raise ScenarioError(str(path), f"cannot read config: {err.strerror}") from None
     except yaml.YAMLError as err:

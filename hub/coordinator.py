@@ -19,18 +19,23 @@ after the KV transfer.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Protocol
 
+import numpy as np
+
+from .admission import check_requests, route_for
+from .arrivals import PendingRequests
 from .clients.llm import LLMClient
 from .clients.service import ServiceClient
-from .clients.stages import KVRetrievalTimer
+from .clients.stages import KVRetrievalTimer, RagStageTimer
 from .errors import ScenarioError
 from .kernel import ARRIVAL, Kernel
+from .metrics.request_table import RequestColumns, RequestTable
 from .pipelines import LLM_STAGES, Pipeline, decode_kind
 from .records import RequestRecord, StageRecord
+from .request_log import RequestLog, RequestView
 from .router import Router
 from .scheduling import Sequence
 from .workload import RequestSpec
@@ -65,8 +70,13 @@ class Coordinator:
         self.on_request_done = on_request_done
         self.clients: list[LLMClient] = []
         self.services: list[ServiceClient] = []
-        self.requests: list[RequestRecord] = []
-        self._arrivals: dict[str, list[int]] = {}  # per model, sorted arrival times
+        # Requests not yet arrived, in flight, and finished (records, and the numbers the summary needs).
+        self.pending: PendingRequests | None = None
+        self.in_flight: dict[int, RequestRecord] = {}
+        self._scheduled: RequestRecord | None = None  # the next to arrive, its arrival scheduled
+        self.log = RequestLog(spill=False)
+        self.columns = RequestColumns()
+        self._arrivals: dict[str, np.ndarray] = {}  # per model, sorted arrival times
         self.num_finished = 0
         self.transfer_bytes = 0
 
@@ -78,29 +88,62 @@ class Coordinator:
             self.services.append(client)
 
     # -- arrivals ----------------------------------------------------------
-    def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
-        """Creates the request records and schedules their arrivals."""
-        for spec, pipeline in zip(specs, pipelines):
-            record = RequestRecord(id=spec.id, model=pipeline.model, arrival_ns=spec.arrival_ns,
-                                   input_tokens=spec.input_tokens, output_tokens=spec.output_tokens,
-                                   prefix_id=spec.prefix_id, prefix_tokens=spec.prefix_tokens,
-                                   prompt_token_ids=spec.prompt_token_ids,
-                                   template=pipeline.template, pipeline=pipeline.stages,
-                                   branches=pipeline.branches)
-            self.requests.append(record)
-            self.kernel.call_at(spec.arrival_ns, ARRIVAL, self.push_stage, record, label="arrival")
-        for spec, pipeline in zip(specs, pipelines):
-            self._arrivals.setdefault(pipeline.model, []).append(spec.arrival_ns)
-        for times in self._arrivals.values():
-            times.sort()
+    def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *, spill: bool = False) -> None:
+        """Takes the requests and schedules their arrivals; ``spill``: finished requests' records go to
+        a temporary file (:class:`RequestLog`), not memory.
+
+        Raises:
+            ScenarioError: a request no route through the LLM clients can ever serve (see
+                :func:`check_requests`), before anything runs.
+        """
+        retrieved = [s.timer.config.top_k * s.timer.config.doc_tokens for s in self.services
+                     if isinstance(s.timer, RagStageTimer)]
+        router = self.router.config
+        check_requests([c.limits for c in self.clients if c.limits is not None], specs, pipelines,
+                       retrieved_tokens=min(retrieved, default=0),
+                       route=route_for(router.policy, router.heavy_clients, router.heavy_threshold_tokens))
+        self.log = RequestLog(spill=spill)
+        self.pending = PendingRequests(specs, pipelines)
+        models = dict.fromkeys(p.model for p in pipelines)
+        self._arrivals = {model: self.pending.arrival_times(model) for model in models}
+        self._schedule_arrival()
+
+    def _schedule_arrival(self) -> None:
+        """Schedules the next pending request's arrival: one at a time, so that requests not yet
+        arrived cost a row of numbers each, not a record and an event (arrivals are the only events
+        of their priority, so the order of events is the same as with all of them scheduled at once)."""
+        self._scheduled = self.pending.pop() if self.pending is not None and len(self.pending) else None
+        if self._scheduled is not None:
+            self.kernel.call_at(self._scheduled.arrival_ns, ARRIVAL, self._arrive, self._scheduled, label="arrival")
+
+    def _arrive(self, request: RequestRecord) -> None:
+        self.in_flight[request.id] = request
+        self._schedule_arrival()
+        self.push_stage(request)
+
+    @property
+    def requests(self) -> RequestView:
+        """Every request, sorted by id: finished (from :attr:`log`), in flight and not yet arrived."""
+        return self.log.view(self.unfinished())
+
+    def unfinished(self) -> list[RequestRecord]:
+        """The requests not finished, sorted by id: in flight, then (in a partial run) not yet arrived."""
+        scheduled = [self._scheduled] if self._scheduled is not None else []
+        return [*self.in_flight.values(), *scheduled, *(self.pending.remaining() if self.pending is not None else ())]
+
+    def table(self) -> RequestTable:
+        """Every request's numbers, sorted by id (what the summary and the run folder need)."""
+        return self.columns.table(self.unfinished())
 
     def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
         """When the next request may reach ``client`` (a lookahead hint): the first of the next
         few arrivals of its model that the router's forecast sends there, else the last of
         them; where the router cannot forecast, the next arrival's wait times the candidates."""
-        times = self._arrivals.get(client.info.model, [])
-        start = bisect.bisect_right(times, now)
-        upcoming = times[start:start + FORECAST_ARRIVALS]
+        times = self._arrivals.get(client.info.model)
+        if times is None:
+            return None
+        start = int(np.searchsorted(times, now, side="right"))
+        upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
         if not upcoming:
             return None
         candidates = self.candidates("prefill", client.info.model)
@@ -119,6 +162,9 @@ class Coordinator:
         if request.stage_index >= len(request.pipeline):
             request.finish_ns = self.kernel.now_ns
             self.num_finished += 1
+            del self.in_flight[request.id]
+            self.columns.add(request)
+            self.log.add(request)
             self.on_request_done(request)
             return
         kind = request.pipeline[request.stage_index]
@@ -160,6 +206,7 @@ class Coordinator:
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
         per_branch = request.output_tokens // request.branches
+        self._check_fits(request, client, request.input_tokens, per_branch if whole else 1, prefills=True)
         seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=request.retrieved_tokens,
                        target_generated=per_branch if whole else 1,
                        prefix_id=request.prefix_id if not request.retrieved_tokens else None,
@@ -210,7 +257,20 @@ class Coordinator:
         stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=self.kernel.now_ns,
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
+        self._check_fits(request, client, request.input_tokens, request.output_tokens // request.branches,
+                         prefills=False)
         seq = Sequence(request, stage, num_tokens=request.input_tokens + 1, num_computed=request.input_tokens,
                        target_generated=request.output_tokens // request.branches, generated=1,
                        forks=request.branches - 1)
         client.submit(seq)
+
+    def _check_fits(self, request: RequestRecord, client: LLMClient, prompt: int, generated: int, *,
+                    prefills: bool) -> None:
+        """Refuses a request ``client`` can never serve (its prompt as it reaches the client, with any
+        retrieved context): it would wait there forever."""
+        problem = client.limits.problem(prompt, generated, prefills=prefills) if client.limits else None
+        if problem is not None:
+            part, why = problem
+            raise ScenarioError(f"workload.{'input_tokens' if part == 'prompt' else 'output_tokens'}",
+                                f"request {request.id} can never be served: {why}")
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .metrics.tables import write_requests_csv
@@ -51,14 +52,18 @@ def ms_name(name: str) -> str:
     return name.removesuffix("_s") + "_ms"
 
 
-def requests_frame(requests: Sequence[RequestRecord]) -> pd.DataFrame:
+def requests_frame(requests: Sequence[RequestRecord] | Path) -> pd.DataFrame:
     """One row per request, sorted by id: requests.csv's columns, each time column followed by its
-    ``_ms`` twin. Missing values (an unfinished request's E2E) are NaN."""
+    ``_ms`` twin. Missing values (an unfinished request's E2E) are NaN. ``requests``: the records, or
+    a requests.csv written from them."""
     pandas = require_pandas()
-    text = io.StringIO()
-    write_requests_csv(text, requests)
-    text.seek(0)
-    frame = pandas.read_csv(text, keep_default_na=False, na_values=[""])
+    if isinstance(requests, Path):
+        frame = pandas.read_csv(requests, keep_default_na=False, na_values=[""])
+    else:
+        text = io.StringIO()
+        write_requests_csv(text, requests)
+        text.seek(0)
+        frame = pandas.read_csv(text, keep_default_na=False, na_values=[""])
     for position, name in reversed(list(enumerate(frame.columns))):
         if is_time(name):
             frame.insert(position + 1, ms_name(name), frame[name] * 1000.0)

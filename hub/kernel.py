@@ -13,7 +13,10 @@ import heapq
 import itertools
 from collections.abc import Callable
 
-from .errors import HubError
+from .errors import HubError, ScenarioError
+
+# Simulated times are int64 nanoseconds on the wire and in numpy (292 years).
+MAX_SIM_NS = 2**63 - 1
 
 # Priorities at equal times: finished work frees resources before new work
 # arrives, and clients pick their next batch only after both.
@@ -62,6 +65,10 @@ class Kernel:
         """Schedules ``fn(*args)`` at ``time_ns`` (never in the past)."""
         if time_ns < self.now_ns:
             raise HubError(f"event {label!r} scheduled at {time_ns} ns, before now ({self.now_ns} ns)")
+        if time_ns > MAX_SIM_NS:  # the config's bounds keep runs far below; a backend's step time may not
+            raise ScenarioError("simulated time", f"event {label!r} would happen at {time_ns / 1e9:.4g} s, past "
+                                f"the {MAX_SIM_NS / 1e9:.4g} s int64 nanoseconds hold: a time, rate, bandwidth "
+                                "or step time of the scenario is out of all proportion")
         heapq.heappush(self._heap, (time_ns, priority, next(self._seq), Event(fn, args, label)))
 
     def run(self, *, stop: Callable[[], bool] = lambda: False) -> None:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from .presets import ModelPreset
 from .scheduling.config import SchedulerConfig
 
-__all__ = ["KVMemory", "activation_bytes", "cudagraph_bytes", "kv_memory", "non_torch_bytes"]
+__all__ = ["KVMemory", "activation_bytes", "cudagraph_bytes", "kv_memory", "lora_adapter_bytes", "non_torch_bytes"]
 
 GIB = 2**30
 MIB = 2**20
@@ -75,16 +75,21 @@ class KVMemory:
     kv_bytes: int
     block_bytes: int
     num_blocks: int
+    lora_bytes: int = 0  # the LoRA slots (max_loras x an adapter of max_lora_rank), where LoRA is served
 
     def as_dict(self) -> dict[str, int | float]:
-        """The terms by name, for summary.json."""
-        return asdict(self)
+        """The terms by name, for summary.json (``lora_bytes`` only where LoRA is served)."""
+        terms = asdict(self)
+        if not self.lora_bytes:
+            del terms["lora_bytes"]
+        return terms
 
     def describe(self) -> str:
         """One line in GiB: the terms subtracted from the requested memory, and the blocks left."""
         def gib(value: int) -> str:
             return f"{value / GIB:.2f}"
         reserve = f" - reserve {gib(self.reserve_bytes)}" if self.reserve_bytes else ""
+        reserve += f" - LoRA slots {gib(self.lora_bytes)}" if self.lora_bytes else ""
         return (f"{gib(self.total_bytes)} GiB x {self.gpu_memory_utilization:g} = {gib(self.requested_bytes)} - "
                 f"weights {gib(self.weight_bytes)} - activation peak {gib(self.activation_bytes)} - "
                 f"CUDA graphs {gib(self.cudagraph_bytes)} - non-torch {gib(self.non_torch_bytes)}{reserve} = "
@@ -210,9 +215,33 @@ def block_bytes(model: ModelPreset, scheduler: SchedulerConfig, *, tensor_parall
     return int(per_token * scheduler.block_size)
 
 
+def lora_adapter_bytes(model: ModelPreset, rank: int, *, tensor_parallel: int = 1, pipeline_parallel: int = 1) -> int:
+    """Bytes of one LoRA adapter of ``rank`` on one device (tensor and pipeline shard 1: the whole adapter).
+
+    vLLM's LoRA layers (``vllm/lora/layers``) wrap q/k/v/o and gate/up/down, the target modules it
+    supports for Llama-style models; each module of ``in`` x ``out`` gets A (r x in) and B (out x r),
+    so an adapter is ``r x sum(in + out) x layers x dtype bytes``, in the model's activation dtype
+    (``lora_dtype: auto``). Per device, as vLLM shards them (not ``fully_sharded_loras``): a
+    column-parallel module (q, k, v, gate, up) holds A whole and B's rows of its shard
+    (``r (in + out / tp)``); a row-parallel one (o, down) holds A's columns of its shard and B whole
+    (``r (in / tp + out)``); a pipeline stage holds its layers. K and V heads are replicated when TP
+    exceeds them, as the KV cache's are. MoE experts' LoRA (vLLM's ``FusedMoEWithLoRA``) is not
+    counted: attention modules only for MoE models. Llama-3-8B, rank 16: 16 x 81,920 x 32 x 2 =
+    83,886,080 bytes (80 MiB).
+    """
+    h, d, tp = model.hidden_size, model.effective_head_dim, tensor_parallel
+    q = model.num_attention_heads * d // tp
+    kv = max(1, model.num_kv_heads // tp) * d
+    per_layer = (h + q) + 2 * (h + kv) + (q + h)  # q, k, v (column-parallel); o (row-parallel)
+    if not model.is_moe:
+        inter = model.intermediate_size // tp
+        per_layer += (2 if model.gated_mlp else 1) * (h + inter) + (inter + h)  # gate, up; down
+    return rank * per_layer * (model.num_layers // pipeline_parallel) * _activation_dtype_bytes(model)
+
+
 def kv_memory(model: ModelPreset, scheduler: SchedulerConfig, *, total_bytes: int, weight_bytes: float,
               tensor_parallel: int = 1, pipeline_parallel: int = 1, expert_parallel: int = 1,
-              num_sms: int | None = None) -> KVMemory:
+              num_sms: int | None = None, lora_bytes: int = 0) -> KVMemory:
     """The KV capacity of one device and every term of it, as vLLM V1's start-up profiling finds it.
 
     ``scheduler.reserve_bytes`` is held back on top of vLLM's terms (memory the profile cannot
@@ -225,6 +254,10 @@ def kv_memory(model: ModelPreset, scheduler: SchedulerConfig, *, total_bytes: in
         weight_bytes: parameter bytes on this device after TP/PP/EP sharding; the rotary cache is added.
         tensor_parallel, pipeline_parallel, expert_parallel: the parallel degrees.
         num_sms: streaming multiprocessors of the device; None when unknown.
+        lora_bytes: the LoRA slots on this device, ``max_loras x lora_adapter_bytes(max_lora_rank)``:
+            vLLM allocates them with the model (``LoRAModelManager`` creates each layer's stacked
+            ``lora_a``/``lora_b`` buffers for every slot at ``load_model``), so the KV cache gets
+            what is left after them.
     """
     requested = total_bytes * scheduler.gpu_memory_utilization
     weights = int(weight_bytes) + rope_cache_bytes(model)
@@ -232,9 +265,10 @@ def kv_memory(model: ModelPreset, scheduler: SchedulerConfig, *, total_bytes: in
                                   expert_parallel=expert_parallel, num_sms=num_sms)
     graphs = cudagraph_bytes(scheduler)
     non_torch = non_torch_bytes(tensor_parallel=tensor_parallel, expert_parallel=expert_parallel)
-    kv = int(requested - weights - activation - graphs - non_torch - scheduler.reserve_bytes)
+    kv = int(requested - weights - activation - graphs - non_torch - scheduler.reserve_bytes - lora_bytes)
     block = block_bytes(model, scheduler, tensor_parallel=tensor_parallel, pipeline_parallel=pipeline_parallel)
     return KVMemory(total_bytes=total_bytes, gpu_memory_utilization=scheduler.gpu_memory_utilization,
                     requested_bytes=int(requested), weight_bytes=weights, activation_bytes=activation,
                     cudagraph_bytes=graphs, non_torch_bytes=non_torch, reserve_bytes=scheduler.reserve_bytes,
-                    kv_bytes=kv, block_bytes=block, num_blocks=max(0, kv // block) if block else 0)
+                    kv_bytes=kv, block_bytes=block, num_blocks=max(0, kv // block) if block else 0,
+                    lora_bytes=lora_bytes)

@@ -14,19 +14,24 @@ the mean and the P95 instead).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from .frozen import FrozenModel
 from .records import RequestRecord
-from .workload import RequestSpec
+from .workload import RequestSpec, generate_requests
 from .workload.config import FixedLength, LognormalLength, NormalLength, UniformLength
 from .workload.sampling import clip_lengths, sample_lengths
+
+if TYPE_CHECKING:  # the config imports this module
+    from .config import ScenarioConfig
 
 TemplateLength = Annotated[FixedLength | UniformLength | NormalLength | LognormalLength, Field(discriminator="dist")]
 
@@ -37,16 +42,17 @@ LLM_STAGES = frozenset({"prefill", "decode", "reason"})
 class ReasoningConfig(FrozenModel):
     """How a ``reason`` stage stretches the output (single path)."""
 
-    factor: float = Field(1.0, ge=1, description="output tokens of a reasoning request = sampled output x factor")
-    branches: int = Field(1, ge=1, description="parallel reasoning paths sharing the prompt's KV (multi-path); "
-                                               "the request ends when every path has its output")
+    factor: float = Field(1.0, ge=1, le=1000,
+                          description="output tokens of a reasoning request = sampled output x factor")
+    branches: int = Field(1, ge=1, le=1024, description="parallel reasoning paths sharing the prompt's KV "
+                                                        "(multi-path); the request ends when every path has its output")
 
 
 class KVPrefixConfig(FrozenModel):
     """The reusable KV a ``kv_retrieval`` stage fetches (code repositories, chat history)."""
 
     fraction: float = Field(0.8, gt=0, lt=1, description="share of the prompt that is a stored prefix")
-    num_prefixes: int = Field(100, ge=1, description="distinct prefixes (uniform popularity)")
+    num_prefixes: int = Field(100, ge=1, le=1_000_000, description="distinct prefixes (uniform popularity)")
 
 
 class TemplateConfig(FrozenModel):
@@ -133,14 +139,18 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
     probabilities = np.array([weights[n] for n in names], dtype=float)
     picks = rng.choice(len(names), size=len(specs), p=probabilities / probabilities.sum())
     pipelines: list[Pipeline] = []
+    shared: dict[Pipeline, Pipeline] = {}  # a million requests share a few pipelines
     result: list[RequestSpec] = []
     for index, name in enumerate(names):
         template = templates[name]
         members = np.flatnonzero(picks == index)
         inputs, outputs = (None if dist is None else
-                           clip_lengths(sample_lengths(dist, len(members), rng), dist.min, dist.max)
-                           for dist in (template.input_tokens, template.output_tokens))
+                           clip_lengths(sample_lengths(dist, len(members), rng), dist.min, dist.max,
+                                        where=f"templates.{name}.{field}")
+                           for field, dist in (("input_tokens", template.input_tokens),
+                                               ("output_tokens", template.output_tokens)))
         prefix_ids = rng.integers(template.kv_prefix.num_prefixes, size=len(members))
+        stages = tuple(template.stages)
         for j, i in enumerate(members.tolist()):
             spec = specs[i]
             input_tokens = int(inputs[j]) if inputs is not None else spec.input_tokens
@@ -155,16 +165,30 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
             if "kv_retrieval" in template.stages:
                 prefix_id = f"{name}/prefix-{prefix_ids[j]}"
                 prefix_tokens = int(input_tokens * template.kv_prefix.fraction)
-            result.append(RequestSpec(id=spec.id, arrival_ns=spec.arrival_ns, input_tokens=input_tokens,
-                                      output_tokens=output_tokens, model=template.model or spec.model,
-                                      prefix_id=prefix_id, prefix_tokens=prefix_tokens,
-                                      prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens
-                                      else None))
-            pipelines.append(Pipeline(template=name, stages=tuple(template.stages),
-                                      model=template.model or spec.model or default_model,
-                                      prefix_fraction=template.kv_prefix.fraction, branches=branches))
+            # the spec's other fields (its trace row, LoRA adapter, class) stay as drawn
+            result.append(dataclasses.replace(
+                spec, input_tokens=input_tokens, output_tokens=output_tokens, model=template.model or spec.model,
+                prefix_id=prefix_id, prefix_tokens=prefix_tokens,
+                prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None))
+            pipeline = Pipeline(template=name, stages=stages, model=template.model or spec.model or default_model,
+                                prefix_fraction=template.kv_prefix.fraction, branches=branches)
+            pipelines.append(shared.setdefault(pipeline, pipeline))  # one object per distinct pipeline
     order = sorted(range(len(result)), key=lambda k: result[k].id)
     return [result[k] for k in order], [pipelines[k] for k in order]
+
+
+def scenario_requests(config: ScenarioConfig, rng: np.random.Generator,
+                      base_dir: Path) -> tuple[list[RequestSpec], list[Pipeline]]:
+    """A scenario's requests and their pipelines, as a run draws them from ``rng`` (the generator
+    seeded with ``config.seed``): the workload, then a template per request by weight.
+
+    Raises:
+        ScenarioError: see :func:`cosim.hub.workload.generate_requests`.
+    """
+    specs = generate_requests(config.workload, rng, base_dir=base_dir)
+    default_model = next(c.model for c in config.clients if c.kind == "llm")
+    weights = config.workload.templates or {"chat": 1.0}
+    return assign_pipelines(specs, weights, resolve_templates(config.templates), rng, default_model=str(default_model))
 
 
 def decode_kind(request: RequestRecord) -> str:

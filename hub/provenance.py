@@ -19,6 +19,7 @@ import platform
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from importlib import metadata
@@ -36,20 +37,37 @@ _SOURCE_ROOT = Path(__file__).resolve().parents[1]  # the checkout, when hub/ is
 
 
 def check_run_folder(folder: str | Path, *, overwrite: bool) -> None:
-    """Refuses a run folder that exists and holds anything, unless ``overwrite``.
+    """Refuses a run folder that exists and holds anything, unless ``overwrite``, and one that
+    cannot be written (checked before a run, not when it ends).
 
     Raises:
-        ScenarioError: naming the folder and the two ways out.
+        ScenarioError: naming the folder and the ways out.
     """
     path = Path(folder)
-    if overwrite or not path.exists():
-        return
-    if not path.is_dir():
+    if path.exists() and not path.is_dir():
         raise ScenarioError(str(path), "the run folder is a file; choose another folder with -o")
-    if any(path.iterdir()):
+    if not overwrite and path.exists() and any(path.iterdir()):
         raise ScenarioError(str(path), "run folder exists and is not empty; pass --overwrite "
                                        "(cosim.run(..., overwrite=True)) to replace its files, or choose another "
                                        "folder with -o")
+    _check_writable(path)
+
+
+def _check_writable(path: Path) -> None:
+    """Refuses a run folder that could not be written, by writing a file where it would go, so that a
+    run does not find out only when it ends."""
+    existing = path
+    while not existing.exists():  # the folder, or the nearest folder above it that exists
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ScenarioError(str(path), f"{existing} is a file, so the run folder cannot be made there; "
+                                       "choose another folder with -o")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as err:
+        raise ScenarioError(str(path), f"cannot write in {existing} ({err.strerror or err}); choose another "
+                                       "folder with -o") from None
 
 
 def cosim_version() -> str:

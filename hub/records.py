@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from .energy import DevicePower, StepJoules
+from .spill import INT64, SpillRows
+
+if TYPE_CHECKING:
+    from .scheduling.lora import LoraStats
+    from .scheduling.speculative import SpecStats
 
 
 @dataclass(slots=True)
@@ -60,6 +68,11 @@ class RequestRecord:
     context_bytes: int = 0  # retrieved text a RAG stage sends on to prefill
     data_at: str = ""  # client holding data the next stage needs
     stages: list[StageRecord] = field(default_factory=list)
+    lora: str | None = None  # the LoRA adapter it names (None: the base model)
+    lora_rank: int = 0  # that adapter's rank
+    cls: str | None = None  # its request class (workload.classes), if any
+    priority: int = 0  # vLLM's request priority (lower first)
+    deadline_ns: int = 2**62  # when its first token is due (earliest deadline first); none: never
 
     @property
     def is_finished(self) -> bool:
@@ -81,36 +94,81 @@ class ClientInfo:
     kv_capacity_blocks: int = 0
     block_size_tokens: int = 0
     kv_memory: dict[str, int | float] | None = None  # one device's memory split (cosim.hub.memory.KVMemory)
+    meters_energy: bool = False  # its steps' energy is accounted (LLM clients; see cosim.hub.energy)
+    power: DevicePower | None = None  # one device's power; None: no power figure
 
 
 class ClientTimeline:
     """One row per step of one client, kept as growable columns.
 
+    The rows spill to a temporary file as they accumulate (:class:`cosim.hub.spill.SpillRows`),
+    so a long run's memory does not grow with its steps.
+
     Columns: ``start_ns``, ``end_ns``, ``num_seqs``, ``prefill_tokens``,
-    ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``, ``energy_j``.
+    ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``.
+
+    Energy (:meth:`add_energy`): ``energy_j``, the steps' joules where known;
+    ``device_s``, the device-seconds they kept busy; ``unknown_energy_steps``
+    and ``reported_energy_steps``, steps of unknown energy and steps whose
+    backend reported it.
 
     ``token_gaps`` counts the inter-token latencies (ITL) of the tokens the
     client sampled after each request's first: gap in ns -> number of tokens.
     Exact, and compact: a step gives every sequence in it the same gap, so
     there are at most as many keys as steps, whatever the number of tokens.
+    Past :attr:`MAX_GAP_KEYS` keys the counts spill to a temporary file (the
+    dict is emptied in place); :meth:`gap_counts` gives every count.
     """
+
+    MAX_GAP_KEYS = 16_384
 
     COLUMNS = ("start_ns", "end_ns", "num_seqs", "prefill_tokens", "decode_tokens",
                "kv_blocks_used", "num_waiting")
 
     def __init__(self) -> None:
-        self._rows: list[tuple[int, int, int, int, int, int, int]] = []
+        self._rows = SpillRows([(name, INT64) for name in self.COLUMNS])
         self.energy_j = 0.0
+        self.device_s = 0.0
+        self.unknown_energy_steps = 0
+        self.reported_energy_steps = 0
         self.token_gaps: dict[int, int] = {}
+        self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
+        self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
+        self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
 
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
                kv_blocks_used: int, num_waiting: int) -> None:
-        self._rows.append((start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting))
+        self._rows.append(start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting)
+        if len(self.token_gaps) > self.MAX_GAP_KEYS:  # distinct gaps may grow with the steps: spill them
+            for gap, tokens in self.token_gaps.items():
+                self._spilled_gaps.append(gap, tokens)
+            self.token_gaps.clear()  # in place: a client may hold the dict while it counts a step
+
+    def gap_counts(self) -> dict[int, int]:
+        """Every ITL count (:attr:`token_gaps` and those spilled): gap in ns -> tokens."""
+        if not len(self._spilled_gaps):
+            return dict(self.token_gaps)
+        spilled = self._spilled_gaps.columns()
+        gaps, where = np.unique(spilled["gap_ns"], return_inverse=True)
+        tokens = np.zeros(gaps.size, dtype=np.int64)
+        np.add.at(tokens, where, spilled["tokens"])
+        counts = dict(zip(gaps.tolist(), tokens.tolist()))
+        for gap, n in self.token_gaps.items():
+            counts[gap] = counts.get(gap, 0) + n
+        return counts
+
+    def add_energy(self, step: StepJoules) -> None:
+        """Counts one step's energy."""
+        self.device_s += step.device_s
+        if step.joules is None:
+            self.unknown_energy_steps += 1
+        else:
+            self.energy_j += step.joules
+            self.reported_energy_steps += step.reported
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The timeline as int64 numpy columns (empty arrays for no steps)."""
-        data = np.array(self._rows, dtype=np.int64).reshape(-1, len(self.COLUMNS))
-        return {name: data[:, i] for i, name in enumerate(self.COLUMNS)}
+        return self._rows.columns()

@@ -9,7 +9,7 @@ returns its problems instead, all of them (``cosim validate`` lists each).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf import struct_pb2
@@ -20,6 +20,7 @@ from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
 from . import memory, presets
+from .bounds import MAX_BYTES, MAX_GBPS, MAX_UINT32, MIN_GBPS
 from .config import ClientConfig, ClientHardware, ScenarioConfig
 from .errors import ScenarioError
 from .presets.hf import from_hf_config
@@ -52,11 +53,37 @@ def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
         raise ScenarioError(f"models.{name}.overrides", f"unknown fields {sorted(unknown)}")
     update = {"bytes_per_param": DTYPE_BYTES[entry.dtype], **entry.overrides}
     try:
-        return presets.ModelPreset.model_validate({**preset.model_dump(), **update})
+        model = presets.ModelPreset.model_validate({**preset.model_dump(), **update})
     except ValidationError as err:
         problems = [": ".join([*map(str, e["loc"]), str(e["msg"]).removeprefix("Value error, ")])
                     for e in err.errors()]
         raise ScenarioError(f"models.{name}.overrides", f"gives an impossible model: {'; '.join(problems)}") from None
+    problems = _model_bound_problems(model)
+    if problems:
+        where = f"models.{name}.overrides" if entry.overrides else f"models.{name}"
+        raise ScenarioError(where, f"gives an impossible model: {'; '.join(problems)}")
+    return model
+
+
+# Bytes of one weight or KV element: 1/8 (int1) to 8 (fp64) in practice.
+_MAX_ELEMENT_BYTES = 16.0
+
+
+def _model_bound_problems(model: presets.ModelPreset) -> list[str]:
+    """What in a model's shape a backend cannot take: integers beyond protobuf's uint32 (ModelSpec),
+    element sizes beyond 16 bytes, or more parameters than a float counts exactly."""
+    problems = []
+    for field, value in model.model_dump().items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if field.startswith("bytes_per_"):
+            if not 0 < value <= _MAX_ELEMENT_BYTES:
+                problems.append(f"{field}: must be in (0, {_MAX_ELEMENT_BYTES:g}], got {value!r}")
+        elif field != "num_params" and value > MAX_UINT32:
+            problems.append(f"{field}: must be <= {MAX_UINT32}, got {value!r}")
+    if not problems and model.total_params() > MAX_BYTES:
+        problems.append(f"{model.total_params():.3g} parameters, more than the {MAX_BYTES:.3g} cosim can count")
+    return problems
 
 
 def resolve_hardware(config: ScenarioConfig, client: ClientConfig, where: str) -> pb.HardwareSpec:
@@ -96,7 +123,10 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, 
                             f"{', '.join(preset.peak_tflops)}); use one of those dtypes or set "
                             f"hardware.{device}.overrides.peak_tflops") from None
     for key, value in entry.overrides.items():
-        if key in ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps"):
+        problem = _hardware_override_problem(key, value)
+        if problem:
+            raise ScenarioError(f"hardware.{device}.overrides.{key}", problem)
+        if key in _HARDWARE_FIGURES:
             setattr(spec, key, value)
         elif key == "mem_capacity_bytes":
             spec.mem_capacity_bytes = int(value)
@@ -105,6 +135,26 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, 
     if entry.price_per_hour_usd is not None:
         spec.extra["price_per_hour_usd"] = entry.price_per_hour_usd
     return spec
+
+
+# HardwareSpec figures an override may replace (besides mem_capacity_bytes), each > 0.
+_HARDWARE_FIGURES = ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps")
+# Extra keys cosim itself reads (device_memory_facts): counts, each >= 1.
+_HARDWARE_COUNTS = ("mem_reported_bytes", "num_sms")
+# Largest figure of a device: TFLOP/s and GB/s (an exa-op device, a PB/s link).
+_MAX_FIGURE = 1e9
+
+
+def _hardware_override_problem(key: str, value: float) -> str | None:
+    """Why ``hardware.<device>.overrides.<key> = value`` cannot be, or None."""
+    if key in _HARDWARE_FIGURES and not 0 < value <= _MAX_FIGURE:
+        return f"must be in (0, {_MAX_FIGURE:g}], got {value!r}"
+    if key == "mem_capacity_bytes" or key in _HARDWARE_COUNTS:
+        if not 1 <= value <= MAX_BYTES or value != int(value):
+            return f"must be a whole number in [1, {MAX_BYTES}], got {value!r}"
+    elif abs(value) > 1e18:  # a backend's own key: any finite figure a double carries exactly enough
+        return f"must be within +-1e18, got {value!r}"
+    return None
 
 
 def parallelism_problems(client: ClientConfig, model: presets.ModelPreset | None, where: str) -> list[ScenarioError]:
@@ -216,7 +266,8 @@ def kv_memory_of(client: ClientConfig, model: presets.ModelPreset, hardware: pb.
                  where: str) -> memory.KVMemory:
     """One client's device memory as vLLM V1 profiles it (:func:`cosim.hub.memory.kv_memory`): the
     requested share less the weight shard (:func:`weight_bytes_per_device`), the activation peak,
-    CUDA graphs, non-torch memory and ``scheduler.reserve_bytes``, in blocks of this TP/PP shard.
+    CUDA graphs, non-torch memory, ``scheduler.reserve_bytes`` and any LoRA slots, in blocks of this
+    TP/PP shard.
 
     Raises:
         ScenarioError: at ``<where>.hardware``, when the weights or the rest leave no room for one
@@ -230,8 +281,10 @@ def kv_memory_of(client: ClientConfig, model: presets.ModelPreset, hardware: pb.
                             f"{pp} stages for the {model.num_layers} layers of {model.name}")
     total, sms = device_memory_facts(hardware)
     weights = weight_bytes_per_device(model, client.hardware)
+    lora = client.lora.max_loras * memory.lora_adapter_bytes(
+        model, client.lora.max_lora_rank, tensor_parallel=tp, pipeline_parallel=pp) if client.lora else 0
     found = memory.kv_memory(model, sched, total_bytes=total, weight_bytes=weights, tensor_parallel=tp,
-                             pipeline_parallel=pp, expert_parallel=ep, num_sms=sms)
+                             pipeline_parallel=pp, expert_parallel=ep, num_sms=sms, lora_bytes=lora)
     ep_text, raise_ep = (f" EP={ep}", " or expert_parallel") if model.is_moe else ("", "")
     if weights >= found.requested_bytes:
         raise ScenarioError(
@@ -246,36 +299,71 @@ def kv_memory_of(client: ClientConfig, model: presets.ModelPreset, hardware: pb.
     return found
 
 
+def runtime_session_spec(config: ScenarioConfig, client: ClientConfig, model: presets.ModelPreset,
+                         hardware: pb.HardwareSpec) -> pb.SessionSpec:
+    """The runtime session of a client with a model and a cluster: ``model`` on ``hardware`` at the
+    client's parallelism, with its backend's options (as a run opens it)."""
+    assert client.hardware is not None and client.backend is not None
+    hw = client.hardware
+    return pb.SessionSpec(client=client.name, model=model.to_model_spec(), hardware=hardware,
+                          parallelism=pb.Parallelism(tensor=hw.tensor_parallel, pipeline=hw.pipeline_parallel,
+                                                     expert=hw.expert_parallel),
+                          options=session_options(config.backends[client.backend].options))
+
+
 def network_session_spec(config: ScenarioConfig, hardware: Mapping[str, pb.HardwareSpec]) -> net_pb.NetworkSessionSpec:
-    """The network session of a scenario: its topology, and each client's devices as consecutive NPUs.
+    """The network session of a scenario: its topology, and each client's devices as its NPUs.
+
+    With ``network.topology``, the clients' devices are consecutive NPUs of it, in client order.
+    Without, each client's devices fill nodes of its own, ``devices_per_node`` NPUs joined by the
+    device preset's intra-node link (so its tensor-parallel collectives stay there), and the
+    nodes hang off one switch at the NIC's bandwidth (which transfers between clients cross).
 
     Raises:
         ScenarioError: at ``network.topology``, a topology with fewer NPUs than the clients have
             devices, or none given where no client's hardware could set the default one.
     """
-    endpoints, offset = [], 0
-    for client in config.clients:
-        count = client.hardware.count if client.hardware else 1
-        endpoints.append(net_pb.Endpoint(name=client.name, npu_ids=range(offset, offset + count)))
-        offset += count
     network = config.network
+    counts = [(client.name, client.hardware.count if client.hardware else 1) for client in config.clients]
     if network.topology:
         dims = [net_pb.TopologyDim(kind=_TOPOLOGY_KINDS[d.kind], npus=d.npus, bandwidth_gbps=d.bandwidth_gbps,
                                    latency_ns=d.latency_ns) for d in network.topology]
+        endpoints, needed = _endpoints(counts, node=1)
         npus = math.prod(d.npus for d in network.topology)
-        if npus < offset:
-            raise ScenarioError("network.topology", f"has {npus} NPUs, fewer than the {offset} the clients need "
+        if npus < needed:
+            raise ScenarioError("network.topology", f"has {npus} NPUs, fewer than the {needed} the clients need "
                                                     "(each client's devices, one per client without hardware)")
     elif not hardware:
         raise ScenarioError("network.topology", "give one: no client has hardware to derive the default from")
     else:
-        slowest = min(spec.inter_node_gbps for spec in hardware.values())
-        dims = [net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=max(2, offset), bandwidth_gbps=slowest,
-                                   latency_ns=network.link.latency_s * 1e9 / 2)]
+        node = min(spec.devices_per_node for spec in hardware.values())
+        endpoints, npus = _endpoints(counts, node=node)
+        nic = net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=max(2, npus // node),
+                                 bandwidth_gbps=min(spec.inter_node_gbps for spec in hardware.values()),
+                                 latency_ns=network.link.latency_s * 1e9 / 2)
+        dims = [nic]
+        if node > 1:
+            # NCCL's bus bandwidth on the link (the network model's bandwidth is a collective's), and
+            # its hop latency; the presets' figures, each with its source (docs/validation.md).
+            links = [(spec.intra_node_gbps * spec.extra.get("intra_node_bus_efficiency", 1.0),
+                      spec.extra.get("intra_node_hop_latency_us", 0.0)) for spec in hardware.values()]
+            dims.insert(0, net_pb.TopologyDim(kind=net_pb.TOPOLOGY_KIND_SWITCH, npus=node,
+                                              bandwidth_gbps=min(gbps for gbps, _ in links),
+                                              latency_ns=max(us for _, us in links) * 1e3))
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if network.mode == "congestion_aware" else pb.SYNC_MODE_PREDICT
     options = config.backends[network.backend].options if network.backend else {}
     return net_pb.NetworkSessionSpec(client="hub", dims=dims, endpoints=endpoints, mode=mode,
                                      options=session_options(options))
+
+
+def _endpoints(counts: Sequence[tuple[str, int]], *, node: int) -> tuple[list[net_pb.Endpoint], int]:
+    """Each client's NPUs, consecutive from the start of a node of ``node`` NPUs of its own; and
+    how many NPUs that takes."""
+    endpoints, offset = [], 0
+    for name, count in counts:
+        endpoints.append(net_pb.Endpoint(name=name, npu_ids=range(offset, offset + count)))
+        offset += -(-count // node) * node
+    return endpoints, offset
 
 
 _TOPOLOGY_KINDS = {"ring": net_pb.TOPOLOGY_KIND_RING, "fully_connected": net_pb.TOPOLOGY_KIND_FULLY_CONNECTED,
@@ -286,6 +374,12 @@ def session_options(options: Mapping[str, Any]) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     struct.update(dict(options))
     return struct
+
+
+# Numeric MemoryLevel fields (cosim.v1.MemoryLevel): capacity and bandwidth > 0 (1 byte, 1 MB/s at
+# least), latency up to an hour, hit rates a probability. NaN fails every range.
+_LEVEL_BOUNDS = {"capacity_bytes": (1, MAX_BYTES), "bandwidth_gbps": (MIN_GBPS, MAX_GBPS),
+                 "latency_ns": (0, 3.6e12), "hit_rate": (0, 1)}
 
 
 def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float,
@@ -299,10 +393,16 @@ def memory_session_spec(client: ClientConfig, kv_bytes_per_token: float,
     """
     assert client.memory is not None
     mode = pb.SYNC_MODE_TIME_SYNCHRONIZED if client.memory.mode == "time_synchronized" else pb.SYNC_MODE_PREDICT
+    where = where or f"clients[{client.name}].memory.levels"
+    for index, level in enumerate(client.memory.levels):
+        for key, (low, high) in _LEVEL_BOUNDS.items():
+            value = level.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
+                raise ScenarioError(f"{where}[{index}].{key}", f"must be in [{low:g}, {high:g}], got {value!r}")
     try:
         levels = [mem_pb.MemoryLevel(**level) for level in client.memory.levels]
     except (ValueError, TypeError) as err:
-        raise ScenarioError(where or f"clients[{client.name}].memory.levels", str(err)) from None
+        raise ScenarioError(where, str(err)) from None
     return mem_pb.MemorySessionSpec(client=client.name, levels=levels, mode=mode,
                                     kv_bytes_per_token=max(1, int(kv_bytes_per_token)),
                                     options=session_options(config_options or {}))

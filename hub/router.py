@@ -2,7 +2,16 @@
 
 Policies: ``round_robin``, ``random``, ``least_outstanding`` (fewest stages
 in flight), ``load_based`` (least load) and ``heavy_light`` (long prompts to
-the heavy group, short ones to the rest, least load within a group). Load is
+the heavy group, short ones to the rest, least load within a group) and
+``prefix_aware`` (Dynamo's KV router: the least weighted prefill blocks, those its
+prefix cache lacks of the prompt plus those queued, plus KV blocks in use) and
+``vllm_dp`` (vLLM's internal data-parallel load balancer, ``DPLBAsyncMPClient``
+in ``vllm/v1/engine/core_client.py``: the fewest 4 x waiting + running
+requests, by counts its DP coordinator publishes at most every 100 ms; between
+publications each choice counts one more waiting request where it went), and
+``lora_affinity`` (the clients holding the request's LoRA adapter, in a GPU slot
+or wanted by a request queued there, then least load, as adapter-aware routers
+such as AIBrix's and llm-d's prefer a pod with the adapter loaded). Load is
 each client's own figure (``LLMClient.load``): ``input_tokens`` (prompt tokens
 of the requests it holds), ``kv_tokens`` (tokens held in KV blocks) or
 ``remaining_tokens`` (prefill and decode tokens still to compute); stage
@@ -12,13 +21,15 @@ Ties go to the client listed first in the config, so routing is deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
+from .clients.llm import DP_WAITING_WEIGHT
 from .config import RouterConfig
-from .records import RequestRecord
+from .records import RequestRecord, StageRecord
+from .scheduling import Sequence as Sequence_
 
 
 class Routable(Protocol):
@@ -29,7 +40,38 @@ class Routable(Protocol):
     def load(self, metric: str) -> int: ...
 
 
+@runtime_checkable
+class AdapterHolder(Protocol):
+    """A client serving LoRA adapters (``LLMClient.has_adapter``), for ``lora_affinity``."""
+
+    def has_adapter(self, name: str) -> bool: ...
+
+
 C = TypeVar("C", bound=Routable)
+
+
+@runtime_checkable
+class CachingClient(Protocol):
+    """A client with a prefix cache (``LLMClient``), for ``prefix_aware`` routing."""
+
+    name: str
+    block_size: int
+
+    def load(self, metric: str) -> int: ...
+
+    def cached_prefix_tokens(self, probe: Sequence_) -> int: ...
+
+
+class PromptProbe:
+    """A request's prompt as a sequence no client holds, to look up in prefix caches."""
+
+    def __init__(self, request: RequestRecord) -> None:
+        stage = StageRecord(kind="prefill", client="", enqueue_ns=-1)
+        self.seq = Sequence_(request, stage, num_tokens=request.input_tokens, num_computed=0, target_generated=1,
+                             prefix_id=request.prefix_id)
+
+# vLLM's DPCoordinator publishes the engines' request counts every stats_update_interval_ms (100).
+DP_STATS_INTERVAL_NS = 100_000_000
 
 
 class Router:
@@ -38,11 +80,14 @@ class Router:
     Args:
         config: the router section of the scenario.
         rng: the run's generator (for ``random``).
+        clock: the simulation's time, ns (for ``vllm_dp``'s count publications).
     """
 
-    def __init__(self, config: RouterConfig, rng: np.random.Generator) -> None:
-        self.config, self.rng = config, rng
+    def __init__(self, config: RouterConfig, rng: np.random.Generator,
+                 clock: Callable[[], int] = lambda: 0) -> None:
+        self.config, self.rng, self.clock = config, rng, clock
         self._next: dict[tuple[str, ...], int] = {}
+        self._published: dict[tuple[str, ...], tuple[int, list[int]]] = {}  # vllm_dp: when, and the scores
 
     def choose(self, candidates: Sequence[C], request: RequestRecord) -> C:
         """Picks one of ``candidates`` (non-empty, in config order) for ``request``."""
@@ -58,6 +103,12 @@ class Router:
             return candidates[int(self.rng.integers(len(candidates)))]
         if policy == "least_outstanding":
             return min(candidates, key=lambda c: c.load("stages"))
+        if policy == "vllm_dp":
+            return self._vllm_dp(candidates)
+        if policy == "prefix_aware":
+            return self._prefix_aware(candidates, request)
+        if policy == "lora_affinity":
+            candidates = self._holding_adapter(candidates, request)
         if policy == "heavy_light":
             candidates = self._group(candidates, request)
         return min(candidates, key=lambda c: c.load(self.config.load_metric))
@@ -80,6 +131,48 @@ class Router:
                 chosen.append(candidates[j])
             return chosen
         return None
+
+    def _vllm_dp(self, candidates: Sequence[C]) -> C:
+        """vLLM's DP load balancer: the least score among the published counts, which the choice
+        then raises by one waiting request until the next publication. Publications are taken
+        lazily: the first choice 100 ms or more after the last one reads the clients' counts."""
+        key = tuple(c.name for c in candidates)
+        now = self.clock()
+        published = self._published.get(key)
+        if published is None or now - published[0] >= DP_STATS_INTERVAL_NS:
+            published = self._published[key] = (now, [c.load("dp_score") for c in candidates])
+        scores = published[1]
+        i = scores.index(min(scores))  # ties to the first listed, as vLLM starts from engine 0
+        scores[i] += DP_WAITING_WEIGHT
+        return candidates[i]
+
+    def _holding_adapter(self, candidates: Sequence[C], request: RequestRecord) -> Sequence[C]:
+        """``lora_affinity``: the candidates holding the request's LoRA adapter (in a GPU slot, or
+        named by a sequence queued there), else all of them; least load decides among them."""
+        name = request.lora
+        if name is None:
+            return candidates
+        holding = [c for c in candidates if isinstance(c, AdapterHolder) and c.has_adapter(name)]
+        return holding or candidates
+
+    def _prefix_aware(self, candidates: Sequence[C], request: RequestRecord) -> C:
+        """Dynamo's KV router at temperature 0: the least ``overlap_score_weight`` x prefill blocks
+        (the prompt tokens queued there plus this prompt's tokens its prefix cache lacks, over the
+        block size) + KV blocks in use; ties to the first listed. Clients without a prefix cache
+        (stage services) are chosen by fewest stages."""
+        if not all(isinstance(c, CachingClient) for c in candidates):
+            return min(candidates, key=lambda c: c.load("stages"))
+        weight = self.config.overlap_score_weight
+        probes: dict[int, PromptProbe] = {}  # by block size: one hash chain for every candidate
+
+        def cost(client: C) -> float:
+            assert isinstance(client, CachingClient)
+            probe = probes.setdefault(client.block_size, PromptProbe(request))
+            new = request.input_tokens - client.cached_prefix_tokens(probe.seq)
+            prefill_blocks = (client.load("prefill_tokens") + new) / client.block_size
+            return weight * prefill_blocks + client.load("kv_blocks")
+
+        return min(candidates, key=cost)
 
     def _group(self, candidates: Sequence[C], request: RequestRecord) -> Sequence[C]:
         named = set(self.config.heavy_clients)

@@ -32,6 +32,7 @@ from .backends.inprocess import in_process_runtime_client
 from .config import BackendConfig, ScenarioConfig, load_config, parse_config, scenario_folder
 from .errors import CosimError
 from .frames import requests_frame, summary_frame
+from .interrupts import Interrupted, signal_name
 from .metrics import write_run_folder
 from .provenance import check_run_folder, write_provenance
 from .records import ClientInfo, RequestRecord
@@ -52,7 +53,10 @@ class RunResult:
 
     Attributes:
         summary: the content of summary.json.
-        requests: one record per request (finished or not).
+        requests: one record per request (finished or not), sorted by id. A run of more than
+            :data:`~cosim.hub.request_log.KEEP_IN_MEMORY` requests keeps its finished records in a
+            temporary file, not memory, and this sequence reads each back when asked (a new object
+            each time); a smaller run's are the records themselves.
         clients: static facts per client.
         output_dir: where the run folder was written, if anywhere.
         error: what stopped the run early, if anything.
@@ -60,15 +64,17 @@ class RunResult:
     """
 
     summary: dict[str, Any]
-    requests: list[RequestRecord]
+    requests: Sequence[RequestRecord]
     clients: list[ClientInfo]
     output_dir: Path | None = None
     error: CosimError | None = field(default=None, repr=False)
     events: list[tuple[int, str]] = field(default_factory=list, repr=False)
 
     def requests_df(self) -> pd.DataFrame:
-        """requests.csv as a pandas DataFrame, times in s and ms (``ttft_s``, ``ttft_ms``); needs pandas."""
-        return requests_frame(self.requests)
+        """requests.csv as a pandas DataFrame, times in s and ms (``ttft_s``, ``ttft_ms``); needs pandas.
+        Read from the run folder's requests.csv where there is one (no record is read back)."""
+        written = self.output_dir / "requests.csv" if self.output_dir is not None else None
+        return requests_frame(written if written is not None and written.exists() else self.requests)
 
     def summary_df(self) -> pd.DataFrame:
         """The summary as a pandas DataFrame: a row for the run, one per client; columns by dotted path,
@@ -112,7 +118,8 @@ def started_backends(config: ScenarioConfig, names: Sequence[str], *, in_process
                 continue
             handle = _launch(name, backend, import_paths)
             launched.append(handle)
-            clients[name] = kind(name, handle.address, deadline_s=backend.deadline_s)
+            clients[name] = kind(name, handle.address, deadline_s=backend.deadline_s,
+                                 reconnect_s=backend.reconnect_s, alive=handle.is_alive)
         yield clients
     finally:
         for client in clients.values():
@@ -141,7 +148,8 @@ def backend_names(config: ScenarioConfig) -> list[str]:
 def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: Sequence[str] = (),
         output_dir: str | Path | None = None, progress: bool | None = False,
         base_dir: str | Path | None = None,
-        on_progress: Callable[[int, int, int], None] | None = None, log_events: int = 0,
+        on_progress: Callable[[int, int, int], None] | None = None,
+        on_request: Callable[[RequestRecord], None] | None = None, log_events: int = 0,
         overwrite: bool = False, command: Sequence[str] | None = None) -> RunResult:
     """Runs a scenario and returns its result.
 
@@ -152,13 +160,18 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         progress: show a progress bar (None: when stderr is a terminal).
         base_dir: folder relative paths in the config resolve against.
         on_progress: called with (completed requests, total requests, simulated ns) now and then.
+        on_request: called with each finished request; a CosimError it raises stops the run there, and
+            ``run`` raises it (e.g. :class:`cosim.hub.search.early_stop.StopRun`).
         log_events: keep the first this many events in ``RunResult.events``.
         overwrite: replace the files of a run folder that exists and is not empty (else refused).
         command: the command line run.json records (default: this process's).
 
     Raises:
-        ScenarioError: the config is invalid, or the run folder is taken (and not ``overwrite``).
+        ScenarioError: the config is invalid, or the run folder is taken (and not ``overwrite``) or
+            cannot be written (checked before any backend starts).
         BackendError: a backend failed (the partial run folder is written first).
+        KeyboardInterrupt: Ctrl-C, or SIGTERM where :func:`cosim.hub.interrupts.sigterm_raises` is in
+            force (the partial run folder is written first, and the backends the run started are stopped).
     """
     if isinstance(config, (str, Path)):
         scenario, folder = load_config(config, overrides=overrides)
@@ -182,9 +195,14 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     # config's folder is its base_dir where it has one: a run folder's config.yaml names the original.
     import_paths = tuple(dict.fromkeys((folder, Path(config).resolve().parent, Path.cwd()))) if isinstance(
         config, (str, Path)) else ()
+    interrupt: KeyboardInterrupt | None = None
     with started_backends(scenario, backend_names(scenario), import_paths=import_paths) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
-        error = simulation.run(progress=progress, on_progress=on_progress)
+        try:
+            error = simulation.run(progress=progress, on_progress=on_progress, on_request=on_request)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (interrupts.py): keep what ran, as for a fault
+            interrupt = stop
+            error = Interrupted(f"interrupted by {signal_name(stop)} at t={simulation.kernel.now_ns / 1e9:.6f}s")
         summary = simulation.summarize(time.perf_counter() - started)
     if error is not None:
         summary["error"] = str(error)
@@ -195,7 +213,10 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
                          overrides=overrides, started_at=started_at)
         result.output_dir = write_run_folder(out, summary, result.requests, result.clients,
                                              simulation.timelines(),
-                                             plots=scenario.output.plots)
+                                             plots=scenario.output.plots, table=simulation.request_table())
+    if interrupt is not None:
+        log.warning("run %s; partial run folder: %s", error, result.output_dir or "(none: no -o)")
+        raise interrupt
     if error is not None:
         raise error
     return result

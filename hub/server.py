@@ -7,6 +7,14 @@ UNAVAILABLE for a backend that stayed down, CANCELLED when the submitter went
 away). Each run gets its own folder under ``runs_dir``; ``GetReport`` returns
 its files, partial ones included. Backend names resolve through the hub's
 :class:`~cosim.hub.registry.BackendRegistry`.
+
+A submitted config is untrusted input: :mod:`cosim.hub.submitted` says what
+the hub refuses (backends that launch, import or connect; options naming
+files; paths outside ``--data-dir``; oversized runs), :mod:`cosim.hub.safe_yaml`
+how its YAML is read. The hub also caps the size of incoming messages (the
+upload limit plus :data:`RECEIVE_MARGIN_BYTES`), the runs in progress at once
+(``max_runs``) and the run folders kept (``keep_runs``), refuses a port that is
+already in use, and takes an optional bearer token and TLS (:mod:`cosim.hub.auth`).
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -37,17 +45,26 @@ from cosim.v1 import network_service_pb2_grpc as net_grpc
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
+from . import safe_yaml
+from .auth import TokenInterceptor
 from .config import ScenarioConfig, apply_override, parse_config
 from .errors import BackendError, CosimError, HubError, ScenarioError
+from .quoting import quoting_only_under
 from .registry import BackendRegistry
 from .runner import run
+from .submitted import SubmitPolicy, check_backends, check_config_size, check_paths, check_request_count
 from .uploads import DEFAULT_MAX_UPLOAD_BYTES, UploadTooLarge, place_uploads
 
 log = logging.getLogger(__name__)
 
 SERVICE_NAME = "cosim.v1.HubService"
-# Reports carry whole run folders (trace.json, plots): lift gRPC's 4 MB default.
+# Reports carry whole run folders (trace.json, plots): lift gRPC's 4 MB default for what a client
+# receives and the hub sends. What the hub receives is capped by HubServer (see receive_limit).
 MESSAGE_OPTIONS = [("grpc.max_send_message_length", 512 << 20), ("grpc.max_receive_message_length", 512 << 20)]
+# Room in a RunRequest beside its uploaded files: the config (at most 1 MiB), overrides, framing.
+RECEIVE_MARGIN_BYTES = 4 << 20
+DEFAULT_MAX_RUNS = 8
+DEFAULT_KEEP_RUNS = 200
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$")
 _STATUS = {ScenarioError: grpc.StatusCode.INVALID_ARGUMENT, BackendError: grpc.StatusCode.UNAVAILABLE,
            HubError: grpc.StatusCode.INTERNAL}
@@ -63,20 +80,33 @@ class HubServicer(hub_grpc.HubServiceServicer):
     Args:
         runs_dir: where run folders go (one per run, named by run id).
         registry: addresses of backends named in submitted configs.
-        data_dir: folder relative paths in submitted configs (traces) resolve against, unless uploaded.
-        allow_launch: let submitted configs start ``command:`` and ``image:`` backends
-            on the hub's machine (off by default: a submitted config is untrusted input).
+        data_dir: the only folder files named by submitted configs (traces, presets) are read from,
+            unless uploaded.
+        policy: what submitted configs may do (:class:`~cosim.hub.submitted.SubmitPolicy`; the
+            default allows no launches, imports, addresses or file options, and 1,000,000 requests a run).
         max_upload_bytes: most bytes of files one request may upload (``RunRequest.files``).
+        max_runs: runs in progress at once; more are refused with RESOURCE_EXHAUSTED.
+        keep_runs: run folders kept in ``runs_dir``; a new run deletes the oldest beyond it (0: keep all).
     """
 
     def __init__(self, runs_dir: str | Path, *, registry: BackendRegistry | None = None,
-                 data_dir: str | Path = ".", allow_launch: bool = False,
-                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
+                 data_dir: str | Path = ".", policy: SubmitPolicy | None = None,
+                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES, max_runs: int = DEFAULT_MAX_RUNS,
+                 keep_runs: int = DEFAULT_KEEP_RUNS) -> None:
         self.runs_dir = Path(runs_dir)
         self.registry = registry or BackendRegistry()
         self.data_dir = Path(data_dir)
-        self.allow_launch = allow_launch
+        self.policy = policy or SubmitPolicy()
         self.max_upload_bytes = max_upload_bytes
+        self.max_runs, self.keep_runs = max_runs, keep_runs
+        self._slots = threading.BoundedSemaphore(max_runs)
+        self._active: set[str] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def receive_limit(self) -> int:
+        """Most bytes of one incoming message: the upload limit, the config's and a margin."""
+        return self.max_upload_bytes + self.policy.max_config_bytes + RECEIVE_MARGIN_BYTES
 
     def prepare(self, request: hub_pb.RunRequest, upload_dir: Path | None = None) -> ScenarioConfig:
         """Parses, overrides, checks and resolves a submitted config; its uploaded files are
@@ -84,41 +114,55 @@ class HubServicer(hub_grpc.HubServiceServicer):
 
         Raises:
             UploadTooLarge: the uploaded files exceed ``max_upload_bytes``.
-            ScenarioError: invalid YAML or config, or a launch this hub does not allow.
+            ScenarioError: invalid or oversized YAML or config, or something this hub's policy refuses
+                (:mod:`cosim.hub.submitted`), named by its config key.
         """
+        check_config_size(request.config_yaml, self.policy)
         try:
-            data = yaml.safe_load(request.config_yaml)
+            data = safe_yaml.load(request.config_yaml)
         except yaml.YAMLError as err:
-            raise ScenarioError("config", f"not valid YAML: {err}") from None
+            raise ScenarioError("config", f"not valid YAML: {safe_yaml.describe(err)}") from None
         if not isinstance(data, dict):
             raise ScenarioError("config", "a config is a YAML mapping with keys models, hardware, backends, ...")
         for assignment in request.overrides:
             apply_override(data, assignment)
+        if safe_yaml.nesting_depth(data) > safe_yaml.MAX_DEPTH:
+            raise ScenarioError("config", f"nested deeper than {safe_yaml.MAX_DEPTH} levels (with --set overrides)")
+        check_paths(data, self.data_dir, request.files.keys())
         if request.files:
             place_uploads(data, request.files, upload_dir or self.runs_dir / ".uploads",
                           max_bytes=self.max_upload_bytes)
-        config = self.registry.resolve(parse_config(data, folder=self.data_dir))
-        if not self.allow_launch:
-            for name, backend in config.backends.items():
-                if backend.source in ("command", "image"):
-                    raise ScenarioError(
-                        f"backends.{name}.{backend.source}",
-                        "this hub does not start commands or containers for submitted configs; give the backend "
-                        "an address:, register it with the hub (--backends), or start the hub with --allow-launch")
-        return config
+        config = parse_config(data, folder=self.data_dir)
+        check_backends(config, self.registry, self.policy)  # before anything is imported or connected to
+        check_request_count(config, self.data_dir, self.policy)
+        return self.registry.resolve(config)
 
     def Run(self, request: hub_pb.RunRequest, context: grpc.ServicerContext) -> Iterator[hub_pb.RunUpdate]:
+        if not self._slots.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"this hub is running its limit of {self.max_runs} runs at once (cosim hub --max-runs); "
+                          f"submit again when one has finished")
         uploads = Path(tempfile.mkdtemp(prefix="cosim-upload-")) if request.files else None
+        # Errors quote the contents of uploaded files only, never of the hub's own (cosim.hub.quoting).
+        quotable = [uploads] if uploads is not None else []
         try:
-            config = self.prepare(request, uploads)
-        except ScenarioError as err:
+            with quoting_only_under(quotable):
+                config = self.prepare(request, uploads)
+        except BaseException as err:
+            self._slots.release()
             if uploads is not None:
                 shutil.rmtree(uploads, ignore_errors=True)
+            if not isinstance(err, ScenarioError):
+                raise
             too_large = isinstance(err, UploadTooLarge)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if too_large else grpc.StatusCode.INVALID_ARGUMENT,
                           str(err))
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
         folder = self.runs_dir / run_id
+        with self._lock:
+            self._active.add(run_id)
+            active = set(self._active)
+        prune_runs(self.runs_dir, self.keep_runs, keep_ids=active)
         log.info("run %s: %d clients, %s requests", run_id, len(config.clients), config.workload.requests)
         updates: queue.Queue[hub_pb.RunUpdate | BaseException | None] = queue.Queue()
         last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.requests or 0)
@@ -131,14 +175,18 @@ class HubServicer(hub_grpc.HubServiceServicer):
 
         def work() -> None:
             try:
-                run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress,
-                    command=["cosim", "submit", "CONFIG", *(f"--set={o}" for o in request.overrides)])
+                with quoting_only_under(quotable):
+                    run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress,
+                        command=["cosim", "submit", "CONFIG", *(f"--set={o}" for o in request.overrides)])
                 updates.put(None)
             except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
                 updates.put(err)
             finally:
                 if uploads is not None:
                     shutil.rmtree(uploads, ignore_errors=True)
+                with self._lock:
+                    self._active.discard(run_id)
+                self._slots.release()
 
         threading.Thread(target=work, name=f"run-{run_id}", daemon=True).start()
         yield last  # the run id, at once
@@ -179,6 +227,28 @@ class HubServicer(hub_grpc.HubServiceServicer):
         return hub_pb.ListBackendsResponse(backends=statuses)
 
 
+def prune_runs(runs_dir: Path, keep: int, *, keep_ids: Collection[str] = ()) -> list[str]:
+    """Deletes the oldest run folders of ``runs_dir`` (by run id, which starts with the time) until at most
+    ``keep`` - 1 remain, leaving room for a new one; ``keep_ids`` (runs in progress) are never deleted.
+    ``keep`` 0 keeps all. Returns the run ids deleted."""
+    if keep <= 0 or not runs_dir.is_dir():
+        return []
+    runs = sorted(p.name for p in runs_dir.iterdir() if _RUN_ID.match(p.name) and p.is_dir())
+    excess = len(runs) - (keep - 1)
+    deleted = []
+    for run_id in runs:
+        if excess <= 0:
+            break
+        if run_id in keep_ids:
+            continue
+        shutil.rmtree(runs_dir / run_id, ignore_errors=True)
+        deleted.append(run_id)
+        excess -= 1
+    if deleted:
+        log.info("deleted %d old run folders (cosim hub --keep-runs %d): %s", len(deleted), keep, ", ".join(deleted))
+    return deleted
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
@@ -215,21 +285,40 @@ class HubServer:
     Args:
         servicer: the HubService implementation.
         host: interface to bind (``0.0.0.0`` in containers).
-        port: port to listen on; 0 picks a free one.
+        port: port to listen on; 0 picks a free one. A port in use is an error (no SO_REUSEPORT, so a
+            second hub cannot silently share the first one's traffic).
+        max_workers: threads serving calls; default ``servicer.max_runs`` + 4, so reports, listings and
+            refusals are answered while every run slot is busy.
+        token: when given, every call but health checks must carry ``authorization: Bearer <token>``.
+        credentials: TLS credentials (:func:`cosim.hub.auth.server_credentials`); none: plaintext.
+
+    Raises:
+        OSError: the port cannot be bound (in use, or not an address of this machine).
     """
 
     def __init__(self, servicer: HubServicer, *, host: str = "127.0.0.1", port: int = 0,
-                 max_workers: int = 8) -> None:
+                 max_workers: int | None = None, token: str | None = None,
+                 credentials: grpc.ServerCredentials | None = None) -> None:
         self.servicer = servicer
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=MESSAGE_OPTIONS)
+        options = [("grpc.so_reuseport", 0), ("grpc.max_send_message_length", 512 << 20),
+                   ("grpc.max_receive_message_length", servicer.receive_limit)]
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers or servicer.max_runs + 4),
+                                   options=options, interceptors=[TokenInterceptor(token)] if token else None)
         hub_grpc.add_HubServiceServicer_to_server(servicer, self._server)
         self._health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         reflection.enable_server_reflection((SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
                                             self._server)
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        where = f"{host}:{port}"
+        try:
+            self.port = (self._server.add_secure_port(where, credentials) if credentials is not None
+                         else self._server.add_insecure_port(where))
+        except RuntimeError:  # grpcio >= 1.50 raises where older versions returned 0
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"could not bind the hub to {host}:{port}")
+            raise OSError(f"cannot listen on {host}:{port}: the port is in use (another hub?) or {host} is not "
+                          f"an address of this machine")
+        self.tls = credentials is not None
         self.address = f"{'127.0.0.1' if host in ('0.0.0.0', '[::]') else host}:{self.port}"
 
     def start(self) -> HubServer:

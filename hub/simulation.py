@@ -17,8 +17,10 @@ import numpy as np
 
 from cosim.v1 import types_pb2 as pb
 
+from .admission import ClientLimits
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
+from .clients.drafter import Drafter
 from .clients.host import HostTime
 from .clients.llm import LLMClient
 from .clients.lockstep import LockStepGroup
@@ -26,11 +28,17 @@ from .clients.service import ServiceClient
 from .clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
 from .config import ClientConfig, ScenarioConfig
 from .coordinator import Coordinator
+from .energy import StepEnergy, device_power, model_intensity
 from .errors import CosimError, HubError, ScenarioError, open_or_blame
 from .kernel import Kernel
-from .metrics import ProgressBar, summarize
-from .pipelines import Pipeline, assign_pipelines, resolve_templates
+from .memory import lora_adapter_bytes
+from .metrics import ProgressBar
+from .metrics.request_table import RequestTable
+from .metrics.summary import summarize_table
+from .pipelines import Pipeline, scenario_requests
+from .presets import ModelPreset
 from .records import ClientInfo, ClientTimeline, RequestRecord
+from .request_log import KEEP_IN_MEMORY
 from .resolve import (
     FIDELITY,
     device_spec,
@@ -44,9 +52,12 @@ from .resolve import (
 )
 from .router import Router
 from .scheduling import BlockManager, Scheduler
+from .scheduling.lora import LoraSlots, LoraSpec
+from .scheduling.speculative import Speculation
 from .transfers import LinkTransfers, NetworkTransfers
-from .workload import generate_requests
 
+# Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
+SPECULATION_STREAM = 0x5BEC
 _SERVES = {"mixed": frozenset({"prefill", "decode"}), "prefill": frozenset({"prefill"}),
            "decode": frozenset({"decode"})}
 
@@ -67,11 +78,16 @@ class Simulation:
         base_dir: where its relative paths resolve.
         backends: a connected client per backend name.
         log_events: how many of the first events the kernel keeps (``kernel.log``).
+        spill_requests: whether finished requests' records go to a temporary file rather than memory
+            (:mod:`cosim.hub.request_log`); None: for runs of more than
+            :data:`~cosim.hub.request_log.KEEP_IN_MEMORY` requests.
     """
 
     def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient], *,
-                 log_events: int = 0) -> None:
+                 log_events: int = 0, spill_requests: bool | None = None) -> None:
         self.config, self.base_dir, self.backends = config, base_dir, backends
+        self.spill_requests = spill_requests
+        self._table: tuple[int, RequestTable] | None = None  # (events handled, the table then)
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel(log_limit=log_events)
         # Runtime sessions by backend and spec (less the client's name), each with its timing proxy.
@@ -84,7 +100,8 @@ class Simulation:
         self.kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in llm_models}
         self._progress: Callable[[RequestRecord], None] | None = None  # set while running
         self.transfers = self._transfers()
-        self.coordinator = Coordinator(kernel=self.kernel, router=Router(config.router, self.rng),
+        router = Router(config.router, self.rng, clock=lambda: self.kernel.now_ns)
+        self.coordinator = Coordinator(kernel=self.kernel, router=router,
                                        transfers=self.transfers, kv_bytes_per_token=self.kv_bytes,
                                        on_request_done=self._request_done)
         self.kv_timers: list[KVRetrievalTimer] = []
@@ -103,14 +120,16 @@ class Simulation:
                 self.coordinator.register(service)
 
     # -- assembly ------------------------------------------------------------
-    def _runtime_session(self, where: str, cfg: ClientConfig) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
-        """The runtime session for a client's model on its cluster, and its timing proxy: opened
-        for it, or the one already open for another client of the same backend and spec."""
+    def _runtime_session(self, where: str, cfg: ClientConfig, model: ModelPreset | None = None
+                         ) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
+        """The runtime session for a client's model (or ``model``, a speculative drafter) on its
+        cluster, and its timing proxy: opened for it, or the one already open for another client
+        of the same backend and spec."""
         assert cfg.model and cfg.backend and cfg.hardware
         backend = self.backends[cfg.backend]
         assert isinstance(backend, RuntimeClient)
         spec = pb.SessionSpec(
-            client=cfg.name, model=resolve_model(self.config, cfg.model).to_model_spec(),
+            client=cfg.name, model=(model or resolve_model(self.config, cfg.model)).to_model_spec(),
             hardware=self.hardware_specs[cfg.name],
             parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
                                        expert=cfg.hardware.expert_parallel),
@@ -149,19 +168,55 @@ class Simulation:
         model = resolve_model(self.config, cfg.model)  # type: ignore[arg-type]
         blocks = kv_capacity_blocks(cfg, model, self.hardware_specs[cfg.name], where)
         split = kv_memory_report(cfg, model, self.hardware_specs[cfg.name], where)
+        energy = self._energy(cfg, model.to_model_spec(), model.active_param_count())
         info = self._info(cfg, opened, kv_capacity_blocks=blocks, block_size_tokens=cfg.scheduler.block_size,
-                          kv_memory=split.as_dict() if split is not None else None)
+                          kv_memory=split.as_dict() if split is not None else None, meters_energy=True,
+                          power=energy.power)
         # vLLM's block count holds its null block, which no request gets
-        kv = BlockManager(max(blocks - 1, 1), cfg.scheduler.block_size,
+        usable = max(blocks - 1, 1)
+        kv = BlockManager(usable, cfg.scheduler.block_size,
                           enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
+        speculation, drafter = self._speculation(index, cfg)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
-                              hold_finished_kv=cfg.role == "prefill")
+                              hold_finished_kv=cfg.role == "prefill", lora=_lora_slots(cfg, model),
+                              speculation=speculation)
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
-                         serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg),
-                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, decode_runs=proxy.lookahead,
+                         serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg), energy=energy,
+                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
+                         decode_runs=proxy.lookahead and speculation is None,
                          group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None,
-                         host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
+                         host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches),
+                         limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable))
+
+    def _energy(self, cfg: ClientConfig, model: pb.ModelSpec, active_params: int) -> StepEnergy:
+        """The energy model of a client's steps (:mod:`cosim.hub.energy`): its device's power (none
+        without a power figure), over its pipeline stages, and the model's intensity for backends
+        that split no step into compute and memory time."""
+        assert cfg.hardware is not None
+        spec = self.hardware_specs[cfg.name]
+        power = device_power(spec, f"hardware.{cfg.hardware.device}")
+        return StepEnergy(power=power, num_devices=spec.count, stages=cfg.hardware.pipeline_parallel,
+                          intensity=model_intensity(model, active_params, spec))
+
+    def _speculation(self, index: int, cfg: ClientConfig) -> tuple[Speculation | None, Drafter | None]:
+        """A client's speculative decoding: its acceptance draws (a stream of the run's seed of its
+        own, so that other draws do not move) and the timing of its drafter."""
+        spec = cfg.speculative
+        if spec is None:
+            return None, None
+        session = None
+        if spec.method == "draft_model":
+            where = f"clients[{index}].speculative.draft_model"
+            if spec.draft_model not in self.config.models:
+                raise ScenarioError(where, f"{spec.draft_model!r} is not a key of models: {sorted(self.config.models)}")
+            session, _ = self._runtime_session(where, cfg, resolve_model(self.config, spec.draft_model))
+        elif spec.method == "mtp":  # the target's dimensions, its MTP module's layers
+            target = resolve_model(self.config, str(cfg.model))
+            mtp = target.model_copy(update={"name": f"{target.name} MTP", "num_layers": spec.mtp_layers})
+            session, _ = self._runtime_session(f"clients[{index}].speculative", cfg, mtp)
+        rng = np.random.default_rng([self.config.seed, SPECULATION_STREAM, index])
+        return Speculation(spec, rng), Drafter(spec, session)
 
     def _build_service(self, index: int, cfg: ClientConfig) -> ServiceClient:
         where = f"clients[{index}]"
@@ -226,22 +281,24 @@ class Simulation:
 
     def workload(self) -> tuple[list[Any], list[Pipeline]]:
         """The requests and their pipelines (templates drawn by weight when the workload mixes them)."""
-        specs = generate_requests(self.config.workload, self.rng, base_dir=self.base_dir)
-        default_model = next(c.model for c in self.config.clients if c.kind == "llm")
-        weights = self.config.workload.templates or {"chat": 1.0}
-        return assign_pipelines(specs, weights, resolve_templates(self.config.templates), self.rng,
-                                default_model=str(default_model))
+        return scenario_requests(self.config, self.rng, self.base_dir)
 
     def run(self, *, progress: bool | None = None,
-            on_progress: Callable[[int, int, int], None] | None = None) -> CosimError | None:
-        """Generates the workload and runs the event loop; returns the error that stopped it, if any."""
+            on_progress: Callable[[int, int, int], None] | None = None,
+            on_request: Callable[[RequestRecord], None] | None = None) -> CosimError | None:
+        """Generates the workload and runs the event loop; returns the error that stopped it, if any
+        (``on_request``, called with each finished request, may stop the run by raising a CosimError)."""
         specs, pipelines = self.workload()
-        self.coordinator.schedule_arrivals(specs, pipelines)
         total = len(specs)
+        spill = self.spill_requests if self.spill_requests is not None else total > KEEP_IN_MEMORY
+        self.coordinator.schedule_arrivals(specs, pipelines, spill=spill)
+        del specs, pipelines  # the coordinator keeps them as columns (hub/arrivals.py)
         bar = ProgressBar(total, enabled=progress)
         state = {"last": 0}
 
-        def report(_request: RequestRecord) -> None:
+        def report(request: RequestRecord) -> None:
+            if on_request is not None:
+                on_request(request)
             done = self.coordinator.num_finished
             if done - state["last"] >= max(1, total // 200) or done == total:
                 state["last"] = done
@@ -258,17 +315,27 @@ class Simulation:
             for client in self.clients:
                 client.settle()  # pending decode-run tokens belong in the records, also of a failed run
             bar.close()
-        unfinished = [r for r in self.coordinator.requests if not r.is_finished]
+        unfinished = self.coordinator.unfinished()
         if unfinished:
             first = unfinished[0]
-            return HubError(f"{len(unfinished)} requests never finished (first: request {first.id} with "
-                            f"{first.input_tokens} prompt tokens); a prompt may not fit any client's KV cache")
+            where = first.stages[-1].client if first.stages else "no client"
+            # Requests that can never fit are refused before the run (cosim.hub.admission): this is cosim's.
+            return HubError(f"{len(unfinished)} requests never finished (first: request {first.id}, prompt "
+                            f"{first.input_tokens} tokens, {first.generated_tokens} of {first.output_tokens} output "
+                            f"tokens, last at {where}) although each fits its clients")
         return None
 
     def timelines(self) -> dict[str, ClientTimeline]:
         """Each client's steps, by name."""
         clients: list[LLMClient | ServiceClient] = [*self.clients, *self.services]
         return {c.name: c.timeline for c in clients}
+
+    def request_table(self) -> RequestTable:
+        """Every request's numbers (:meth:`Coordinator.table`), read once per state of the run: the
+        summary and the run folder share it."""
+        if self._table is None or self._table[0] != self.kernel.num_events:
+            self._table = self.kernel.num_events, self.coordinator.table()
+        return self._table[1]
 
     def summarize(self, wall_time_s: float) -> dict[str, Any]:
         """summary.json content, with backend statistics."""
@@ -287,6 +354,21 @@ class Simulation:
             extra["kv_retrieval"] = {"lookups": lookups_kv,
                                      "hit_rate": round(sum(t.num_hits for t in self.kv_timers) / lookups_kv, 6)
                                      if lookups_kv else 0.0}
+        lora = [c.timeline.lora.summary() for c in self.clients if c.timeline.lora is not None]
+        if lora:  # every client's adapter loads together (each client's are in its block)
+            extra["lora"] = {key: sum(block[key] for block in lora) for key in lora[0]}
         timelines = self.timelines()
-        return summarize(self.coordinator.requests, self.infos, timelines, slo=self.config.slo,
-                         sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)
+        return summarize_table(self.request_table(), self.infos, timelines, slo=self.config.slo,
+                               sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)
+
+def _lora_slots(cfg: ClientConfig, model: ModelPreset) -> LoraSlots | None:
+    """A client's LoRA slots and host cache (:mod:`cosim.hub.scheduling.lora`), where it serves LoRA."""
+    lora, hardware = cfg.lora, cfg.hardware
+    if lora is None or hardware is None:
+        return None
+    per_device = lora_adapter_bytes(model, 1, tensor_parallel=hardware.tensor_parallel,
+                                    pipeline_parallel=hardware.pipeline_parallel)
+    return LoraSlots(LoraSpec(max_loras=lora.max_loras, max_cpu_loras=lora.max_cpu_loras or lora.max_loras,
+                              device_bytes_per_rank=per_device, host_bytes_per_rank=lora_adapter_bytes(model, 1),
+                              host_to_device_gbps=lora.host_to_device_gbps or cfg.scheduler.host_bandwidth_gbps,
+                              disk_to_host_gbps=lora.disk_to_host_gbps))

@@ -43,6 +43,8 @@ METRICS: dict[str, tuple[str, ...]] = {
     "throughput_output_tokens_per_s": ("throughput", "output_tokens_per_s"),
     "goodput_requests_per_s": ("goodput_requests_per_s",),
     "slo_attainment": ("slo_attainment",),
+    "energy_per_output_token_j": ("energy", "per_output_token_j"),
+    "tokens_per_j": ("energy", "tokens_per_j"),
 }
 METRIC_COLUMNS = tuple(METRICS)
 

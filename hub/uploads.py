@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import ScenarioError
 
-DEFAULT_MAX_UPLOAD_BYTES = 256 << 20
+DEFAULT_MAX_UPLOAD_BYTES = 64 << 20  # cosim hub --max-upload-mb; the hub receives at most this + 5 MiB
 TRACE_PARTS = ("arrival", "input_tokens", "output_tokens")
 Location = tuple[str, ...]
 
@@ -44,10 +44,13 @@ def named_files(data: Mapping[str, Any]) -> Iterator[tuple[Location, str]]:
     """(location, path as written) of every file a raw config names."""
     if isinstance(data.get("presets"), str):
         yield ("presets",), data["presets"]
-    for name, model in (data.get("models") or {}).items():
+    models = data.get("models")
+    for name, model in (models.items() if isinstance(models, Mapping) else ()):  # else parse_config says why
         if isinstance(model, Mapping) and isinstance(model.get("hf_config"), str):
             yield ("models", str(name), "hf_config"), model["hf_config"]
-    workload = data.get("workload") or {}
+    workload = data.get("workload")
+    if not isinstance(workload, Mapping):
+        return
     for part in (None, *TRACE_PARTS):
         node = workload if part is None else workload.get(part)
         trace = node.get("trace") if isinstance(node, Mapping) else None

@@ -7,7 +7,10 @@ topology, with the functions a run uses (:mod:`cosim.hub.resolve`), and keeps
 every :class:`ScenarioError`, each located by its config path; no backend
 starts. :func:`validate_scenario` returns those errors, :func:`check_scenario`
 raises them as one (the runner's check before it starts backends), and
-:func:`validate` (``cosim.validate``) also reads and parses the config.
+:func:`validate` (``cosim.validate``) also reads and parses the config, asks the
+built-in backends about the sessions a run opens on them
+(:func:`session_problems`, in-process), and draws the workload as a run does,
+refusing a request no client can ever serve (:func:`workload_problems`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from cosim.v1 import types_pb2 as pb
 
 from . import presets
-from .config import ClientConfig, ScenarioConfig, ScenarioProblems, load_config, parse_config
+from .admission import ClientLimits, check_requests, route_for
+from .config import ClientConfig, ScenarioConfig, ScenarioProblems, load_config, parse_config, scenario_folder
 from .errors import ScenarioError
 from .memory import KVMemory
+from .pipelines import scenario_requests
 from .resolve import (
     device_spec,
     kv_capacity_blocks,
@@ -34,11 +41,16 @@ from .resolve import (
     resolve_device,
     resolve_hardware,
     resolve_model,
+    runtime_session_spec,
     weight_bytes_per_device,
 )
+from .session_check import BuiltinSessions
 
 __all__ = ["ClientCapacity", "Resolution", "ScenarioProblems", "check_scenario", "resolve_scenario", "validate",
-           "validate_scenario"]
+           "session_problems", "validate_scenario", "workload_problems"]
+
+# The stages an LLM client of each role serves (as hub/simulation.py's clients).
+LLM_ROLE_STAGES = {"mixed": ("prefill", "decode"), "prefill": ("prefill",), "decode": ("decode",)}
 
 T = TypeVar("T")
 
@@ -210,18 +222,95 @@ def check_scenario(config: ScenarioConfig, *, source: str = "") -> None:
         raise ScenarioProblems(source, errors)
 
 
+def workload_problems(config: ScenarioConfig, resolution: Resolution, base_dir: Path) -> list[ScenarioError]:
+    """The workload's problems: its requests drawn as a run draws them (traces read, lengths and arrival
+    times sampled), and the first request no LLM client can ever serve (:mod:`cosim.hub.admission`).
+
+    Args:
+        config: a scenario that resolved (``resolution`` has no errors).
+        resolution: its resolution, for each LLM client's KV capacity.
+        base_dir: the folder its relative trace paths resolve against.
+
+    Returns:
+        The problem ([] or one ScenarioError): a run stops at the first too.
+    """
+    capacities = {c.name: c for c in resolution.clients}
+    limits = []
+    for client in config.clients:
+        capacity = capacities.get(client.name)
+        if client.kind == "llm" and capacity is not None and client.model is not None:
+            limits.append(ClientLimits.of(client.name, client.model, LLM_ROLE_STAGES[client.role], client.scheduler,
+                                          max(capacity.kv_capacity_blocks - 1, 1)))
+    try:
+        specs, pipelines = scenario_requests(config, np.random.default_rng(config.seed), base_dir)
+        retrieved = [c.rag.top_k * c.rag.doc_tokens for c in config.clients if c.kind == "rag" and c.rag]
+        router = config.router
+        check_requests(limits, specs, pipelines, retrieved_tokens=min(retrieved, default=0),
+                       route=route_for(router.policy, router.heavy_clients, router.heavy_threshold_tokens))
+    except ScenarioError as err:
+        return [err]
+    return []
+
+
+# The largest step validation times: larger budgets are timed at this many tokens (a backend's cost
+# of timing one step may grow with its tokens).
+_MAX_PROBE_TOKENS = 8192
+
+
+def session_problems(config: ScenarioConfig) -> list[ScenarioError]:
+    """What the built-in backends say of the sessions a run opens on them (:mod:`.session_check`):
+    each client's runtime session (once per distinct spec, as a run shares them), each KV-retrieval
+    client's memory session and the network session, located as a run reports them.
+
+    Args:
+        config: a scenario that resolved (no problems from :func:`resolve_scenario`).
+    """
+    sessions = BuiltinSessions(config)
+    problems: list[ScenarioError] = []
+    hardware: dict[str, pb.HardwareSpec] = {}
+    asked: set[tuple[str, bytes]] = set()
+    for index, client in enumerate(config.clients):
+        if client.model is None or client.hardware is None or client.backend is None:
+            continue
+        spec = runtime_session_spec(config, client, resolve_model(config, client.model),
+                                    resolve_hardware(config, client, f"clients[{index}]"))
+        hardware[client.name] = spec.hardware
+        anonymous = pb.SessionSpec()
+        anonymous.CopyFrom(spec)
+        anonymous.ClearField("client")
+        key = (client.backend, anonymous.SerializeToString(deterministic=True))
+        if key not in asked:
+            asked.add(key)
+            step = client.scheduler.max_num_batched_tokens if client.kind == "llm" else 1
+            problems += filter(None, [sessions.problem(client.backend, spec, f"clients[{index}]",
+                                                       probe_tokens=min(step, _MAX_PROBE_TOKENS))])
+    llm = next((c for c in config.clients if c.kind == "llm" and c.model is not None), None)
+    for index, client in enumerate(config.clients):
+        if client.kind == "kv_retrieval" and client.backend is not None and llm is not None:
+            kv_bytes = float(resolve_model(config, str(llm.model)).kv_bytes_per_token())
+            memory = memory_session_spec(client, kv_bytes, config.backends[client.backend].options)
+            problems += filter(None, [sessions.problem(client.backend, memory, f"clients[{index}].memory")])
+    if config.network.backend is not None:
+        network = network_session_spec(config, hardware)
+        problems += filter(None, [sessions.problem(config.network.backend, network, "network")])
+    return problems
+
+
 def _parse_any(config: ScenarioConfig | Mapping[str, Any] | str | Path, *,
-              overrides: Sequence[str] = ()) -> ScenarioConfig:
-    """A parsed scenario from a path, a mapping or a parsed config, with ``overrides`` applied.
+              overrides: Sequence[str] = ()) -> tuple[ScenarioConfig, Path]:
+    """A parsed scenario from a path, a mapping or a parsed config, with ``overrides`` applied, and
+    the folder its relative paths resolve against (as :func:`cosim.run` takes them).
 
     Raises:
         ScenarioError: unreadable YAML or a bad ``--set``; ScenarioProblems: every pydantic problem.
     """
     if isinstance(config, (str, Path)):
-        return load_config(config, overrides=overrides)[0]
+        return load_config(config, overrides=overrides)
     if isinstance(config, ScenarioConfig):
-        return parse_config(config.model_dump(), overrides=overrides) if overrides else config
-    return parse_config(config, overrides=overrides)
+        parsed = parse_config(config.model_dump(), overrides=overrides) if overrides else config
+    else:
+        parsed = parse_config(config, overrides=overrides)
+    return parsed, scenario_folder(parsed, Path.cwd())
 
 
 def validate(config: ScenarioConfig | Mapping[str, Any] | str | Path, *,
@@ -234,12 +323,15 @@ def validate(config: ScenarioConfig | Mapping[str, Any] | str | Path, *,
 
     Returns:
         Every problem, each a ScenarioError whose ``where`` is its config path; [] when the
-        scenario parses and resolves. Parse problems come alone: resolving needs a parsed config.
+        scenario parses, resolves and its workload can be served. Parse problems come alone:
+        resolving needs a parsed config; the workload is drawn (as a run draws it) only once
+        the rest resolved.
     """
     try:
-        scenario = _parse_any(config, overrides=overrides)
+        scenario, folder = _parse_any(config, overrides=overrides)
     except ScenarioProblems as err:
         return list(err.problems)
     except ScenarioError as err:
         return [err]
-    return validate_scenario(scenario)
+    resolution = resolve_scenario(scenario)
+    return resolution.errors or session_problems(scenario) or workload_problems(scenario, resolution, folder)

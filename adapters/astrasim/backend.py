@@ -11,7 +11,6 @@ import functools
 import logging
 import shutil
 import tempfile
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 
 from cosim.adapters.network import validate_system
 from cosim.adapters.sdk import InvalidArgument, NetworkBackend, Session
+from cosim.adapters.sdk.cache import LRUCache
 from cosim.adapters.sdk.validation import validate_network_spec
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
@@ -42,7 +42,7 @@ class AstraState:
     folder: Path | None  # kept runs go here when keep_files; otherwise each run gets its own temp folder
     keep_files: bool
     endpoints: dict[str, list[int]]
-    cache: OrderedDict[Hashable, int] = field(default_factory=OrderedDict)
+    cache: LRUCache[Hashable, int] = field(default_factory=lambda: LRUCache(CACHE_SIZE))
     num_runs: int = 0
 
 
@@ -66,6 +66,7 @@ class AstraSimBackend(NetworkBackend):
     fidelity = pb.FIDELITY_ANALYTICAL
     description = "ASTRA-sim 2.0 binary (analytical network), one run per transfer or collective"
     capabilities = ("predict", "collectives", "point_to_point", "external_binary")
+    file_options = ("binary", "extra_args")
 
     def __init__(self, *, binary: str | None = None, extra_args: tuple[str, ...] = (), timeout_s: float = 600.0,
                  keep_files: bool = False) -> None:
@@ -123,9 +124,9 @@ class AstraSimBackend(NetworkBackend):
     @staticmethod
     def _cached(state: AstraState, key: Hashable, write: Callable[[Path], RunFiles | None]) -> int:
         """The cached answer for ``key``, or one run of the binary on what ``write`` puts in a fresh folder."""
-        if key in state.cache:
-            state.cache.move_to_end(key)
-            return state.cache[key]
+        cached = state.cache.lookup(key)
+        if cached is not None:
+            return cached
         state.num_runs += 1
         if state.folder is not None:
             folder = state.folder / f"run-{state.num_runs}"
@@ -137,7 +138,5 @@ class AstraSimBackend(NetworkBackend):
         finally:
             if not state.keep_files:
                 shutil.rmtree(folder, ignore_errors=True)
-        state.cache[key] = duration
-        if len(state.cache) > CACHE_SIZE:
-            state.cache.popitem(last=False)
+        state.cache.store(key, duration)
         return duration

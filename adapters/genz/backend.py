@@ -19,13 +19,13 @@ import logging
 import math
 import tempfile
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
 from cosim.adapters.sdk import RuntimeBackend, Session
+from cosim.adapters.sdk.cache import LRUCache
 from cosim.adapters.sdk.extras import require_extra
 from cosim.v1 import types_pb2 as pb
 
@@ -48,7 +48,8 @@ class GenzState:
     system: Any
     options: GenzOptions
     parallelism: dict[str, int]
-    cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(default_factory=OrderedDict)
+    cache: LRUCache[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(
+        default_factory=lambda: LRUCache(CACHE_SIZE))
     num_evaluations: int = 0
 
 
@@ -96,14 +97,10 @@ class GenzBackend(RuntimeBackend):
         contexts = [math.ceil(c / bucket) * bucket for c in batch.context_tokens] if bucket else \
             list(batch.context_tokens)
         key = (tuple(batch.new_tokens), tuple(contexts))
-        timing = state.cache.get(key)
+        timing = state.cache.lookup(key)
         if timing is None:
             timing = self._evaluate(state, list(key[0]), contexts)
-            state.cache[key] = timing
-            if len(state.cache) > CACHE_SIZE:
-                state.cache.popitem(last=False)
-        else:
-            state.cache.move_to_end(key)
+            state.cache.store(key, timing)
         return timing
 
     @staticmethod

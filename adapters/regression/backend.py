@@ -68,6 +68,7 @@ class RegressionBackend(RuntimeBackend):
     description = "step times from fits to measured kernels (Vidur) or engine steps (Splitwise)"
     # bucketed_cache_safe: contexts enter through interpolated grids, smooth between knots.
     capabilities: ClassVar[tuple[str, ...]] = ("mixed_batches", "out_of_range_flag", "bucketed_cache_safe")
+    file_options: ClassVar[tuple[str, ...]] = ("artifact", "profile_bundle")
 
     def open_session(self, spec: pb.SessionSpec) -> OperatorStepModel | StepLinearModel | ProfileStepModel:
         """Loads the session's artifact and picks its entry.

@@ -30,7 +30,8 @@ key                                       meaning (default, source)
                                           all-reduce, t-1 per all-to-all
 ``p2p_latency_us``                        latency per pipeline-stage send (0)
 ``act_bytes``                             bytes per activation element (2)
-``tdp_w``                                 device power; energy = tdp_w x devices x duration (0: off)
+``tdp_w`` (options only)                  report energy = tdp_w x devices x duration (0: none; the
+                                          hub's power model applies, docs/energy.md)
 ``profile`` (options only)                ``auto`` (shipped profile matching the device),
                                           ``none``, a shipped name, or a YAML path
 =======================================  ==========================================

@@ -13,7 +13,7 @@ from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
 from .estimator import Device, SessionModel, estimate
-from .operators import batch_stats, make_shape
+from .operators import batch_stats, lora_adapters, make_shape
 from .params import resolve_params
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class _State:
 
     def __init__(self, model: SessionModel) -> None:
         self.model = model
-        self.cache: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = OrderedDict()
+        self.cache: OrderedDict[tuple[object, ...], pb.StepTiming] = OrderedDict()
 
 
 def _device(spec: pb.SessionSpec) -> Device:
@@ -62,6 +62,20 @@ def open_model(spec: pb.SessionSpec) -> SessionModel:
     return SessionModel(shape=shape, params=params, device=device)
 
 
+def _lora(batch: pb.StepBatch) -> tuple[tuple[int, float], ...]:
+    """The batch's LoRA adapters (rank, tokens) for :func:`.operators.lora_ops`.
+
+    Raises:
+        InvalidArgument: lora_ranks or lora_ids not one per sequence.
+    """
+    for name in ("lora_ranks", "lora_ids"):
+        values = getattr(batch, name)
+        if values and len(values) != len(batch.new_tokens):
+            raise InvalidArgument(f"batch.{name}", len(values),
+                                  f"values, but the batch has {len(batch.new_tokens)} sequences")
+    return lora_adapters(batch.new_tokens, batch.lora_ranks, batch.lora_ids)
+
+
 class RooflineBackend(RuntimeBackend):
     """BestServe's adapted roofline with dispatch overlap, TP, PP and MoE."""
 
@@ -71,7 +85,8 @@ class RooflineBackend(RuntimeBackend):
     description = "adapted roofline (BestServe §3.3): MFU/MBU per phase, CPU dispatch, TP/PP/EP communication"
     # bucketed_cache_safe: step time is linear in each context, so nearby contexts time alike.
     capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
-                    "energy", "bucketed_cache_safe")
+                    "energy", "bucketed_cache_safe", "lora")
+    file_options = ("profile",)  # a path; plain names (auto, none, a shipped profile) are not files
 
     def open_session(self, spec: pb.SessionSpec) -> _State:
         model = open_model(spec)
@@ -82,11 +97,15 @@ class RooflineBackend(RuntimeBackend):
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         key = (tuple(batch.new_tokens), tuple(batch.context_tokens), padded)
+        if batch.lora_ranks:
+            key += (tuple(batch.lora_ranks), tuple(batch.lora_ids))
         timing = state.cache.get(key)
         if timing is None:
             stats = batch_stats(key[0], key[1])
             if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
                 stats = dataclasses.replace(stats, tokens=float(padded))
+            if batch.lora_ranks:
+                stats = dataclasses.replace(stats, lora=_lora(batch))
             timing = estimate(state.model, stats)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:

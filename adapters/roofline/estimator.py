@@ -195,6 +195,8 @@ def device_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
     fixed = _fixed_times(m, b)
     times = DeviceTimes(list(fixed.busy), 0.0, 0.0, defaultdict(float, fixed.breakdown), list(fixed.totals))
     _add_ops(times, ops.decode_attention_ops(s, b), num_layers, *_rates(m, b.prefill_share))
+    if b.lora:
+        _add_ops(times, ops.lora_ops(s, b.lora), num_layers, *_rates(m, b.prefill_share))
     comm_attn, comm_mlp = _comm_ns(m, b, _blend(p.prefill.comm_eff, p.decode.comm_eff, b.prefill_share))
     times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
     times.busy[ATTENTION] += comm_attn
@@ -236,7 +238,9 @@ def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
     if overhead:
         breakdown["step_overhead"] = overhead
     duration = total + overhead
-    return pb.StepTiming(
+    timing = pb.StepTiming(
         duration_ns=round(duration), compute_ns=round(times.compute), memory_ns=round(times.memory),
-        communication_ns=round(comm), dispatch_ns=round(exposed + overhead),
-        energy_j=p.tdp_w * dev.num_devices * duration / NS, breakdown=breakdown)
+        communication_ns=round(comm), dispatch_ns=round(exposed + overhead), breakdown=breakdown)
+    if p.tdp_w:  # unset otherwise: the hub's power model weighs compute_ns and memory_ns
+        timing.energy_j = p.tdp_w * dev.num_devices * duration / NS
+    return timing

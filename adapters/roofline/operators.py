@@ -26,7 +26,7 @@ FlashAttention (causal, no score matrix, GQA-aware KV reads), one
 gate_up GEMM and a fused SiLU-and-mul.
 
 Main names: :class:`Shape` (per-session constants), :class:`BatchStats`
-(per-step sums), :func:`layer_ops`, :func:`head_ops`. An op is
+(per-step sums), :func:`layer_ops`, :func:`head_ops`, :func:`lora_ops`. An op is
 ``(module, key, W, Q, group)``; ``group`` picks the efficiencies (0 the
 step's blend, 1 prefill, 2 decode).
 """
@@ -110,6 +110,7 @@ class BatchStats:
     prefill_share: float  # share of tokens that belong to prefill chunks
     prefill: Group
     decode: Group
+    lora: tuple[tuple[int, float], ...] = ()  # per distinct LoRA adapter in the step: (rank, its tokens)
 
 
 def batch_stats(new_tokens: Sequence[int], context_tokens: Sequence[int]) -> BatchStats:
@@ -136,6 +137,42 @@ def batch_stats(new_tokens: Sequence[int], context_tokens: Sequence[int]) -> Bat
         tokens=tokens, seqs=p_seqs + d_seqs, prefill_share=p_new / tokens,
         prefill=Group(p_seqs, p_new, p_ctx, p_pairs, p_causal),
         decode=Group(d_seqs, float(d_seqs), d_ctx, d_ctx, d_ctx))
+
+
+def lora_adapters(new_tokens: Sequence[int], ranks: Sequence[int], ids: Sequence[int]) -> tuple[tuple[int, float], ...]:
+    """The step's distinct LoRA adapters as (rank, tokens), in order of first appearance
+    (``StepBatch.lora_ranks``/``lora_ids``; without ids each sequence with a rank is an adapter of its own)."""
+    adapters: dict[int, list[float]] = {}
+    for k, (n, rank) in enumerate(zip(new_tokens, ranks)):
+        if rank:
+            adapter = adapters.setdefault(ids[k] if ids else -1 - k, [rank, 0.0])
+            adapter[1] += n
+    return tuple((int(rank), tokens) for rank, tokens in adapters.values())
+
+
+def lora_ops(s: Shape, adapters: Sequence[tuple[int, float]]) -> list[Op]:
+    """The LoRA GEMMs of one layer: Punica's SGMV (Chen et al., "Punica: Multi-Tenant LoRA Serving",
+    MLSys 2024) and S-LoRA's MBGMM (Sheng et al., MLSys 2024) run each adapter's tokens through its
+    own A (shrink, in -> r) and B (expand, r -> out), one kernel for the batch per module.
+
+    Per target module of ``in`` x ``out`` on this rank (q/k/v/gate/up column-parallel, o/down
+    row-parallel, so :class:`Shape`'s per-rank widths; MLP modules of a dense model only, as
+    vLLM's hub-side memory counts them): W = sum over adapters 2 x tokens x r x (in + out) FLOP;
+    Q = each adapter's weights read once, ``ba x r x (in + out)`` (LoRA weights in the activation
+    dtype), plus the tokens' input and output, ``ba x T x (in + out)``. One op per module group
+    (attention: q, k, v, o; MLP: gate, up, down), timed by the adapted roofline like any other.
+    """
+    if not adapters:
+        return []
+    h, q, kv, f = s.h, s.q, s.kv, s.f
+    groups = [(ATTENTION, (h + q) + 2 * (h + kv) + (q + h))]
+    if not s.num_experts:
+        groups.append((MLP, (2 if s.gated else 1) * (h + f) + (f + h)))
+    rank_tokens = sum(rank * tokens for rank, tokens in adapters)
+    ranks = sum(rank for rank, _ in adapters)
+    tokens = sum(tokens for _, tokens in adapters)
+    return [(module, "lora", 2.0 * rank_tokens * width, s.ba * (ranks + tokens) * width, BLEND)
+            for module, width in groups]
 
 
 def _gemm(module: int, key: str, s: Shape, rows: float, k: float, n: float, weights: float) -> Op:

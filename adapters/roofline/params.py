@@ -80,7 +80,8 @@ class Params:
             t ranks takes 2(t-1) steps, an all-to-all t-1.
         p2p_latency_us: fixed latency of a pipeline-stage send.
         act_bytes: bytes per activation element.
-        tdp_w: device power for energy (0: energy not modelled).
+        tdp_w: device power the backend reports energy with, tdp_w x devices x duration (0: it
+            reports none and the hub's power model applies; set in the backend's options only).
     """
 
     prefill: PhaseParams = PhaseParams()
@@ -116,7 +117,7 @@ SOURCES: dict[str, str] = {
     "hop_latency_us": "not in BestServe: 0",
     "p2p_latency_us": "not in BestServe: 0",
     "act_bytes": "fp16/bf16 activations (BestServe's 2 bytes per float)",
-    "tdp_w": "0: energy not modelled unless given",
+    "tdp_w": "0: no energy reported (the hub's power model applies, docs/energy.md) unless given in options",
 }
 
 # HardwareSpec.extra keys that describe the device's intra-node link (the hub's presets set
@@ -275,6 +276,8 @@ def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str
         # would count that twice; they fill in only where no profile applies.
         _apply(values, link_params(extra), "spec.hardware.extra", strict=True)
     _apply(values, fitted, f"profile[{profile}]", strict=True)
-    _apply(values, extra, "spec.hardware.extra", strict=False)
+    # The presets' tdp_w in extra is the hub's power model's figure (docs/energy.md): only an
+    # explicit option makes this backend report its own TDP x duration upper bound.
+    _apply(values, {k: v for k, v in extra.items() if k != "tdp_w"}, "spec.hardware.extra", strict=False)
     _apply(values, options, "spec.options", strict=True)
     return build_params(values)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
 from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
+from cosim.adapters.sdk.cache import LRUCache
 from cosim.v1 import types_pb2 as pb
 
 from .config import ArrayConfig, array_config
@@ -47,7 +47,8 @@ class ScaleSimState:
     link_bandwidth: float  # bytes/s
     gemms: dict[Gemm, GemmCycles] = field(default_factory=dict)
     runs: RunMemo = field(default_factory=dict)
-    steps: OrderedDict[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(default_factory=OrderedDict)
+    steps: LRUCache[tuple[tuple[int, ...], tuple[int, ...]], pb.StepTiming] = field(
+        default_factory=lambda: LRUCache(STEP_CACHE_SIZE))
     num_simulations: int = 0
 
 
@@ -77,16 +78,14 @@ class ScaleSimBackend(RuntimeBackend):
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         state: ScaleSimState = session.state
         key = (tuple(batch.new_tokens), tuple(batch.context_tokens))
-        if state.config.reuse and key in state.steps:
-            state.steps.move_to_end(key)
-            return state.steps[key]
+        cached = state.steps.lookup(key) if state.config.reuse else None
+        if cached is not None:
+            return cached
         if not state.config.reuse:
             state.gemms.clear()  # without reuse every step simulates its shapes afresh
             state.runs.clear()
         timing = self._time(state, list(key[0]), list(key[1]))
-        state.steps[key] = timing
-        if len(state.steps) > STEP_CACHE_SIZE:
-            state.steps.popitem(last=False)
+        state.steps.store(key, timing)
         return timing
 
     def _time(self, state: ScaleSimState, new_tokens: list[int], context_tokens: list[int]) -> pb.StepTiming:

@@ -48,6 +48,9 @@ class Backend(abc.ABC):
     fidelity: ClassVar[pb.Fidelity.ValueType] = pb.FIDELITY_ANALYTICAL
     description: ClassVar[str] = ""
     capabilities: ClassVar[tuple[str, ...]] = ()
+    # Session options that name an executable, its arguments or a file on the backend's machine: a
+    # hub refuses them in submitted configs unless started with --allow-backend-files (cosim.hub.submitted).
+    file_options: ClassVar[tuple[str, ...]] = ()
 
     def describe(self) -> pb.BackendInfo:
         """Identity of the backend; the default reads the class attributes."""

@@ -16,6 +16,7 @@ import importlib.util
 EXTRAS: dict[str, tuple[str, str]] = {
     "genz": ("GenZ", "genz-llm"),
     "scalesim": ("scalesim", "scalesim"),
+    "aiconfigurator": ("aiconfigurator_core", "aiconfigurator-core"),
 }
 
 

@@ -113,18 +113,20 @@ def serve(backend: Backend, *, port: int = 0, host: str = "127.0.0.1", grace_s: 
         host: interface to bind; ``0.0.0.0`` inside containers.
         grace_s: seconds in-flight calls get to finish on shutdown.
     """
-    server = BackendServer(backend, host=host, port=port).start()
-    # The bound port on stdout lets a launcher that asked for port 0 find it.
-    print(f"cosim backend {backend.name} listening on {server.address}", flush=True)  # noqa: T201
     stopped = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
         log.info("received signal %d; shutting down", signum)
         stopped.set()
 
+    # Before the address is printed: a launcher may signal as soon as it reads it.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    stopped.wait()
+    server = BackendServer(backend, host=host, port=port).start()
+    # The bound port on stdout lets a launcher that asked for port 0 find it.
+    print(f"cosim backend {backend.name} listening on {server.address}", flush=True)  # noqa: T201
+    while not stopped.wait(0.5):  # a timed wait: the signal handler runs at the latest on its return
+        pass
     server.stop(grace_s)
 
 

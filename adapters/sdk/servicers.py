@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -71,9 +72,12 @@ class _Sessions(Generic[B]):
         self.lock = threading.Lock()
         self.sessions: dict[str, Session[Any]] = {}
         self._ids = itertools.count(1)
+        # Ids never repeat across restarts, so a hub holding an id from before one gets NOT_FOUND
+        # (and re-opens its session), never another hub's session that happens to get the same number.
+        self._boot = secrets.token_hex(4)
 
     def _open(self, spec: Any) -> pb.OpenSessionResponse:
-        session = Session(id=f"{self.backend.name}-{next(self._ids)}", spec=spec)
+        session = Session(id=f"{self.backend.name}-{self._boot}-{next(self._ids)}", spec=spec)
         session.state = self.backend.open_session(spec)  # type: ignore[attr-defined]
         self.sessions[session.id] = session
         log.info("opened session %s for %s", session.id, getattr(spec, "client", "") or "-")

@@ -204,7 +204,9 @@ class LinearBackend(RuntimeBackend):
     + per_context_ns x context tokens``, each option defaulting to 0 (step_ns to 1000).
     In data-parallel lock-step the new tokens are padded to the most of any rank
     (``StepBatch.dp_rank_tokens``), as vLLM pads. Hand-computed scenarios use it as
-    the "constant-time test backend".
+    the "constant-time test backend". For energy tests: ``memory_share`` of the
+    duration is reported as ``memory_ns`` and the rest as ``compute_ns`` (default 0:
+    all compute_ns), and ``energy_j``, when given, is reported as each step's energy.
     """
 
     name = "linear"
@@ -212,17 +214,23 @@ class LinearBackend(RuntimeBackend):
     fidelity = pb.FIDELITY_ANALYTICAL
     description = "linear test backend (step_ns + per-token terms)"
 
-    def open_session(self, spec: pb.SessionSpec) -> tuple[int, int, int, int]:
+    def open_session(self, spec: pb.SessionSpec) -> tuple[int, int, int, int, float, float | None]:
         options: dict[str, Any] = dict(spec.options)
+        energy = options.get("energy_j")
         return (int(options.get("step_ns", 1000)), int(options.get("per_token_ns", 0)),
-                int(options.get("per_seq_ns", 0)), int(options.get("per_context_ns", 0)))
+                int(options.get("per_seq_ns", 0)), int(options.get("per_context_ns", 0)),
+                float(options.get("memory_share", 0.0)), None if energy is None else float(energy))
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
-        step_ns, per_token_ns, per_seq_ns, per_context_ns = session.state
+        step_ns, per_token_ns, per_seq_ns, per_context_ns, memory_share, energy_j = session.state
         tokens = max(sum(batch.new_tokens), max(batch.dp_rank_tokens, default=0))
         duration = step_ns + per_token_ns * tokens + per_seq_ns * len(batch.new_tokens) \
             + per_context_ns * sum(batch.context_tokens)
-        return pb.StepTiming(duration_ns=duration, compute_ns=duration)
+        memory_ns = round(memory_share * duration)
+        timing = pb.StepTiming(duration_ns=duration, compute_ns=duration - memory_ns, memory_ns=memory_ns)
+        if energy_j is not None:
+            timing.energy_j = energy_j
+        return timing
 
 
 if __name__ == "__main__":

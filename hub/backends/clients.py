@@ -1,11 +1,25 @@
-"""gRPC clients of the three backend services, with deadlines and retries.
+"""gRPC clients of the three backend services, with deadlines, retries and session re-opening.
 
 Statuses map back to :class:`BackendError` carrying the status code and the
-backend's own message. Only idempotent calls are retried (Describe, OpenSession,
-PredictSteps, predict-mode Access/Transfer/Collective), on UNAVAILABLE and
-DEADLINE_EXCEEDED, with capped exponential backoff. Step timings go over one
-PredictStepsStream per backend (a unary RPC per call costs about 1.5x as much in
-Python), or PredictSteps where a backend does not offer the stream.
+backend's own message. Step timings go over one PredictStepsStream per backend
+(a unary RPC per call costs about 1.5x as much in Python), or PredictSteps
+where a backend does not offer the stream.
+
+Faults survived (docs/faults.md). Only idempotent calls are retried (Describe,
+OpenSession, PredictSteps, predict-mode Access/Transfer/Collective):
+
+- UNAVAILABLE (the backend went away, or says it is not ready): the call waits
+  for the channel to be ready again and retries, for up to ``reconnect_s``
+  (:data:`RECONNECT_S`) from the first failure. The channel redials a lost
+  backend every 50 ms to 1 s (gRPC's default backoff grows to 2 minutes), so a
+  restart is seen within about a second of the backend listening again.
+- DEADLINE_EXCEEDED (no answer within ``deadline_s``: a hung backend): retried
+  once, so a hang costs at most two deadlines before the run stops.
+- NOT_FOUND for a session this client opened (a backend that restarted lost
+  it): every session is re-opened with its spec before its next call and the
+  call is retried (:mod:`.sessions` says what that gives back).
+
+Errors state the real time waited, and the backend's name and address.
 """
 
 from __future__ import annotations
@@ -17,7 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-import tenacity
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import memory_service_pb2_grpc as mem_grpc
@@ -28,14 +42,28 @@ from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
 from ..errors import BackendError
+from .sessions import OpenSession, OpenSessions
 
 T = TypeVar("T")
 
 TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
 
+# How long a call waits for a backend that went away (UNAVAILABLE) to come back: a restart of a
+# simulator that loads its tables takes seconds, not minutes.
+RECONNECT_S = 30.0
+# Pauses before waiting for the backend again: 50 ms, doubling up to 1 s (a backend may answer
+# UNAVAILABLE itself while it is serving).
+FIRST_PAUSE_S, MAX_PAUSE_S = 0.05, 1.0
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
+    # Redial a lost backend soon and often (gRPC's defaults: after 1 s, growing to 120 s).
+    ("grpc.initial_reconnect_backoff_ms", 50), ("grpc.max_reconnect_backoff_ms", 1000),
+]
 
-def _is_transient(err: BaseException) -> bool:
-    return isinstance(err, grpc.RpcError) and err.code() in TRANSIENT
+
+def _method_name(rpc: Callable[..., Any]) -> str:
+    method = getattr(rpc, "_method", b"")
+    return method.decode() if isinstance(method, bytes) else str(method)
 
 
 class BackendClient:
@@ -44,41 +72,134 @@ class BackendClient:
     Args:
         name: the backend's name in the config (used in every error).
         address: ``host:port``.
-        deadline_s: per-call deadline.
-        attempts: tries for idempotent calls before giving up.
+        deadline_s: per-call deadline; a call that runs out of it is retried once.
+        reconnect_s: how long a call waits for an unavailable backend to come back (0: not at all).
+        alive: False once the backend's process is known to have exited (a ``command:`` backend the
+            hub started): no use waiting for it.
+        stub: calls go to this stub instead of a channel (see inprocess.py).
     """
 
-    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, attempts: int = 5,
-                 stub: Any = None) -> None:
-        self.name, self.address, self.deadline_s = name, address, deadline_s
+    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, reconnect_s: float = RECONNECT_S,
+                 alive: Callable[[], bool] = lambda: True, stub: Any = None) -> None:
+        self.name, self.address, self.deadline_s, self.reconnect_s = name, address, deadline_s, reconnect_s
+        self.alive = alive
         # A given stub (see inprocess.py) replaces the channel.
-        self.channel: grpc.Channel | None = None if stub is not None else grpc.insecure_channel(address, options=[
-            ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
-        self._retrying = tenacity.Retrying(
-            stop=tenacity.stop_after_attempt(attempts),
-            wait=tenacity.wait_exponential(multiplier=0.05, max=2.0),
-            retry=tenacity.retry_if_exception(_is_transient), reraise=True)
+        self.channel: grpc.Channel | None = None if stub is not None else grpc.insecure_channel(
+            address, options=CHANNEL_OPTIONS)
+        self._health = health_pb2_grpc.HealthStub(self.channel) if self.channel is not None else None
+        self.sessions = OpenSessions()
         self.num_calls = 0
+        self.num_reopened = 0  # sessions re-opened after the backend lost them
 
     def call(self, rpc: Callable[..., T], request: Any, *, idempotent: bool = True,
              sim_time_ns: int | None = None, client: str = "") -> T:
-        """Calls ``rpc(request)`` with the deadline, retrying transient faults if idempotent.
+        """Calls ``rpc(request)`` with the deadline, retrying faults as the module says if idempotent.
 
-        ``client`` names the hub client the call is for, in the error if it fails.
+        A ``request.session_id`` this client opened is replaced by the backend's live id of that
+        session (re-opening it first where the backend lost it). ``client`` names the hub client the
+        call is for, in the error if it fails.
         """
         self.num_calls += 1
-        try:
-            if idempotent:
-                return self._retrying(rpc, request, timeout=self.deadline_s)
-            return rpc(request, timeout=self.deadline_s)
-        except grpc.RpcError as err:
-            code = err.code()
-            details = err.details()
-            hint = " (retried; is it still running?)" if code in TRANSIENT else ""
-            method = getattr(rpc, "_method", b"")
-            raise BackendError(f"{code.name}: {details}{hint}", backend=self.name, address=self.address,
-                               rpc=method.decode() if isinstance(method, bytes) else str(method),
-                               client=client, sim_time_ns=sim_time_ns, code=code) from err
+        session = self.sessions.get(request.session_id) if hasattr(request, "session_id") else None
+        began = time.monotonic()
+        down_since: float | None = None  # first UNAVAILABLE of this call
+        pause, hung, lost = FIRST_PAUSE_S, False, False
+        while True:
+            try:
+                if session is not None:
+                    request.session_id = self._live_id(session, sim_time_ns=sim_time_ns, client=client)
+                reply = rpc(request, timeout=self.deadline_s)
+                if session is not None and not idempotent:
+                    session.stateful = True  # from now on a re-opened session would not be the same
+                return reply
+            except grpc.RpcError as err:
+                code = err.code()
+                if code == grpc.StatusCode.NOT_FOUND and session is not None and not lost:
+                    # The backend lost the session: it restarted, so it lost all of them.
+                    self.sessions.lose_all()
+                    lost = True
+                    continue
+                if idempotent and code == grpc.StatusCode.DEADLINE_EXCEEDED and not hung:
+                    hung = True
+                    continue
+                if idempotent and code == grpc.StatusCode.UNAVAILABLE:
+                    now = time.monotonic()
+                    down_since = now if down_since is None else down_since
+                    until = down_since + self.reconnect_s
+                    if now < until and self.alive() and self._wait_ready(min(pause, until - now), until):
+                        pause = min(2 * pause, MAX_PAUSE_S)
+                        continue
+                waited_s = time.monotonic() - began
+                raise BackendError(self._describe(err, idempotent=idempotent, waited_s=waited_s),
+                                   backend=self.name, address=self.address, rpc=_method_name(rpc),
+                                   client=client, sim_time_ns=sim_time_ns, code=code) from err
+
+    def _describe(self, err: grpc.RpcError, *, idempotent: bool, waited_s: float) -> str:
+        """What went wrong, with what was tried and the time it took."""
+        code, details = err.code(), err.details()
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            if not idempotent:
+                return (f"DEADLINE_EXCEEDED: no answer within deadline_s={self.deadline_s:g} s ({waited_s:.1f} s "
+                        "waited); not retried, since the call changes the session's state")
+            return (f"DEADLINE_EXCEEDED: no answer within deadline_s={self.deadline_s:g} s, retried once: "
+                    f"{waited_s:.1f} s waited in all; is the backend hung?")
+        if code == grpc.StatusCode.UNAVAILABLE:
+            if not idempotent:
+                return (f"UNAVAILABLE: {details}; not retried, since the call changes the session's state "
+                        "and may have been applied")
+            if not self.alive():
+                return f"UNAVAILABLE: {details}; its process has exited ({waited_s:.1f} s waited)"
+            if self.reconnect_s <= 0:
+                return f"UNAVAILABLE: {details}; not retried (reconnect_s=0); is it still running?"
+            return (f"UNAVAILABLE: {details}; retried for up to reconnect_s={self.reconnect_s:g} s: {waited_s:.1f} s "
+                    "waited in all; is it still running?")
+        return f"{code.name}: {details}"
+
+    def _wait_ready(self, pause_s: float, until: float) -> bool:
+        """Pauses, then waits until ``until`` (monotonic) at most for the backend to answer its health
+        check SERVING; whether it did. The check waits for the channel to connect (wait_for_ready),
+        so a restarted backend is seen as soon as the channel redials it."""
+        time.sleep(pause_s)
+        if self._health is None:
+            return True
+        while (left := until - time.monotonic()) > 0 and self.alive():  # alive: asked again each second
+            try:
+                reply = self._health.Check(health_pb2.HealthCheckRequest(), timeout=min(left, 1.0),
+                                           wait_for_ready=True)
+            except grpc.RpcError as err:
+                if err.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return True  # no health service: ready when it answers at all; the retry tells
+                if err.code() != grpc.StatusCode.DEADLINE_EXCEEDED:  # (that: not connected within the second)
+                    time.sleep(min(FIRST_PAUSE_S, max(0.0, until - time.monotonic())))
+                continue
+            if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                return True
+            time.sleep(min(FIRST_PAUSE_S, max(0.0, until - time.monotonic())))  # starting up, or shutting down
+        return False
+
+    def _live_id(self, session: OpenSession, *, sim_time_ns: int | None, client: str) -> str:
+        """The backend's id of ``session``, re-opening it first where the backend lost it."""
+        if session.live_id is not None:
+            return session.live_id
+        if session.stateful:
+            raise BackendError(
+                f"lost session {session.id!r} (did it restart?): the session is time-synchronized and held "
+                "contents and in-flight work that the hub cannot replay, so the run stops here (predict-mode "
+                "sessions are re-opened and the run goes on)", backend=self.name, address=self.address,
+                client=client, sim_time_ns=sim_time_ns, code=grpc.StatusCode.NOT_FOUND)
+        reply = self.call(session.open_rpc, session.open_request, sim_time_ns=sim_time_ns, client=client)
+        session.live_id = reply.session_id
+        session.reopened += 1
+        self.num_reopened += 1
+        return session.live_id
+
+    def _open(self, rpc: Callable[..., pb.OpenSessionResponse], request: Any) -> pb.OpenSessionResponse:
+        """Opens a session and remembers how, so that it can be re-opened; its id is the callers'."""
+        reply = self.call(rpc, request)
+        caller_id = self.sessions.add(reply.session_id, rpc, request)
+        if caller_id != reply.session_id:
+            reply = pb.OpenSessionResponse(session_id=caller_id, info=reply.info)
+        return reply
 
     stub: Any  # the service's generated stub, set by each subclass
 
@@ -89,6 +210,7 @@ class BackendClient:
     def close_session(self, session_id: str) -> None:
         """Closes a session (CloseSession)."""
         self.call(self.stub.CloseSession, pb.CloseSessionRequest(session_id=session_id))
+        self.sessions.remove(session_id)
 
     def close(self) -> None:
         if self.channel is not None:
@@ -177,7 +299,8 @@ class RuntimeClient(BackendClient):
         self._stream: StepStream | None = None
 
     def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
-        return self.call(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
+        """Opens a session (OpenSession), re-opened with ``spec`` if the backend loses it."""
+        return self._open(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))
 
     def _predict_on_stream(self, request: rt_pb.PredictStepsRequest, timeout: float) -> rt_pb.PredictStepsResponse:
         if self._stream is None:
@@ -233,7 +356,9 @@ class MemoryClient(BackendClient):
 
 
     def open_session(self, spec: mem_pb.MemorySessionSpec) -> pb.OpenSessionResponse:
-        return self.call(self.stub.OpenSession, mem_pb.OpenMemorySessionRequest(spec=spec))
+        """Opens a session (OpenSession), re-opened with ``spec`` if the backend loses it before
+        its first time-synchronized call."""
+        return self._open(self.stub.OpenSession, mem_pb.OpenMemorySessionRequest(spec=spec))
 
     def access(self, session_id: str, accesses: Sequence[mem_pb.MemoryAccess], *, stateful: bool,
                sim_time_ns: int | None = None) -> list[mem_pb.AccessResult]:
@@ -257,7 +382,9 @@ class NetworkClient(BackendClient):
 
 
     def open_session(self, spec: net_pb.NetworkSessionSpec) -> pb.OpenSessionResponse:
-        return self.call(self.stub.OpenSession, net_pb.OpenNetworkSessionRequest(spec=spec))
+        """Opens a session (OpenSession), re-opened with ``spec`` if the backend loses it before
+        its first time-synchronized call."""
+        return self._open(self.stub.OpenSession, net_pb.OpenNetworkSessionRequest(spec=spec))
 
     def transfer(self, session_id: str, transfers: Sequence[net_pb.PointToPoint], *, stateful: bool,
                  sim_time_ns: int | None = None) -> list[net_pb.NetworkResult]:

@@ -8,6 +8,7 @@ hub reaches every backend over gRPC and never imports an adapter directly.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shlex
@@ -35,10 +36,25 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "network": "cosim.adapters.network:AnalyticalNetworkBackend",
     "genz": "cosim.adapters.genz:GenzBackend",
     "scalesim": "cosim.adapters.scalesim:ScaleSimBackend",
+    "aiconfigurator": "cosim.adapters.aiconfigurator:AiconfiguratorBackend",
     "astrasim": "cosim.adapters.astrasim:AstraSimBackend",
 }
 
 STARTUP_TIMEOUT_S = 60.0
+
+# Backends started and not yet stopped: stopped when the process exits, whatever path it takes
+# there (a `finally` stops them first on errors, Ctrl-C and SIGTERM; see hub/interrupts.py).
+_running: dict[int, LaunchedBackend] = {}
+
+
+@atexit.register
+def stop_all() -> None:
+    """Stops every backend this process started and has not stopped."""
+    for backend in list(_running.values())[::-1]:
+        try:
+            backend.stop()
+        except Exception as err:  # noqa: BLE001 - stop the others regardless
+            log.warning("could not stop backend %s: %s", backend.name, err)
 
 
 @dataclass
@@ -56,11 +72,25 @@ class LaunchedBackend:
     how: str
     _stop: Callable[[], None] = field(default=lambda: None, repr=False)
     _logs: Callable[[], str] = field(default=lambda: "", repr=False)
+    _alive: Callable[[], bool] = field(default=lambda: True, repr=False)
+
+    def __post_init__(self) -> None:
+        _running[id(self)] = self  # stopped at exit if nothing else stopped it
 
     def stop(self) -> None:
-        """Stops the backend if the hub started it; idempotent."""
-        stop, self._stop = self._stop, (lambda: None)
-        stop()
+        """Stops the backend if the hub started it; idempotent. One interrupted part way (a second
+        Ctrl-C) is stopped again at exit."""
+        self._stop()
+        self._stop = lambda: None
+        _running.pop(id(self), None)
+
+    def is_alive(self) -> bool:
+        """False once the process or container the hub started has exited (it will not come back);
+        True for a backend the hub did not start (it may)."""
+        try:
+            return self._alive()
+        except Exception:  # noqa: BLE001 - a container engine that cannot say: assume it may come back
+            return True
 
     def logs(self, max_chars: int = 4000) -> str:
         """Tail of the backend's output, for error messages (empty if unknown)."""
@@ -129,7 +159,10 @@ def launch_command(name: str, command: Sequence[str], *, timeout_s: float = STAR
     argv = [str(part).replace("{port}", str(port)).replace("{python}", sys.executable) for part in command]
     output = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (the backend's log; read when it fails, closed on stop)
     try:
-        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=dict(os.environ))
+        # Its own session: a Ctrl-C at the terminal reaches the hub alone, which stops the backend after
+        # writing the partial run folder (a backend dying first would be reported as its fault).
+        proc = subprocess.Popen(argv, stdout=output, stderr=subprocess.STDOUT, env=dict(os.environ),
+                                start_new_session=True)
     except OSError as err:
         raise BackendError(f"cannot start command {shlex.join(argv)}: {err}", backend=name) from err
 
@@ -147,10 +180,11 @@ def launch_command(name: str, command: Sequence[str], *, timeout_s: float = STAR
         output.close()
 
     address = f"127.0.0.1:{port}"
-    launched = LaunchedBackend(name=name, address=address, how="command", _stop=stop, _logs=logs)
+    launched = LaunchedBackend(name=name, address=address, how="command", _stop=stop, _logs=logs,
+                               _alive=lambda: proc.poll() is None)
     try:
-        wait_healthy(name, address, timeout_s=timeout_s, is_alive=lambda: proc.poll() is None, logs=logs)
-    except BackendError:
+        wait_healthy(name, address, timeout_s=timeout_s, is_alive=launched.is_alive, logs=logs)
+    except BaseException:  # its failure, Ctrl-C or SIGTERM while it starts: it must not outlive us
         launched.stop()
         raise
     log.info("backend %s started by command on %s", name, address)
@@ -191,10 +225,10 @@ def launch_image(name: str, image: str, *, container_port: int = 50051, timeout_
         return str(container.status) in ("created", "running")
 
     address = f"127.0.0.1:{host_port}"
-    launched = LaunchedBackend(name=name, address=address, how="image", _stop=stop, _logs=logs)
+    launched = LaunchedBackend(name=name, address=address, how="image", _stop=stop, _logs=logs, _alive=is_alive)
     try:
         wait_healthy(name, address, timeout_s=timeout_s, is_alive=is_alive, logs=logs)
-    except BackendError:
+    except BaseException:  # its failure, Ctrl-C or SIGTERM while it starts: it must not outlive us
         launched.stop()
         raise
     return launched

@@ -32,12 +32,15 @@ from .clients import RuntimeClient
 
 @dataclass(frozen=True, slots=True)
 class Timing:
-    """The parts of a StepTiming the hub uses."""
+    """The parts of a StepTiming the hub uses (``energy_j`` None: the backend reported none)."""
 
     duration_ns: int
-    energy_j: float = 0.0
+    energy_j: float | None = None
     out_of_range: bool = False
     communication_ns: int = 0
+    compute_ns: int = 0
+    memory_ns: int = 0
+    dispatch_ns: int = 0
 
 
 # The capability (BackendInfo.capabilities) of a backend whose timings barely change within a
@@ -48,12 +51,14 @@ BUCKETED_CACHE_SAFE = "bucketed_cache_safe"
 def bucketed(key: Signature, bucket_tokens: int) -> Signature:
     """``key`` with each context rounded up to a multiple of ``bucket_tokens``."""
     rounded = tuple(-(-c // bucket_tokens) * bucket_tokens for c in key[1])
-    return (key[0], rounded, *key[2:])  # a lock-step key keeps its ranks' tokens
+    return (key[0], rounded, *key[2:])  # the StepBatch fields beyond the two stay as they are
 
 
 def _convert(timing: pb.StepTiming) -> Timing:
-    return Timing(duration_ns=timing.duration_ns, energy_j=timing.energy_j, out_of_range=timing.out_of_range,
-                  communication_ns=timing.communication_ns)
+    return Timing(duration_ns=timing.duration_ns,
+                  energy_j=timing.energy_j if timing.HasField("energy_j") else None,
+                  out_of_range=timing.out_of_range, communication_ns=timing.communication_ns,
+                  compute_ns=timing.compute_ns, memory_ns=timing.memory_ns, dispatch_ns=timing.dispatch_ns)
 
 
 class Rider(Protocol):
@@ -109,13 +114,15 @@ class RuntimeSessionProxy:
 
     def step_time(self, new_tokens: Sequence[int], context_tokens: Sequence[int], *, now_ns: int,
                   ahead: Callable[[int], Sequence[Signature]] | None = None, rider: Rider | None = None,
-                  dp_rank_tokens: Sequence[int] = ()) -> Timing:
+                  dp_rank_tokens: Sequence[int] = (), fields: Sequence[tuple[str, tuple[int, ...]]] = ()) -> Timing:
         """Timing of one step of ``rider``. On a miss, ``ahead(n)`` (up to n predicted next
         batches) and the other riders' top-ups ride along in the same call. ``dp_rank_tokens``:
-        the tokens of every rank of a data-parallel lock-step group (see ``StepBatch``)."""
-        key: Signature = (tuple(new_tokens), tuple(context_tokens))
+        the tokens of every rank of a data-parallel lock-step group; ``fields``: the batch's
+        further StepBatch fields, (name, values) pairs (``ScheduledBatch.fields``: speculative
+        drafts, LoRA adapters)."""
+        key: Signature = (tuple(new_tokens), tuple(context_tokens), *fields)  # as ScheduledBatch.signature
         if dp_rank_tokens:
-            key = (*key, tuple(dp_rank_tokens))  # type: ignore[assignment]
+            key += (("dp_rank_tokens", tuple(dp_rank_tokens)),)
         bucket = self.bucket_tokens
         if bucket:
             key = bucketed(key, bucket)
@@ -138,8 +145,7 @@ class RuntimeSessionProxy:
                 predicted = [bucketed(k, bucket) for k in predicted]
             keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
             self.num_predicted += len(keys) - 1
-        batches = [pb.StepBatch(new_tokens=k[0], context_tokens=k[1], dp_rank_tokens=k[2] if len(k) > 2 else ())
-                   for k in keys]
+        batches = [pb.StepBatch(new_tokens=k[0], context_tokens=k[1], **dict(k[2:])) for k in keys]
         # The hub reads no breakdown; leaving it out saves encoding it per predicted step.
         timings = [_convert(t) for t in self.client.predict_steps(
             self.session_id, batches, sim_time_ns=now_ns, client=rider.name if rider else self.client_name,

@@ -2,7 +2,8 @@
 
 Each command module exposes ``register(subparsers)``, which adds its parser and
 sets ``handler`` (a function of the parsed args returning an exit code).
-Errors a user must fix (``ScenarioError``) print one line and exit with 2.
+Errors a user must fix (``ScenarioError``) print one line and exit with 2; Ctrl-C and
+SIGTERM exit with 130 and 143 once what they interrupted has cleaned up (hub/interrupts.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CosimError, ScenarioError
+from ..interrupts import exit_code, signal_name, sigterm_raises
 
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
@@ -32,6 +34,7 @@ COMMAND_MODULES = (
     "serve",
     "hub",
     "submit",
+    "fetch",
     "health",
 )
 
@@ -53,15 +56,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        code = int(args.handler(args) or 0)
+        with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: partial run folders, backends stopped
+            code = int(args.handler(args) or 0)
     except ScenarioError as err:
         print(f"error: {err}", file=sys.stderr)
         code = 2
     except CosimError as err:
         print(f"error: {err}", file=sys.stderr)
         code = 1
-    except KeyboardInterrupt:
-        code = 130
+    except KeyboardInterrupt as stop:
+        print(f"interrupted by {signal_name(stop)}", file=sys.stderr)
+        code = exit_code(stop)
     if argv is None:
         sys.exit(code)
     return code

@@ -1,17 +1,26 @@
-"""``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios."""
+"""``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios.
+
+``scale-1m`` (:mod:`cosim.hub.bench_scale`) is run only when named: a million requests take many
+minutes; it prints a line at each mark as it passes.
+"""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+from typing import Any
 
 from ..bench import SCENARIOS, run_bench
+from ..bench_scale import SCALE_SCENARIOS, run_scale
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    known = ", ".join((*SCENARIOS, *SCALE_SCENARIOS))
     parser = subparsers.add_parser("bench", help="measure simulation speed on fixed scenarios",
-                                   description=f"Run benchmark scenarios ({', '.join(SCENARIOS)}) and report speed.")
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"scenarios (default: all of {', '.join(SCENARIOS)})")
+                                   description=f"Run benchmark scenarios ({known}) and report speed.")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"scenarios (default: {', '.join(SCENARIOS)}; also {', '.join(SCALE_SCENARIOS)})")
     parser.add_argument("--json", action="store_true", help="print one JSON object per scenario")
     parser.add_argument("--requests", type=int, help="override the scenario's request count (for quick checks)")
     parser.add_argument("--no-compare", action="store_true", help="skip the in-process comparison run")
@@ -21,8 +30,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(handler=run)
 
 
+def _print_mark(name: str, reading: dict[str, Any]) -> None:
+    print(f"{name}: {reading['requests']} requests at {reading['wall_s']} s wall "
+          f"({reading['requests_per_wall_s']} req/s, {reading['steps_per_wall_s']} steps/s); "
+          f"RSS {reading['rss_mb']} MB, peak {reading['peak_rss_mb']} MB", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     for name in args.names or SCENARIOS:
+        if name in SCALE_SCENARIOS:
+            figures = run_scale(name, requests=args.requests,
+                                on_mark=None if args.json else functools.partial(_print_mark, name))
+            print(json.dumps(figures) if args.json else
+                  f"{name}: {figures['requests']} requests in {figures['wall_s']} s wall "
+                  f"({figures['requests_per_wall_s']} req/s, {figures['steps_per_wall_s']} steps/s); "
+                  f"peak RSS {figures['peak_rss_mb']} MB")
+            continue
         figures = run_bench(name, requests=args.requests, compare_in_process=not args.no_compare,
                             repeat=args.repeat)
         if args.json:

@@ -13,6 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("address", help="host:port")
     parser.add_argument("--service", default="", help="service name to check (default: the whole server)")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for the answer")
+    parser.add_argument("--tls-ca", metavar="FILE", help="connect over TLS (a hub started with --tls-cert), "
+                                                         "trusting certificates this PEM CA signed")
     parser.set_defaults(handler=run)
 
 
@@ -20,7 +22,9 @@ def run(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc.insecure_channel(args.address) as channel:
+    from ..auth import hub_channel
+
+    with hub_channel(args.address, tls_ca=args.tls_ca) as channel:  # health checks need no token
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=args.service), timeout=args.timeout)

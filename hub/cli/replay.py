@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("-o", "--output", help="run folder (default: runs/replay/<scenario id>)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a field of the built config, e.g. --set backends.profile.options.skew=false")
+    parser.add_argument("--backend", choices=("profile", "aiconfigurator"), default="profile",
+                        help="what times the steps: the scenario's profile bundle on the regression backend "
+                             "(default), or aiconfigurator's operator tables (docs/aiconfigurator.md)")
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the files of a run folder that exists and is not empty (else refused)")
@@ -30,7 +33,7 @@ def replay_command(args: argparse.Namespace) -> int:
 
     output = args.output or str(Path("runs") / "replay" / load_scenario(args.scenario).scenario_id)
     result = replay(args.scenario, measured=args.measured, output_dir=output, overrides=tuple(args.overrides),
-                    plots=not args.no_plots, overwrite=args.overwrite)
+                    plots=not args.no_plots, overwrite=args.overwrite, backend=args.backend)
     print(f"scenario {result.scenario.scenario_id}: {len(result.simulated.arrival_s)} requests")
     print(result.table())
     print(f"run folder: {output}")

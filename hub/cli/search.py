@@ -17,6 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--ray", metavar="ADDRESS",
                         help="run as Ray tasks: auto, host:port, ray://..., or local (start Ray here)")
     parser.add_argument("--no-resume", action="store_true", help="ignore the folder's checkpoint")
+    parser.add_argument("--exhaustive", action="store_true",
+                        help="bisect every deployment (default: prune those that cannot reach the space's keep_top "
+                             "best after their bracket; the top rows are the same)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--json", action="store_true", help="print every row as JSON")
@@ -28,14 +31,16 @@ def search_command(args: argparse.Namespace) -> int:
     from ..search.report import markdown
 
     result = search(args.space, output_dir=args.output, workers=args.workers, ray=args.ray,
-                    progress=False if args.no_progress else None, resume=not args.no_resume)
+                    progress=False if args.no_progress else None, resume=not args.no_resume,
+                    exhaustive=args.exhaustive)
     if args.json:
         print(json.dumps(result.rows, indent=2))
         return 0
     feasible = sum(1 for r in result.rows if r["status"] == "ok")
     print(markdown(result.rows[:args.top]), end="")
-    print(f"{len(result.rows)} deployments: {feasible} evaluated, {len(result.infeasible)} infeasible "
-          f"({result.num_evaluated} simulated now)")
+    pruned = sum(1 for r in result.rows if r.get("pruned"))
+    print(f"{len(result.rows)} deployments: {feasible} evaluated ({pruned} pruned after their bracket), "
+          f"{len(result.infeasible)} infeasible ({result.num_evaluated} simulated now)")
     if result.output_dir is not None:
         print(f"results: {result.output_dir}")
     return 0

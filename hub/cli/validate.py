@@ -1,7 +1,9 @@
 """``cosim validate CONFIG``: resolve a scenario without running it; list every problem.
 
 Prints ``error: <path>: <message>`` for each problem (pydantic's, then the
-resolution's: presets, overrides, parallelism, KV capacity) and exits 2; or
+resolution's: presets, overrides, parallelism, KV capacity; then what built-in backends
+say of the sessions a run opens on them; then the workload's,
+drawn as a run draws it: a request no client can ever serve) and exits 2; or
 prints what it resolved, with each LLM client's weights per device and computed
 KV capacity, and exits 0.
 """
@@ -45,17 +47,17 @@ def describe(client: ClientCapacity) -> str:
 def validate_command(args: argparse.Namespace) -> int:
     from ..config import ScenarioProblems, load_config
     from ..errors import ScenarioError
-    from ..validation import resolve_scenario
+    from ..validation import resolve_scenario, session_problems, workload_problems
 
     try:
-        config, _ = load_config(args.config, overrides=args.overrides)
+        config, folder = load_config(args.config, overrides=args.overrides)
     except ScenarioProblems as err:
         errors = err.problems
     except ScenarioError as err:
         errors = [err]
     else:
         resolution = resolve_scenario(config)
-        errors = resolution.errors
+        errors = resolution.errors or session_problems(config) or workload_problems(config, resolution, folder)
     if errors:
         for error in errors:
             print(f"error: {error}", file=sys.stderr)

@@ -16,19 +16,26 @@ from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
 from typing import TYPE_CHECKING, Protocol
 
+from ..admission import ClientLimits
 from ..backends.proxy import RuntimeSessionProxy
+from ..energy import StepEnergy
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+from ..scheduling.lora import LoraStats
+from .drafter import Drafter
 from .host import HostTime
 from .step_timer import StepTimer
 
 if TYPE_CHECKING:
     from .lockstep import LockStepGroup
 
-# Router load metrics (config `router.load_metric`, and ``stages`` for least_outstanding).
-LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens")
+# Router load metrics (config `router.load_metric`, ``stages`` for least_outstanding, ``dp_score`` for vllm_dp,
+# ``prefill_tokens`` and ``kv_blocks`` for prefix_aware).
+LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens", "dp_score", "prefill_tokens", "kv_blocks")
+# vLLM's DPLBAsyncMPClient.get_core_engine_for_request: score = waiting * 4 + running.
+DP_WAITING_WEIGHT = 4
 
 
 class StageSink(Protocol):
@@ -56,14 +63,22 @@ class LLMClient:
         max_lookahead: most future batches predicted per step (0: none).
         decode_runs: advance decode runs in bulk (see :mod:`.step_timer`).
         group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
+        energy: the energy model of its steps (:mod:`cosim.hub.energy`); None: only what the backend reports.
         host_time: the host time each step exposes (:mod:`.host`); None: none.
+        drafter: its speculative drafter's timing (:mod:`.drafter`); None: no speculation.
+        limits: what it can hold of one request (:mod:`cosim.hub.admission`), checked as requests
+            reach it; None: unchecked.
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, session: RuntimeSessionProxy,
                  sink: StageSink, serves: frozenset[str], collectives_ns: Callable[[int], int] | None = None,
                  host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True,
-                 group: LockStepGroup | None = None, host_time: HostTime | None = None) -> None:
+                 drafter: Drafter | None = None,
+                 energy: StepEnergy | None = None,
+                 group: LockStepGroup | None = None, host_time: HostTime | None = None,
+                 limits: ClientLimits | None = None) -> None:
         self.info, self.name = info, info.name
+        self.limits = limits
         self.group = group
         if group is not None:
             group.join(self)
@@ -76,10 +91,14 @@ class LLMClient:
         self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
         self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
-                               collectives_ns=collectives_ns, host_bandwidth_gbps=host_bandwidth_gbps,
+                               collectives_ns=collectives_ns, host_bandwidth_gbps=host_bandwidth_gbps, energy=energy,
                                next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs,
-                               host_time=host_time)
+                               host_time=host_time, drafter=drafter)
         self.timeline = ClientTimeline()
+        if scheduler.speculation is not None:
+            self.timeline.speculative = scheduler.spec_stats
+        if scheduler.lora is not None:
+            self.timeline.lora = LoraStats()
         self._run_seqs: list[Sequence] | None = None  # the decode run _run_requests counts
         self._run_requests = 0
         self.busy = False
@@ -110,10 +129,19 @@ class LLMClient:
     def load(self, metric: str) -> int:
         """Load by a router metric: ``stages`` (sequences here), ``input_tokens`` (prompt tokens of
         the requests here), ``kv_tokens`` (tokens in KV blocks), ``remaining_tokens`` (prefill and
-        decode tokens still to compute)."""
+        decode tokens still to compute), ``dp_score`` (vLLM's DP load balancer's 4 x waiting + running),
+        ``prefill_tokens`` (prompt tokens still to prefill), ``kv_blocks`` (KV blocks in use)."""
         scheduler = self.scheduler
         if metric == "stages":
             return len(scheduler.running) + len(scheduler.waiting)
+        if metric == "dp_score":
+            return DP_WAITING_WEIGHT * len(scheduler.waiting) + len(scheduler.running)
+        if metric == "kv_blocks":
+            return scheduler.kv.num_used
+        if metric == "prefill_tokens":  # prompts (and recomputations) still to prefill
+            return sum(seq.num_tokens - seq.num_computed for seq in scheduler.waiting) + \
+                sum(seq.num_tokens - seq.num_computed for seq in scheduler.running
+                    if seq.num_tokens - seq.num_computed > 1)
         if metric == "input_tokens":
             return self._input_tokens
         if metric == "kv_tokens":
@@ -121,6 +149,16 @@ class LLMClient:
         self.timer.settle()  # a decode run's pending steps count
         return sum(seq.remaining_work for seq in scheduler.running) + \
             sum(seq.remaining_work for seq in scheduler.waiting)
+
+    def cached_prefix_tokens(self, probe: Sequence) -> int:
+        """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
+        prefix cache holds, in whole blocks; 0 without prefix caching (:meth:`BlockManager.cache_hit`)."""
+        kv = self.scheduler.kv
+        return len(kv.cache_hit(probe)) * kv.block_size
+
+    @property
+    def block_size(self) -> int:
+        return self.scheduler.kv.block_size
 
     def _hold(self, seq: Sequence, count: int) -> None:
         """Counts ``count`` more (or fewer) sequences of ``seq``'s request here."""
@@ -174,13 +212,23 @@ class LLMClient:
                     seq.stage.start_ns = now
             for seq in batch.preempted:
                 seq.request.preemptions += 1
+        if batch.lora is not None and self.timeline.lora is not None:
+            self.timeline.lora.record(batch.lora)  # the adapters it loads (a run's steps load none)
         self.busy = True
         return batch
 
+    def has_adapter(self, name: str) -> bool:
+        """Whether LoRA adapter ``name`` holds a GPU slot here, or a sequence queued here names it
+        (it will be loaded): the ``lora_affinity`` router's test."""
+        lora = self.scheduler.lora
+        if lora is None:
+            return False
+        return lora.is_resident(name) or any(seq.request.lora == name for seq in self.scheduler.waiting)
+
     def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Sequence_[int] = ()) -> int:
         """How long the step of ``batch`` takes (its energy is counted)."""
-        duration, energy_j = self.timer.duration_ns(batch, now_ns, dp_rank_tokens)
-        self.timeline.energy_j += energy_j
+        duration, energy = self.timer.duration_ns(batch, now_ns, dp_rank_tokens)
+        self.timeline.add_energy(energy)
         return duration
 
     def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
@@ -223,6 +271,8 @@ class LLMClient:
                 if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
                     gaps[gap] = gaps.get(gap, 0) + 1
             request.last_token_ns = now
+        for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
+            seq.request.generated_tokens += extra
         for parent, children in outcome.forked:
             parent.request.generated_tokens += len(children)  # each branch sampled its first token
             for child in children:

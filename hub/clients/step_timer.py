@@ -31,7 +31,9 @@ from collections.abc import Sequence as Seq
 from typing import Protocol
 
 from ..backends.proxy import RuntimeSessionProxy
+from ..energy import StepEnergy, StepJoules
 from ..scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+from .drafter import Drafter
 from .host import HostTime
 
 
@@ -56,7 +58,7 @@ def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list
     else:
         clones = {id(seq): clone for seq, clone in zip(running, sim.running)}
         seqs = [clones[id(seq)] for seq in in_flight.seqs]
-    last = ScheduledBatch(seqs=seqs, num_new=in_flight.num_new,
+    last = ScheduledBatch(seqs=seqs, num_new=in_flight.num_new, draft_tokens=in_flight.draft_tokens,
                           context=in_flight.context, num_tokens=in_flight.num_tokens,
                           admitted=in_flight.admitted, queue_blocked=in_flight.queue_blocked,
                           queue_stamp=in_flight.queue_stamp)
@@ -97,7 +99,10 @@ class StepTimer:
             the runtime backend's own estimate stands.
         host_bandwidth_gbps: device-host bandwidth for swapped KV.
         host_time: the host time each step exposes (:mod:`.host`); None: none.
+        drafter: the speculative drafter whose proposals each step adds (:mod:`.drafter`); None: none.
         next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
+        energy: how much energy each step uses (:mod:`cosim.hub.energy`); None: only what the
+            backend reports.
         max_lookahead: most batches predicted per call (0: none).
         decode_runs: take decode runs in bulk; off, every step is formed and updated one by one
             (what the byte-identity tests compare against).
@@ -105,12 +110,13 @@ class StepTimer:
 
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy, settled: Settled,
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
-                 next_arrival_ns: Callable[[int], int | None] | None = None, max_lookahead: int = 256,
-                 decode_runs: bool = True, host_time: HostTime | None = None) -> None:
+                 next_arrival_ns: Callable[[int], int | None] | None = None, energy: StepEnergy | None = None,
+                 max_lookahead: int = 256,
+                 decode_runs: bool = True, host_time: HostTime | None = None, drafter: Drafter | None = None) -> None:
         self.name, self.scheduler, self.session, self.settled = name, scheduler, session, settled
-        self.host_time = host_time
+        self.host_time, self.drafter = host_time, drafter
         self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps
-        self.next_arrival_ns = next_arrival_ns
+        self.next_arrival_ns, self.energy = next_arrival_ns, energy
         self.max_lookahead, self.decode_runs = max_lookahead, decode_runs
         self._run: DecodeRun | None = None
         self._in_flight: ScheduledBatch | None = None
@@ -175,22 +181,30 @@ class StepTimer:
                 self.settled(run.seqs, steps, gap, last)
 
     # -- timing ----------------------------------------------------------------
-    def duration_ns(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> tuple[int, float]:
-        """How long ``batch`` takes, and the energy it uses (J); ``dp_rank_tokens``: the tokens of
-        every rank of its data-parallel lock-step group (see :mod:`.lockstep`), if any."""
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int,
+                    dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]:
+        """How long ``batch`` takes, and the energy it uses (:class:`~cosim.hub.energy.StepEnergy`;
+        the time added here to the backend's, host and swaps, counts at idle power); ``dp_rank_tokens``:
+        the tokens of every rank of its data-parallel lock-step group (see :mod:`.lockstep`), if any."""
         ahead = (lambda depth: self._lookahead(batch, self._depth(now_ns, depth))) if self.max_lookahead else None
         timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self,
-                                        dp_rank_tokens=dp_rank_tokens)
+                                        dp_rank_tokens=dp_rank_tokens, fields=batch.fields)
         duration = timing.duration_ns
+        if self.drafter is not None:
+            duration += self.drafter.propose_ns(batch, now_ns)
         if self.collectives_ns is not None:
             # The network backend times the TP all-reduces in place of the runtime backend's estimate.
             duration += self.collectives_ns(batch.num_tokens) - timing.communication_ns
         if batch.swap_bytes:
             duration += int(batch.swap_bytes / self.host_bandwidth_gbps)
+        if batch.lora is not None:
+            duration += batch.lora.load_ns  # adapters copied into GPU slots before the forward pass
         if self.host_time is not None:
             duration += self.host_time.exposed_ns(batch.num_new, duration)
         self._last_duration_ns = duration
-        return duration, timing.energy_j
+        if self.energy is None:
+            return duration, StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None)
+        return duration, self.energy.step(timing, duration, batch.num_new, batch.context)
 
     def top_up(self, now_ns: int, depth: int) -> Seq[Signature]:
         """The batches after the step in flight, when those predicted so far fall short of the

@@ -15,12 +15,11 @@ writes null. Percentiles: p50, p90, p95, p99 (vLLM's ``--metric-percentiles``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from ..records import RequestRecord
 from .itl import counted_statistic
 from .stats import NS_PER_S, RequestMetrics
 
@@ -44,23 +43,24 @@ def _ms_stats(key: str, values_s: np.ndarray, counts: np.ndarray | None = None) 
     return out
 
 
-def benchmark_block(requests: Sequence[RequestRecord], metrics: RequestMetrics, gaps: tuple[np.ndarray, np.ndarray],
-                    *, sim_time_s: float, num_good: int | None) -> dict[str, Any]:
+def benchmark_block(input_tokens: np.ndarray, generated_tokens: np.ndarray, metrics: RequestMetrics,
+                    gaps: tuple[np.ndarray, np.ndarray], *, sim_time_s: float, num_good: int | None) -> dict[str, Any]:
     """summary.json's ``benchmark`` block (see the module docstring).
 
     Args:
-        requests, metrics: the requests (sorted as ``metrics``) and their latency columns.
+        input_tokens, generated_tokens, metrics: prompt and generated tokens and latency columns of the
+            requests, aligned.
         gaps: per-token ITL as (distinct gaps in ns, tokens with each), from :func:`.itl.merged_gaps`.
         sim_time_s: the benchmark duration.
         num_good: completed requests meeting the SLO; None without an SLO (no goodput, as vLLM).
     """
     done = metrics.finished
-    total_input = int(sum(r.input_tokens for r, ok in zip(requests, done) if ok))
-    total_output = int(sum(r.generated_tokens for r, ok in zip(requests, done) if ok))
+    total_input = int(np.sum(input_tokens[done]))
+    total_output = int(np.sum(generated_tokens[done]))
     rate = (lambda n: n / sim_time_s) if sim_time_s > 0 else (lambda n: None)
     block: dict[str, Any] = {
         "duration": sim_time_s, "completed": int(np.count_nonzero(done)),
-        "failed": len(requests) - int(np.count_nonzero(done)),
+        "failed": len(done) - int(np.count_nonzero(done)),
         "total_input_tokens": total_input, "total_output_tokens": total_output,
         "request_throughput": rate(int(np.count_nonzero(done))),
         "request_goodput": rate(num_good) if num_good is not None else None,

@@ -18,37 +18,49 @@ from ..records import RequestRecord
 from .stats import NS_PER_S
 
 
+def add_breakdown(totals: dict[str, int], record: RequestRecord) -> None:
+    """Adds a finished request's components, ns (``queue`` and ``communication`` first)."""
+    split = {s.kind.split(":")[0] for s in record.stages if ":" in s.kind}
+    totals.setdefault("queue", 0)
+    totals.setdefault("communication", 0)
+    for stage in record.stages:
+        if stage.end_ns < 0:
+            continue
+        if ":" not in stage.kind:
+            totals["queue"] += stage.start_ns - stage.enqueue_ns
+            totals["communication"] += stage.transfer_ns
+            if stage.kind in split:
+                continue
+        totals[stage.kind] = totals.get(stage.kind, 0) + stage.end_ns - stage.start_ns
+
+
+def add_stage_sums(sums: dict[str, list[int]], record: RequestRecord) -> None:
+    """Adds the count, queue, service and transfer ns of a request's ended top-level stages, per kind."""
+    for stage in record.stages:
+        if stage.end_ns < 0 or ":" in stage.kind:
+            continue
+        entry = sums.setdefault(stage.kind, [0, 0, 0, 0])
+        entry[0] += 1
+        entry[1] += stage.start_ns - stage.enqueue_ns
+        entry[2] += stage.end_ns - stage.start_ns
+        entry[3] += stage.transfer_ns
+
+
 def stage_breakdown(requests: Sequence[RequestRecord]) -> dict[str, float]:
     """Mean seconds per component over completed requests (components in pipeline order)."""
     done = [r for r in requests if r.is_finished]
-    totals: dict[str, float] = {"queue": 0.0, "communication": 0.0}
+    totals: dict[str, int] = {}
     for request in done:
-        split = {s.kind.split(":")[0] for s in request.stages if ":" in s.kind}
-        for stage in request.stages:
-            if stage.end_ns < 0:
-                continue
-            if ":" not in stage.kind:
-                totals["queue"] += stage.start_ns - stage.enqueue_ns
-                totals["communication"] += stage.transfer_ns
-                if stage.kind in split:
-                    continue
-            totals[stage.kind] = totals.get(stage.kind, 0.0) + stage.end_ns - stage.start_ns
+        add_breakdown(totals, request)
     return {kind: total / len(done) / NS_PER_S for kind, total in totals.items()} if done else {}
 
 
 def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
     """Per stage kind: how many ran, and mean queue, service and transfer seconds (summary.json ``stages``)."""
-    sums: dict[str, list[float]] = {}
+    sums: dict[str, list[int]] = {}
     for request in requests:
-        for stage in request.stages:
-            if stage.end_ns < 0 or ":" in stage.kind:
-                continue
-            entry = sums.setdefault(stage.kind, [0, 0.0, 0.0, 0.0])
-            entry[0] += 1
-            entry[1] += stage.start_ns - stage.enqueue_ns
-            entry[2] += stage.end_ns - stage.start_ns
-            entry[3] += stage.transfer_ns
-    return {kind: {"count": int(n), "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
+        add_stage_sums(sums, request)
+    return {kind: {"count": n, "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
                    "transfer_s": t / n / NS_PER_S} for kind, (n, q, s, t) in sums.items()}
 
 

@@ -87,8 +87,21 @@ def _overview_table(summary: Mapping[str, Any]) -> str:
             ["goodput (req/s)", _num(summary.get("goodput_requests_per_s"))],
             ["SLO attainment", "-" if attainment is None else f"{100 * attainment:.1f}%"],
             ["preemptions", _num(summary.get("preemptions"))],
-            ["cost (USD)", _num(cost.get("usd"))], ["tokens per USD", _num(cost.get("tokens_per_usd"))]]
+            ["cost (USD)", _num(cost.get("usd"))], ["tokens per USD", _num(cost.get("tokens_per_usd"))],
+            *_energy_rows(summary.get("energy"))]
     return _table(["metric", "value"], rows)
+
+
+def _energy_rows(energy: Mapping[str, Any] | None) -> list[list[str]]:
+    """The run's energy (docs/energy.md), or which clients lack a power figure."""
+    if not energy:
+        return []
+    if "missing" in energy:
+        return [["energy", "not reported: no power figure for " + ", ".join(_e(name) for name in energy["missing"])]]
+    return [["energy (kJ), busy + idle", f"{_num(energy['total_j'] / 1e3)} = {_num(energy['busy_j'] / 1e3)} + "
+                                         f"{_num(energy['idle_j'] / 1e3)}"],
+            ["energy per output token (J)", _num(energy.get("per_output_token_j"))],
+            ["output tokens per joule", _num(energy.get("tokens_per_j"))]]
 
 
 def _slo_table(summary: Mapping[str, Any]) -> str:
@@ -142,7 +155,7 @@ def report_html(summary: Mapping[str, Any], plots: Path, *, title: str) -> str:
         "<p>As <code>vllm bench serve</code> prints it (ITL per token).</p>",
         f"<pre id=\"benchmark\">{_e(benchmark_text(summary.get('benchmark', {})))}</pre>",
         "<h2>Latency</h2>", _latency_table(summary),
-        "<h2>Throughput, goodput and cost</h2>", _overview_table(summary),
+        "<h2>Throughput, goodput, cost and energy</h2>", _overview_table(summary),
         "<h2>SLOs</h2>", _slo_table(summary),
         "<h2>Clients</h2>", _client_table(summary),
         "<h2>Plots</h2>", "<p id=\"plots-status\">plots shown: (needs a browser)</p>", _figures(plots),

@@ -22,9 +22,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
-from .breakdown import plot_breakdown, stage_breakdown
+from .breakdown import plot_breakdown
 from .itl import merged_gaps
-from .stats import NS_PER_S, request_metrics
+from .request_table import RequestTable
+from .stats import NS_PER_S
 from .tables import downsample
 
 MAX_POINTS = 2_000
@@ -64,12 +65,12 @@ def _draw_slo(ax: Any, slo: Mapping[str, Any], metric: str, scale: float) -> Non
                 ax.axhline(float(stat[1:]) / 100, color=color, linestyle=":", linewidth=1.0)
 
 
-def plot_latency_cdf(path: Path, requests: Sequence[RequestRecord], timelines: Mapping[str, ClientTimeline],
+def plot_latency_cdf(path: Path, table: RequestTable, timelines: Mapping[str, ClientTimeline],
                      slo: Mapping[str, Any] | None = None) -> None:
     """Empirical CDFs of TTFT, TPOT, ITL (per token) and E2E over completed requests, with the
     SLO bounds of ``slo`` (summary.json's ``slo`` block: metric -> statistic -> target, met)."""
-    metrics = request_metrics(requests)
-    gaps, counts = merged_gaps(t.token_gaps for t in timelines.values())
+    metrics = table.metrics()
+    gaps, counts = merged_gaps(t.gap_counts() for t in timelines.values())
     fig = Figure(figsize=(16, 3.8))
     for i, (name, label, scale) in enumerate(CDF_PANELS):
         ax = fig.add_subplot(1, len(CDF_PANELS), i + 1)
@@ -94,11 +95,12 @@ def plot_latency_cdf(path: Path, requests: Sequence[RequestRecord], timelines: M
     _save(fig, path)
 
 
-def plot_throughput(path: Path, requests: Sequence[RequestRecord],
+def plot_throughput(path: Path, table: RequestTable,
                     timelines: Mapping[str, ClientTimeline], sim_time_ns: int) -> None:
     """Completed requests/s and output tokens/s (first tokens plus decode tokens) in time bins."""
-    finish = np.array([r.finish_ns for r in requests if r.finish_ns >= 0], dtype=np.int64)
-    token_times = [np.array([r.first_token_ns for r in requests if r.first_token_ns >= 0], dtype=np.int64)]
+    finish, first = table.columns["finish_ns"], table.columns["first_token_ns"]
+    finish = finish[finish >= 0]
+    token_times = [first[first >= 0]]
     token_weights = [np.ones(token_times[0].size)]
     for timeline in timelines.values():
         cols = timeline.columns()
@@ -187,18 +189,17 @@ def plot_client_series(path: Path, column: str, ylabel: str, clients: Sequence[C
     return "lines"
 
 
-def write_plots(folder: Path, requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
+def write_plots(folder: Path, requests: Sequence[RequestRecord] | RequestTable, clients: Sequence[ClientInfo],
                 names: Sequence[str], timelines: Mapping[str, ClientTimeline], sim_time_ns: int,
                 slo: Mapping[str, Any] | None = None) -> None:
-    """Writes every plot of the module docstring into ``folder`` (``slo``: summary.json's block)."""
+    """Writes every plot of the module docstring into ``folder`` (``requests``: the records, or their
+    :class:`RequestTable`; ``slo``: summary.json's block)."""
     folder.mkdir(parents=True, exist_ok=True)
-    plot_latency_cdf(folder / "latency_cdf.png", requests, timelines, slo)
-    by_template: dict[str, list[RequestRecord]] = {}
-    for request in requests:
-        by_template.setdefault(request.template, []).append(request)
-    plot_breakdown(folder / "breakdown.png", {name: stage_breakdown(group) for name, group in by_template.items()},
+    table = requests if isinstance(requests, RequestTable) else RequestTable.of(requests)
+    plot_latency_cdf(folder / "latency_cdf.png", table, timelines, slo)
+    plot_breakdown(folder / "breakdown.png", {name: table.breakdown(name) for name in table.templates()},
                    title="where the time goes (mean per request)")
-    plot_throughput(folder / "throughput.png", requests, timelines, sim_time_ns)
+    plot_throughput(folder / "throughput.png", table, timelines, sim_time_ns)
     has_capacity = all(c.kv_capacity_blocks > 0 for c in clients if c.name in timelines)
     kv_label = "KV usage (fraction of blocks)" if clients and has_capacity else "KV blocks used"
     for column, label, file in (("num_waiting", "waiting requests (max)", "queue.png"),

@@ -58,6 +58,18 @@ def _client_rows(summary: Mapping[str, Any]) -> list[str]:
     return rows
 
 
+def _energy_row(summary: Mapping[str, Any]) -> list[str]:
+    energy = summary.get("energy")
+    if not energy:
+        return []
+    if "missing" in energy:
+        return [f"  energy      not reported: no power figure for {', '.join(energy['missing'])}"]
+    kj = {key: _num(energy[key] / 1e3, " kJ") for key in ("total_j", "busy_j", "idle_j")}
+    return [f"  energy      {kj['total_j']} (busy {kj['busy_j']}, idle {kj['idle_j']}), "
+            f"{_num(energy.get('per_output_token_j'), ' J')}/output token, {_num(energy.get('tokens_per_j'))} "
+            f"tokens/J, mean {_num(energy.get('mean_power_w'), ' W')}"]
+
+
 def format_table(summary: Mapping[str, Any]) -> str:
     """A few lines with the key metrics of a summary (missing values show as "-")."""
     reqs = summary.get("requests", {})
@@ -76,4 +88,4 @@ def format_table(summary: Mapping[str, Any]) -> str:
     ]
     if cost.get("usd"):
         lines.append(f"  cost        ${_num(cost.get('usd'))}, {_num(cost.get('tokens_per_usd'))} tokens/$")
-    return "\n".join(lines + _client_rows(summary))
+    return "\n".join(lines + _energy_row(summary) + _client_rows(summary))

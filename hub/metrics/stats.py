@@ -1,7 +1,7 @@
 """Per-request latency arrays, statistic blocks and JSON-safe rounding.
 
 Main names: :class:`RequestMetrics` (one numpy column per metric, NaN where a
-value does not exist), :func:`request_metrics`, :func:`stat_block`,
+value does not exist), :func:`request_metrics`, :func:`latency_columns`, :func:`stat_block`,
 :func:`clean` and :func:`ns_to_s_text`.
 """
 
@@ -60,25 +60,32 @@ def request_metrics(requests: Sequence[RequestRecord]) -> RequestMetrics:
     per token, as for a single-path request (not the time per token of all paths).
     """
     n = len(requests)
-    arrival = np.fromiter((r.arrival_ns for r in requests), np.int64, n)
-    first = np.fromiter((r.first_token_ns for r in requests), np.int64, n)
-    finish = np.fromiter((r.finish_ns for r in requests), np.int64, n)
-    out = np.fromiter((r.output_tokens // r.branches for r in requests), np.int64, n)  # per path
-    tbt = np.fromiter((r.max_tbt_ns for r in requests), np.int64, n)
-    queue = np.fromiter((queue_ns(r) for r in requests), np.int64, n)
-    started = np.fromiter((any(s.start_ns >= 0 for s in r.stages) for r in requests), bool, n)
+    return latency_columns(
+        arrival=np.fromiter((r.arrival_ns for r in requests), np.int64, n),
+        first=np.fromiter((r.first_token_ns for r in requests), np.int64, n),
+        finish=np.fromiter((r.finish_ns for r in requests), np.int64, n),
+        path_tokens=np.fromiter((r.output_tokens // r.branches for r in requests), np.int64, n),
+        max_tbt=np.fromiter((r.max_tbt_ns for r in requests), np.int64, n),
+        queue=np.fromiter((queue_ns(r) for r in requests), np.int64, n),
+        started=np.fromiter((any(s.start_ns >= 0 for s in r.stages) for r in requests), bool, n))
+
+
+def latency_columns(*, arrival: np.ndarray, first: np.ndarray, finish: np.ndarray, path_tokens: np.ndarray,
+                    max_tbt: np.ndarray, queue: np.ndarray, started: np.ndarray) -> RequestMetrics:
+    """:func:`request_metrics` from int64 ns columns (``path_tokens``: output tokens per path; ``started``:
+    some stage started)."""
     finished = finish >= 0
     has_first = first >= 0
-    multi = finished & has_first & (out > 1)
+    multi = finished & has_first & (path_tokens > 1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = (finish - first) / np.where(multi, out - 1, 1)
+        tpot = (finish - first) / np.where(multi, path_tokens - 1, 1)
     return RequestMetrics(
         finished=finished,
         ttft_s=np.where(has_first, (first - arrival) / NS_PER_S, np.nan),
         tpot_s=np.where(multi, tpot / NS_PER_S, np.nan),
         e2e_s=np.where(finished, (finish - arrival) / NS_PER_S, np.nan),
         queue_s=np.where(started, queue / NS_PER_S, np.nan),
-        tbt_max_s=np.where(finished & (out > 1), tbt / NS_PER_S, np.nan),
+        tbt_max_s=np.where(finished & (path_tokens > 1), max_tbt / NS_PER_S, np.nan),
     )
 
 

@@ -17,6 +17,9 @@ Main name: :func:`summarize`. Conventions, so numbers are comparable across runs
   stage, or its last stage when it has no decode stage.
 - Cost: device-hours = num_devices x simulated hours per client, priced at the
   client's ``price_per_hour_usd`` per device-hour.
+- Energy: busy and idle joules, per request, per output token and tokens per
+  joule, of the run and of each LLM client (:mod:`.energy`); a client without a
+  power figure is reported missing, and then the run has no total.
 - Every float is rounded to 9 significant digits and NaN becomes null, so the
   same records give byte-identical JSON; only ``wall_time_s`` varies.
 """
@@ -31,38 +34,19 @@ import numpy as np
 
 from ..records import ClientInfo, ClientTimeline, RequestRecord
 from .benchmark import benchmark_block
-from .breakdown import stage_breakdown, stage_table
+from .energy import client_energy, run_energy
 from .itl import itl_block, merged_gaps
+from .request_table import RequestTable, attributed_client
 from .slo import Slo, meets_slo, slo_report, validate_slo
-from .stats import NS_PER_S, RequestMetrics, clean, latency_block, request_metrics
+from .stats import NS_PER_S, RequestMetrics, clean, latency_block
+
+__all__ = ["attributed_client", "client_names", "summarize", "summarize_table"]
 
 logger = logging.getLogger(__name__)
 
 
-def attributed_client(record: RequestRecord) -> str | None:
-    """The client a request's latency is attributed to: that of its last
-    decode stage, else of its last stage; None with no stages."""
-    for stage in reversed(record.stages):
-        if stage.kind == "decode":
-            return stage.client
-    return record.stages[-1].client if record.stages else None
-
-
 def _rate(count: float, sim_time_s: float) -> float | None:
     return count / sim_time_s if sim_time_s > 0 else None
-
-
-def _token_columns(requests: Sequence[RequestRecord]) -> dict[str, np.ndarray]:
-    """Generated tokens, prefilled prompt tokens, preemptions and prompt tokens served from a
-    prefix cache, per request."""
-    n = len(requests)
-    return {
-        "generated": np.fromiter((r.generated_tokens for r in requests), np.int64, n),
-        "prefilled": np.fromiter((r.input_tokens if r.first_token_ns >= 0 else 0 for r in requests),
-                                 np.int64, n),
-        "preemptions": np.fromiter((r.preemptions for r in requests), np.int64, n),
-        "cached": np.fromiter((r.cached_tokens if r.first_token_ns >= 0 else 0 for r in requests), np.int64, n),
-    }
 
 
 def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], mask: np.ndarray,
@@ -89,7 +73,7 @@ def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], ma
 
 def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
                     sim_time_ns: int) -> dict[str, Any]:
-    """Utilization, batch size, KV peak, energy and identity of one client."""
+    """Utilization, batch size, KV peak and identity of one client."""
     cols = timeline.columns() if timeline is not None else None
     steps = len(timeline) if timeline is not None else 0
     busy_ns = int(np.sum(cols["end_ns"] - cols["start_ns"])) if cols is not None and steps else 0
@@ -100,7 +84,6 @@ def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
         "mean_batch_size": float(np.mean(cols["num_seqs"])) if cols is not None and steps else None,
         "max_kv_blocks_used": int(np.max(cols["kv_blocks_used"])) if cols is not None and steps else 0,
         "max_num_waiting": int(np.max(cols["num_waiting"])) if cols is not None and steps else 0,
-        "energy_j": timeline.energy_j if timeline is not None else 0.0,
     }
     if info is not None:
         device_hours = info.num_devices * sim_time_ns / NS_PER_S / 3600
@@ -112,6 +95,10 @@ def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
             block["max_kv_usage"] = block["max_kv_blocks_used"] / info.kv_capacity_blocks
         if info.kv_memory is not None:  # one device's memory as vLLM's profiling splits it, bytes
             block["kv_memory"] = dict(info.kv_memory)
+    if timeline is not None and timeline.lora is not None:
+        block["lora"] = timeline.lora.summary()
+    if timeline is not None and timeline.speculative is not None:
+        block["speculative"] = timeline.speculative.summary()
     return block
 
 
@@ -141,33 +128,49 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
     Raises:
         ScenarioError: the SLO names an unknown metric or statistic.
     """
+    return summarize_table(RequestTable.of(requests), clients, timelines, slo=slo, sim_time_ns=sim_time_ns,
+                           wall_time_s=wall_time_s, extra=extra)
+
+
+def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
+                    timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
+                    wall_time_s: float, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:func:`summarize` from the requests' numbers (a run keeps those, not its records)."""
     validate_slo(slo)
-    ordered = sorted(requests, key=lambda r: r.id)
-    metrics = request_metrics(ordered)
+    metrics = table.metrics()
     good = meets_slo(metrics, slo)
     sim_time_s = sim_time_ns / NS_PER_S
-    everyone = np.ones(len(ordered), dtype=bool)
-    tokens = _token_columns(ordered)
+    everyone = np.ones(len(table), dtype=bool)
+    tokens = table.tokens()
     summary = _traffic_block(metrics, tokens, everyone, good, sim_time_s)
-    gaps = merged_gaps(t.token_gaps for t in timelines.values())
+    gaps = merged_gaps(t.gap_counts() for t in timelines.values())
     summary["latency"]["itl_s"] = itl_block(*gaps)
-    summary["benchmark"] = benchmark_block(ordered, metrics, gaps, sim_time_s=sim_time_s,
+    summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], metrics, gaps,
+                                           sim_time_s=sim_time_s,
                                            num_good=summary["requests"]["meeting_slo"] if slo else None)
     summary["slo"] = slo_report(metrics, slo)
-    summary["stages"] = stage_table(ordered)
-    summary["breakdown_s"] = stage_breakdown(ordered)
+    summary["stages"] = table.stage_table()
+    summary["breakdown_s"] = table.breakdown()
     summary["sim_time_s"] = sim_time_s
     summary["wall_time_s"] = wall_time_s
 
-    owners = np.array([attributed_client(r) or "" for r in ordered], dtype=object)
+    owners = table.columns["owner"]
     infos = {c.name: c for c in clients}
     per_client: dict[str, Any] = {}
     for name in client_names(clients, timelines):
         block = _traffic_block(metrics, tokens, owners == name, good, sim_time_s)
         block.update(_timeline_block(infos.get(name), timelines.get(name), sim_time_ns))
-        block["latency"]["itl_s"] = itl_block(*merged_gaps([timelines[name].token_gaps] if name in timelines else []))
+        block["latency"]["itl_s"] = itl_block(*merged_gaps([timelines[name].gap_counts()] if name in timelines else []))
+        if name in infos and (energy := client_energy(
+                infos[name], timelines.get(name), completed=block["requests"]["completed"],
+                output_tokens=block["output_tokens"], sim_time_ns=sim_time_ns)) is not None:
+            block["energy"] = energy
         per_client[name] = block
     summary["clients"] = per_client
+    if table.classes:  # request classes: latency, SLO attainment and goodput of each
+        classes = table.columns["cls"]
+        summary["classes"] = {name: _traffic_block(metrics, tokens, classes == name, good, sim_time_s)
+                              for name in sorted(table.classes)}
 
     usd = sum(b.get("cost_usd", 0.0) for b in per_client.values())
     summary["cost"] = {
@@ -176,9 +179,11 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
         "tokens_per_usd": summary["output_tokens"] / usd if usd > 0 else None,
         "goodput_requests_per_usd": summary["requests"]["meeting_slo"] / usd if usd > 0 else None,
     }
-    energy = sum(t.energy_j for t in timelines.values())
-    if energy > 0:
-        summary["energy_j"] = energy
+    energy = run_energy(clients, {name: b["energy"] for name, b in per_client.items() if "energy" in b},
+                        completed=summary["requests"]["completed"], output_tokens=summary["output_tokens"],
+                        sim_time_ns=sim_time_ns)
+    if energy is not None:
+        summary["energy"] = energy
     for key in sorted(set(extra or {}) & set(summary)):
         logger.warning("summary: extra key %r replaces the computed value", key)
     summary.update(extra or {})

@@ -6,7 +6,9 @@
   ``<kind>_client, <kind>_queue_s, <kind>_start_s, <kind>_end_s, <kind>_transfer_s``;
   when a request has several stages of one kind (reasoning branches, a
   re-run), clients are joined with ``;``, queue and transfer times summed,
-  start is the earliest and end the latest.
+  start is the earliest and end the latest. Where requests name LoRA adapters, a ``lora``
+  column (empty: the base model) follows ``preemptions``, and where the workload has request
+  classes, a ``class`` column after it.
 - clients.csv: one row per client step. A client with more than
   ``max_rows_per_client`` steps is downsampled into that many buckets of
   consecutive steps: start/end span the bucket, ``num_seqs`` is the mean,
@@ -17,7 +19,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
@@ -25,10 +27,9 @@ from typing import TextIO
 import numpy as np
 
 from ..records import ClientTimeline, RequestRecord, StageRecord
-from .stats import float_text, ns_to_s_text, request_metrics
+from .request_table import STAGE_ORDER, RequestTable, ordered_kinds  # noqa: F401 - STAGE_ORDER re-exported
+from .stats import float_text, ns_to_s_text
 
-# Stage kinds in pipeline order (DESIGN.md); others follow alphabetically.
-STAGE_ORDER = ("preprocess", "rag", "kv_retrieval", "prefill", "decode", "reasoning", "postprocess")
 REQUEST_COLUMNS = ("id", "model", "arrival_s", "input_tokens", "output_tokens", "generated_tokens",
                    "cached_tokens", "ttft_s", "tpot_s", "e2e_s", "tbt_max_s", "queue_s", "preemptions")
 STAGE_COLUMNS = ("client", "queue_s", "start_s", "end_s", "transfer_s")
@@ -39,9 +40,7 @@ DEFAULT_MAX_ROWS_PER_CLIENT = 20_000
 
 def stage_kinds(requests: Sequence[RequestRecord]) -> list[str]:
     """Stage kinds present in the run, in pipeline order."""
-    present = {s.kind for r in requests for s in r.stages}
-    known = [k for k in STAGE_ORDER if k in present]
-    return known + sorted(present - set(STAGE_ORDER))
+    return ordered_kinds(s.kind for r in requests for s in r.stages)
 
 
 def _stage_cells(stages: list[StageRecord]) -> list[str]:
@@ -57,21 +56,38 @@ def _stage_cells(stages: list[StageRecord]) -> list[str]:
     return [";".join(clients), queue, start, end, ns_to_s_text(sum(s.transfer_ns for s in stages))]
 
 
-def write_requests_csv(path: Path | TextIO, requests: Sequence[RequestRecord]) -> None:
-    """Writes requests.csv (see the module docstring) to a file, or to an open text stream."""
-    ordered = sorted(requests, key=lambda r: r.id)
-    kinds = stage_kinds(ordered)
-    metrics = request_metrics(ordered)
-    header = list(REQUEST_COLUMNS) + [f"{k}_{c}" for k in kinds for c in STAGE_COLUMNS]
+def write_requests_csv(path: Path | TextIO, requests: Iterable[RequestRecord],
+                       table: RequestTable | None = None) -> None:
+    """Writes requests.csv (see the module docstring) to a file, or to an open text stream.
+
+    Args:
+        path: the file or stream.
+        requests: every request, in any order; with ``table``, sorted by id and read once (a run's
+            records may come back one at a time from a file).
+        table: the requests' numbers (:class:`RequestTable`), where the caller has them.
+    """
+    if table is None:
+        ordered = sorted(requests, key=lambda r: r.id)
+        requests, table = ordered, RequestTable.of(ordered)
+    kinds = table.kinds
+    metrics = table.metrics()
+    with_lora = table.has_lora  # the column only where requests name adapters
+    with_class = bool(table.classes)  # the column only where the workload has request classes
+    header = list(REQUEST_COLUMNS) + ["lora"] * with_lora + ["class"] * with_class + \
+        [f"{k}_{c}" for k in kinds for c in STAGE_COLUMNS]
     with path.open("w", newline="", encoding="utf-8") if isinstance(path, Path) else nullcontext(path) as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(header)
-        for i, r in enumerate(ordered):
+        for i, r in enumerate(requests):
             row = [str(r.id), r.model, ns_to_s_text(r.arrival_ns), str(r.input_tokens),
                    str(r.output_tokens), str(r.generated_tokens), str(r.cached_tokens),
                    float_text(metrics.ttft_s[i]), float_text(metrics.tpot_s[i]),
                    float_text(metrics.e2e_s[i]), float_text(metrics.tbt_max_s[i]),
                    float_text(metrics.queue_s[i]), str(r.preemptions)]
+            if with_lora:
+                row.append(r.lora or "")
+            if with_class:
+                row.append(r.cls or "")
             for kind in kinds:
                 row += _stage_cells([s for s in r.stages if s.kind == kind])
             writer.writerow(row)

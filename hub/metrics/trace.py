@@ -17,13 +17,14 @@ time window from the start), so what it shows is complete up to ``cutoff_s``;
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..records import ClientTimeline, RequestRecord
+from .request_table import RequestTable
 
 DEFAULT_MAX_EVENTS = 250_000  # about 25 MB of JSON; Perfetto opens it in seconds
 STEP_EVENTS = 3  # one slice and two counter samples per step
@@ -79,15 +80,27 @@ def _request_events(pid: int, record: RequestRecord, cutoff_ns: int | None) -> I
         yield event
 
 
-def _cutoff_ns(timelines: Sequence[ClientTimeline], requests: Sequence[RequestRecord],
-               max_events: int) -> int | None:
-    """Earliest start time to drop so that at most ``max_events`` remain; None keeps all."""
-    starts = [np.repeat(t.columns()["start_ns"], STEP_EVENTS) for t in timelines]
-    starts.append(np.fromiter((s[0] for r in requests for s in _request_spans(r)), np.int64))
-    every = np.concatenate(starts)
-    if every.size <= max_events:
-        return None
-    return int(np.partition(every, max_events)[max_events])
+def _smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` smallest values (any order), or all of them."""
+    return np.partition(values, k - 1)[:k] if values.size > k else values
+
+
+def _cutoff_ns(timelines: Sequence[ClientTimeline], span_starts: np.ndarray,
+               max_events: int) -> tuple[int | None, int, int]:
+    """(earliest start time to drop so that at most ``max_events`` remain, or None to keep all;
+    events in all; events kept). Each part keeps only its ``max_events + 1`` earliest starts: the
+    cutoff is among them, and so is every start before it."""
+    parts, total = [], span_starts.size
+    for timeline in timelines:
+        starts = timeline.columns()["start_ns"]
+        total += starts.size * STEP_EVENTS
+        parts.append(np.repeat(_smallest(starts, max_events + 1), STEP_EVENTS))
+    parts.append(_smallest(span_starts, max_events + 1))
+    every = np.concatenate(parts)
+    if total <= max_events:
+        return None, total, total
+    cutoff = int(np.partition(every, max_events)[max_events])
+    return cutoff, total, int(np.count_nonzero(every < cutoff))
 
 
 def _metadata(pid: int, tid: int | None, kind: str, name: str, sort_index: int) -> list[Event]:
@@ -97,32 +110,53 @@ def _metadata(pid: int, tid: int | None, kind: str, name: str, sort_index: int) 
 
 
 def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, ClientTimeline],
-                requests: Sequence[RequestRecord], max_events: int = DEFAULT_MAX_EVENTS) -> int:
-    """Writes trace.json, one event per line; returns the number of events dropped."""
-    ordered = sorted(requests, key=lambda r: r.id)
+                requests: Sequence[RequestRecord], max_events: int = DEFAULT_MAX_EVENTS,
+                table: RequestTable | None = None) -> int:
+    """Writes trace.json, one event per line, as it goes; returns the number of events dropped.
+
+    Args:
+        path: the file.
+        names: clients in config order.
+        timelines: their steps.
+        requests: every request, in any order; with ``table``, sorted by id (a run's records may come
+            back one at a time from a file; only those with events are read).
+        max_events: the size limit (see the module docstring).
+        table: the requests' numbers (:class:`RequestTable`), where the caller has them.
+    """
+    if table is None:
+        requests = sorted(requests, key=lambda r: r.id)
+        table = RequestTable.of(requests)
     present = [n for n in names if n in timelines]
-    cutoff = _cutoff_ns([timelines[n] for n in present], ordered, max_events)
-    events: list[Event] = []
-    for pid, name in enumerate(present, start=1):
-        events += _metadata(pid, None, "process", f"client {name}", pid)
-        events += _metadata(pid, 1, "thread", "steps", 0)
-        events.extend(_step_events(pid, timelines[name], cutoff))
-    req_pid = len(present) + 1
-    events += _metadata(req_pid, None, "process", "requests", req_pid)
-    for record in ordered:
-        mine = list(_request_events(req_pid, record, cutoff))
-        if mine:
-            events += _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id)
-            events += mine
-    total = sum(len(timelines[n]) for n in present) * STEP_EVENTS + sum(
-        1 for r in ordered for _ in _request_spans(r))
-    kept = sum(1 for e in events if e["ph"] != "M")
+    cutoff, total, kept = _cutoff_ns([timelines[n] for n in present], table.span_starts, max_events)
+    # Every span of a request starts at or after its arrival: later arrivals have no event to keep.
+    arrivals = table.columns["arrival_ns"]
+    indices = range(len(requests)) if cutoff is None else np.flatnonzero(arrivals < cutoff).tolist()
     dropped = total - kept
     other = {"generator": "cosim", "truncated": cutoff is not None, "events_dropped": dropped,
              "cutoff_s": None if cutoff is None else cutoff / 1e9}
     with path.open("w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit":"ms","otherData":' + json.dumps(other, sort_keys=True))
         f.write(',"traceEvents":[\n')
-        f.write(",\n".join(json.dumps(e, sort_keys=True, separators=(",", ":")) for e in events))
+        separator = ""
+        for event in _events(present, timelines, requests, indices, cutoff):
+            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
+            separator = ",\n"
         f.write("\n]}\n")
     return dropped
+
+
+def _events(present: Sequence[str], timelines: Mapping[str, ClientTimeline], requests: Sequence[RequestRecord],
+            indices: Iterable[int], cutoff: int | None) -> Iterator[Event]:
+    """Every event of the trace, in file order: each client's steps, then each request's spans."""
+    for pid, name in enumerate(present, start=1):
+        yield from _metadata(pid, None, "process", f"client {name}", pid)
+        yield from _metadata(pid, 1, "thread", "steps", 0)
+        yield from _step_events(pid, timelines[name], cutoff)
+    req_pid = len(present) + 1
+    yield from _metadata(req_pid, None, "process", "requests", req_pid)
+    for index in indices:
+        record = requests[index]
+        mine = list(_request_events(req_pid, record, cutoff))
+        if mine:
+            yield from _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id)
+            yield from mine

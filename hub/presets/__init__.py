@@ -92,7 +92,8 @@ def device_names() -> list[str]:
 def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -> pb.HardwareSpec:
     """The ``HardwareSpec`` of ``count`` devices computing in ``dtype``.
 
-    ``extra`` carries ``tdp_w``, when known ``price_per_hour_usd`` (per device), and the
+    ``extra`` carries the power figures it has (``tdp_w``, ``idle_w``, ``memory_bound_w``; see
+    :mod:`cosim.hub.energy`), when known ``price_per_hour_usd`` (per device), and the
     intra-node link's collective figures (:data:`LINK_EXTRA_KEYS`: ``intra_node_latency_us``,
     ``intra_node_hop_latency_us``, ``intra_node_bus_efficiency``; see ``devices.yaml``).
 
@@ -108,7 +109,7 @@ def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -
     preset = get_device(device) if isinstance(device, str) else device
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
-    extra = {"tdp_w": preset.tdp_w}
+    extra = {key: value for key in ("tdp_w", "idle_w", "memory_bound_w") if (value := getattr(preset, key)) is not None}
     extra.update({key: getattr(preset, key) for key in LINK_EXTRA_KEYS})
     if preset.price_per_hour_usd is not None:
         extra["price_per_hour_usd"] = preset.price_per_hour_usd

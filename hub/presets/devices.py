@@ -33,7 +33,7 @@ LinkKind = Literal["nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "u
 # Figures that must name a source when set.
 SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intra_node_link", "intra_node_gbps",
                   "intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_bus_efficiency",
-                  "inter_node_gbps", "devices_per_node", "tdp_w", "price_per_hour_usd")
+                  "inter_node_gbps", "devices_per_node", "tdp_w", "idle_w", "memory_bound_w", "price_per_hour_usd")
 
 # Figures of the KV-capacity computation (cosim.hub.memory); sourced when set.
 MEMORY_FIELDS = ("mem_reported_bytes", "num_sms")
@@ -71,7 +71,15 @@ class DevicePreset(BaseModel):
         gt=0, le=1, description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
     inter_node_gbps: float = Field(gt=0, description="Per-device bandwidth between nodes, GB/s per direction.")
     devices_per_node: int = Field(gt=0, description="Devices in one node.")
-    tdp_w: float = Field(gt=0, description="Thermal design power of one device, watts.")
+    tdp_w: float | None = Field(
+        default=None, gt=0, description="Thermal design power of one device, watts: its power through a "
+                                        "compute-bound step (docs/energy.md); null = no power figure, no energy.")
+    idle_w: float | None = Field(
+        default=None, ge=0, description="Power of one idle device, watts; null = a fraction of tdp_w "
+                                        "(cosim.hub.energy.IDLE_FRACTION).")
+    memory_bound_w: float | None = Field(
+        default=None, ge=0, description="Power of one device through a memory-bandwidth-bound step (decode), "
+                                        "watts; null = a fraction of tdp_w (cosim.hub.energy.MEMORY_BOUND_FRACTION).")
     price_per_hour_usd: float | None = Field(
         default=None, ge=0, description="Approximate on-demand cloud price of one device-hour; null = none found.")
     sources: dict[str, str] = Field(description="Source of each figure, keyed by field name.")
@@ -85,6 +93,12 @@ class DevicePreset(BaseModel):
                    if getattr(self, f) is not None and f not in self.sources]
         if missing:
             raise ValueError(f"sources missing for {missing}")
+        if self.tdp_w is None and (self.idle_w is not None or self.memory_bound_w is not None):
+            raise ValueError("idle_w and memory_bound_w need tdp_w (the peak the power model rises to)")
+        known = [v for v in (self.idle_w, self.memory_bound_w, self.tdp_w) if v is not None]
+        if known != sorted(known):
+            raise ValueError(f"power figures must satisfy idle_w <= memory_bound_w <= tdp_w, got idle_w="
+                             f"{self.idle_w}, memory_bound_w={self.memory_bound_w}, tdp_w={self.tdp_w}")
         return self
 
     def __hash__(self) -> int:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .. import safe_yaml
 from ..frozen import FrozenModel
 from . import _devices, _models
 from .devices import DevicePreset
@@ -132,9 +133,13 @@ def _read(path: Path) -> Any:
     except OSError as err:
         raise ValueError(f"cannot read {path}: {err.strerror}") from None
     try:
-        return json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+        return json.loads(text) if path.suffix == ".json" else safe_yaml.load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ValueError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}") from None
+        # Where, not the text: a hub reads these from its own folders too (see cosim.hub.quoting).
+        what = str(err) if isinstance(err, json.JSONDecodeError) else safe_yaml.describe(err)
+        raise ValueError(f"{path} is not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {what}") from None
+    except RecursionError:
+        raise ValueError(f"{path} is nested too deeply") from None
 
 
 def inline_files(data: dict[str, Any], folder: Path) -> list[tuple[str, str]]:
@@ -150,7 +155,8 @@ def inline_files(data: dict[str, Any], folder: Path) -> list[tuple[str, str]]:
             data["presets"] = {"file": data["presets"], **content}
         except ValueError as err:
             problems.append(("presets", str(err)))
-    for name, model in (data.get("models") or {}).items():
+    models = data.get("models")
+    for name, model in (models.items() if isinstance(models, dict) else ()):  # else the config check says why
         if isinstance(model, dict) and isinstance(model.get("hf_config"), str):
             try:
                 content = _read(folder / model["hf_config"])

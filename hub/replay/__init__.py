@@ -55,7 +55,8 @@ def _measured_trace(scenario: ReplayScenario, measured: Outcomes, folder: Path) 
 
 
 def replay(scenario_file: str | Path, *, measured: str | Path | None = None, output_dir: str | Path | None = None,
-           overrides: tuple[str, ...] = (), plots: bool = True, overwrite: bool = False) -> ReplayResult:
+           overrides: tuple[str, ...] = (), plots: bool = True, overwrite: bool = False,
+           backend: str = "profile") -> ReplayResult:
     """Replays one scenario file.
 
     Args:
@@ -66,9 +67,10 @@ def replay(scenario_file: str | Path, *, measured: str | Path | None = None, out
         overrides: ``key=value`` config overrides, as ``cosim run --set``.
         plots: write plots.
         overwrite: replace the files of a run folder that exists and is not empty (else refused).
+        backend: what times the steps: ``profile`` (the scenario's profile bundle) or ``aiconfigurator``.
 
     Raises:
-        ScenarioError: unreadable scenario, trace, bundle or measurement; a taken run folder.
+        ScenarioError: unreadable scenario, trace, bundle or measurement; a taken run folder; an unknown backend.
     """
     scenario = load_scenario(scenario_file)
     out = Path(output_dir) if output_dir is not None else None
@@ -78,7 +80,7 @@ def replay(scenario_file: str | Path, *, measured: str | Path | None = None, out
     trace = None
     if measured_outcomes is not None and out is not None:
         trace = _measured_trace(scenario, measured_outcomes, out)
-    config = build_config(scenario, trace=trace)
+    config = build_config(scenario, trace=trace, backend=backend)
     config["output"]["plots"] = plots
     result = run(config, overrides=overrides, output_dir=out, overwrite=True)  # checked above
     simulated = outcomes_from_records(result.requests)

@@ -29,6 +29,10 @@ KNOWN_GPU_BLOCKS = {("RTX4090", "meta-llama/Llama-3.1-8B"): 2588}
 # Devices: scenario hardware label -> cosim device preset.
 DEVICE_PRESETS = {"RTX4090": "RTX-4090", "RTXPRO6000": "RTX-PRO-6000"}
 
+# What times the replay's steps: ``profile``, the regression backend on the scenario's profile bundle
+# (the run's own kernels); ``aiconfigurator``, NVIDIA's operator tables for the device's vLLM (docs/aiconfigurator.md).
+REPLAY_BACKENDS = ("profile", "aiconfigurator")
+
 
 @dataclass(frozen=True)
 class ReplayScenario:
@@ -106,16 +110,28 @@ def load_scenario(path: str | Path) -> ReplayScenario:
         trace=resolve_path(path, trace), profile_bundle=resolve_path(path, bundle))
 
 
-def build_config(scenario: ReplayScenario, *, trace: Path | None = None) -> dict[str, Any]:
+def _backend(scenario: ReplayScenario, backend: str) -> dict[str, Any]:
+    if backend == "aiconfigurator":  # kernel times as the bundle's are: the hub adds the host time to both
+        return {"kind": "aiconfigurator", "options": {"engine": "vllm"}}
+    if backend != "profile":
+        raise ScenarioError("backend", f"{backend!r}: a replay is timed by one of {list(REPLAY_BACKENDS)}")
+    # collectives on the device preset's link (its figures cited in hub/presets/devices.yaml)
+    return {"kind": "regression", "options": {"profile_bundle": str(scenario.profile_bundle)}}
+
+
+def build_config(scenario: ReplayScenario, *, trace: Path | None = None, backend: str = "profile") -> dict[str, Any]:
     """The cosim config of a scenario: one client per DP rank behind a router.
 
     Args:
         scenario: from :func:`load_scenario`.
         trace: a JSONL trace to replay instead of the scenario's (e.g. measured arrivals).
+        backend: what times the steps, one of :data:`REPLAY_BACKENDS` (the config's backend of that name).
+
+    Raises:
+        ScenarioError: an unknown ``backend``.
     """
     device = DEVICE_PRESETS.get(scenario.hardware, scenario.hardware)
-    # collectives on the device preset's link (its figures cited in hub/presets/devices.yaml)
-    options: dict[str, Any] = {"profile_bundle": str(scenario.profile_bundle)}
+    backends = {backend: _backend(scenario, backend)}
     scheduler: dict[str, Any] = {
         "batching": "chunked", "packing": "fcfs", "max_num_seqs": scenario.max_num_seqs,
         "max_num_batched_tokens": scenario.max_num_batched_tokens, "block_size": scenario.block_size,
@@ -130,7 +146,7 @@ def build_config(scenario: ReplayScenario, *, trace: Path | None = None) -> dict
         scheduler["num_gpu_blocks"] = scenario.num_gpu_blocks
     # vLLM DP with EP: every DP rank is one engine with TP `tp`; experts are split over dp x tp ranks.
     ep = scenario.dp * scenario.tp if scenario.ep > 1 else 1
-    clients = [{"name": f"rank{i}" if scenario.dp > 1 else "vllm", "model": "model", "backend": "profile",
+    clients = [{"name": f"rank{i}" if scenario.dp > 1 else "vllm", "model": "model", "backend": backend,
                 "hardware": {"device": "gpu", "count": scenario.tp, "tensor_parallel": scenario.tp,
                              "expert_parallel": ep},
                 "scheduler": scheduler} for i in range(scenario.dp)]
@@ -142,11 +158,9 @@ def build_config(scenario: ReplayScenario, *, trace: Path | None = None) -> dict
         "seed": 42,
         "models": {"model": {"preset": scenario.model, "dtype": "bf16"}},
         "hardware": {"gpu": {"preset": device}},
-        "backends": {"profile": {"kind": "regression", "options": options}},
+        "backends": backends,
         "clients": clients,
-        # vLLM's DP load balancer sends a request to the engine with the fewest
-        # waiting (x4) plus running requests; fewest stages in flight is the closest policy here.
-        "router": {"policy": "least_outstanding"},
+        "router": {"policy": "vllm_dp"},  # vLLM's own DP load balancer (one client per rank)
         "workload": {
             "requests": sum(1 for line in trace_path.open() if line.strip()),
             "trace": {"path": str(trace_path), "format": "jsonl", "arrival_column": "arrival_time_ns",

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+import numpy as np
+
 from ..records import RequestRecord, StageRecord
 
 WAITING, RUNNING, SWAPPED, FINISHED = "waiting", "running", "swapped", "finished"
@@ -33,7 +35,7 @@ class Sequence:
 
     __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
                  "prefix_id", "prefix_blocks", "cached", "state", "order", "generated", "forks", "swapped_blocks",
-                 "swapped_bytes", "prompt_tokens", "block_hashes")
+                 "swapped_bytes", "prompt_tokens", "block_hashes", "drafts", "spec_draws", "spec_step")
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
                  target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,
@@ -52,6 +54,9 @@ class Sequence:
         self.order = order  # admission order on this client (FCFS and preemption victim choice)
         self.swapped_blocks = 0  # blocks held in host memory while SWAPPED
         self.swapped_bytes = 0
+        self.drafts = 0  # speculative draft tokens to verify at its next step (see .speculative)
+        self.spec_draws: np.ndarray | None = None  # speculative: one uniform draw per verification
+        self.spec_step = 0  # speculative: verifications so far (the next draw's index)
 
     def clone(self) -> Sequence:
         """A copy to schedule hypothetically (lookahead); it shares the request and stage records,
@@ -64,12 +69,13 @@ class Sequence:
         copy.prefix_id, copy.prefix_blocks, copy.cached = self.prefix_id, self.prefix_blocks, self.cached[:]
         copy.prompt_tokens, copy.block_hashes = self.prompt_tokens, self.block_hashes
         copy.swapped_blocks, copy.swapped_bytes = self.swapped_blocks, self.swapped_bytes
+        copy.drafts, copy.spec_draws, copy.spec_step = self.drafts, self.spec_draws, self.spec_step
         return copy
 
     @property
     def remaining_tokens(self) -> int:
-        """Tokens still to schedule before the next sample."""
-        return self.num_tokens - self.num_computed
+        """Tokens still to schedule before the next sample (speculative drafts included)."""
+        return self.num_tokens + self.drafts - self.num_computed
 
     @property
     def remaining_work(self) -> int:

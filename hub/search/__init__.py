@@ -3,8 +3,9 @@
 - :func:`goodput` (``cosim goodput``): the highest request rate at which a
   scenario's SLOs hold, with a confidence interval (:mod:`.stats` says how).
 - :func:`search` (``cosim search``): every deployment of a space (SKU, TP/PP,
-  xm vs ypzd, batching, chunk size, max_num_seqs) ranked by goodput and
-  goodput per dollar; serial, on a process pool, or as Ray tasks; resumable.
+  xm vs ypzd, batching, chunk size, max_num_seqs) ranked by goodput,
+  goodput or tokens per dollar, or tokens per joule; serial, on a process
+  pool, or as Ray tasks; resumable.
 """
 
 from .deployments import SearchResult, search

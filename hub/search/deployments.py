@@ -1,4 +1,4 @@
-"""``cosim search``: rank the deployments of a space by goodput and goodput per dollar.
+"""``cosim search``: rank the deployments of a space by goodput, per dollar or per joule.
 
 Main names: :func:`search` (``cosim.search``) and :class:`SearchResult`.
 """
@@ -15,9 +15,10 @@ import numpy as np
 
 from ..config import parse_config
 from ..workload import generate_requests
+from .prune import MONOTONE, mark_pruned, prunable
 from .report import rank, write_report
 from .space import SearchSpace, enumerate_candidates, load_space
-from .sweep import Checkpoint, payload, run_sweep
+from .sweep import Checkpoint, Row, payload, run_sweep
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,8 @@ class SearchResult:
         rows: one dict per deployment in ranked order (the columns of results.csv): ``rank`` (None
             unless it has goodput), ``label``, ``status`` (ok, infeasible, error), ``reason``,
             ``goodput_rps`` and its interval's upper end, ``cost_per_hour_usd``, ``goodput_per_usd``
-            (requests per dollar at the goodput rate), ``tokens_per_usd``, the knobs, ``pareto``.
+            (requests per dollar at the goodput rate), ``tokens_per_usd``, ``tokens_per_j`` (output
+            tokens per joule at the goodput rate), the knobs, ``pareto``.
         objective: what ``rows`` is ranked by.
         output_dir: the folder with results.csv, results.md, pareto.png and results.jsonl, if any.
         num_evaluated: deployments simulated in this call (the rest came from the checkpoint or were infeasible).
@@ -63,7 +65,7 @@ def _mean_output_tokens(base: Mapping[str, Any], base_dir: Path) -> float:
 
 def search(space: str | Path | Mapping[str, Any] | SearchSpace, *, output_dir: str | Path | None = None,
            workers: int = 1, ray: str | None = None, progress: bool | None = False,
-           resume: bool = True) -> SearchResult:
+           resume: bool = True, exhaustive: bool = False) -> SearchResult:
     """Evaluates every deployment of a space and ranks them (``cosim search``).
 
     Args:
@@ -75,6 +77,9 @@ def search(space: str | Path | Mapping[str, Any] | SearchSpace, *, output_dir: s
             start Ray here; an already initialized Ray session is used as it is.
         progress: progress bar with ETA (None: when stderr is a terminal).
         resume: reuse rows in the folder's results.jsonl whose configuration hash matches.
+        exhaustive: bisect every deployment to the tolerance; by default a deployment that cannot reach
+            the space's ``keep_top`` best is pruned after its bracket (:mod:`.prune`): the top rows are the
+            same, value for value, and the pruned ones show bounds.
 
     Returns:
         The ranked rows (the same whatever the executor: every evaluation is seeded).
@@ -96,18 +101,55 @@ def search(space: str | Path | Mapping[str, Any] | SearchSpace, *, output_dir: s
     already = sum(1 for j in jobs if j["key"] in checkpoint.rows)
     log.info("%d deployments (%d infeasible in memory, %d from the checkpoint)", len(jobs),
              sum(1 for c in candidates if c.infeasible), already)
-    counted = [0]
+    simulated: set[str] = set()
 
     def count(row: dict[str, Any]) -> None:
-        counted[0] += 1
+        simulated.add(row["key"])
 
-    rows = run_sweep(jobs, checkpoint, workers=workers, ray_address=ray, progress=progress, on_row=count)
-    ranked = rank(rows, parsed.objective)
-    result = SearchResult(rows=ranked, objective=parsed.objective, output_dir=out_dir, num_evaluated=counted[0])
+    keep = 0 if exhaustive else parsed.keep_top
+    options: dict[str, Any] = {"workers": workers, "ray_address": ray, "progress": progress, "on_row": count}
+    if keep <= 0 or parsed.objective not in MONOTONE:
+        rows = run_sweep([_continued(job, checkpoint) for job in jobs], checkpoint, **options)
+    else:
+        rows = _in_rounds(jobs, checkpoint, parsed.objective, keep, mean_out, options)
+    ranked = rank([{k: v for k, v in row.items() if k not in ("state", "paused")} for row in rows],
+                  parsed.objective)
+    result = SearchResult(rows=ranked, objective=parsed.objective, output_dir=out_dir, num_evaluated=len(simulated))
     if out_dir is not None:
         title = f"deployments ranked by {parsed.objective}"
         result.files = write_report(out_dir, ranked, title)
     return result
+
+
+def _continued(job: Row, checkpoint: Checkpoint, pause_after: int | None = None) -> Row:
+    """The job, resuming the goodput search its checkpoint row paused, if it did."""
+    row = checkpoint.rows.get(job["key"])
+    if row is not None and row.get("paused"):
+        return {**job, "state": row["state"], "wall_s": row["wall_s"], "pause_after": pause_after}
+    return {**job, "pause_after": pause_after}
+
+
+def _in_rounds(jobs: list[Row], checkpoint: Checkpoint, objective: str, keep: int, mean_out: float,
+               options: dict[str, Any]) -> list[Row]:
+    """Every deployment's bracket, then rounds of one bisection rate each for the deployments that can
+    still reach the top ``keep``; after each round the bounds tighten and more are pruned (:mod:`.prune`).
+
+    The rounds are synchronized (each is one sweep), so which deployments are pruned depends only on
+    seeded results. A pruned row stays paused in the checkpoint: an exhaustive search resumed from it
+    finishes its bisection without rerunning what it ran.
+    """
+    pruned: dict[str, float] = {}
+    live = jobs
+    pause_after = 0
+    while live:
+        run_sweep([_continued(job, checkpoint, pause_after) for job in live], checkpoint, **options)
+        rows = [checkpoint.rows[job["key"]] for job in jobs]
+        pruned = prunable(rows, objective, keep, mean_out)
+        live = [job for job in jobs if checkpoint.rows[job["key"]].get("paused") and job["key"] not in pruned]
+        log.info("round: %d deployments pruned, %d still bisecting", len(pruned), len(live))
+        pause_after = 1
+    rows = [checkpoint.rows[job["key"]] for job in jobs]
+    return [mark_pruned(row, pruned[row["key"]], keep, objective) if row["key"] in pruned else row for row in rows]
 
 
 class _MemoryCheckpoint(Checkpoint):

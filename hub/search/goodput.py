@@ -42,6 +42,8 @@ from .stats import Bound, Verdict, bounds, judge, point_feasible
 log = logging.getLogger(__name__)
 
 Mapper = Callable[[Callable[..., dict[str, float]], Sequence[tuple[Any, ...]]], list[dict[str, float]]]
+# What :attr:`GoodputResult.state` holds: T_min, the runs so far, and each tested rate's replications.
+SearchState = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,14 @@ class RatePoint:
         rate_per_s: requests per second offered.
         verdict: feasible, undecided or infeasible (see :mod:`cosim.hub.search.stats`).
         bounds: per SLO statistic, its mean and confidence bounds across the replications.
+        tokens_per_j: mean output tokens per joule of the replications (summary.json
+            ``energy.tokens_per_j``); None when a run has no energy total.
     """
 
     rate_per_s: float
     verdict: Verdict
     bounds: tuple[Bound, ...]
+    tokens_per_j: float | None = None
 
     @property
     def worst_ratio(self) -> float:
@@ -81,6 +86,11 @@ class GoodputResult:
         points: every rate tested, by rate.
         slo: the SLOs tested.
         note: why the search stopped early, if it did.
+        paused: the search paused (``pause_after``); :attr:`state` resumes it, and the goodput of the
+            finished search lies in [:attr:`lower_bound_rps`, :attr:`upper_bound_rps`).
+        state: plain data from which ``goodput(..., state=...)`` continues the search exactly.
+        tokens_per_j: output tokens per joule at ``goodput_rps`` (mean of its replications); None
+            when goodput is 0 or the runs have no energy total.
     """
 
     goodput_rps: float
@@ -95,12 +105,30 @@ class GoodputResult:
     points: list[RatePoint] = field(default_factory=list)
     slo: dict[str, dict[str, float]] = field(default_factory=dict)
     note: str = ""
+    tokens_per_j: float | None = None
+    paused: bool = False
+    state: SearchState = field(default_factory=dict, repr=False)
+
+    @property
+    def lower_bound_rps(self) -> float:
+        """What the finished search's goodput is at least: ``goodput_rps`` (final unless ``paused``)."""
+        return self.goodput_rps
+
+    @property
+    def upper_bound_rps(self) -> float:
+        """What the finished search's goodput is less than (for a ``paused`` result, the next rate tested
+        above ``goodput_rps``: the bisection only tests rates between the two); ``goodput_rps`` when final."""
+        if not self.paused:
+            return self.goodput_rps
+        above = [p.rate_per_s for p in self.points if p.rate_per_s > self.goodput_rps]
+        return above[0] if above else math.inf
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (inf becomes None)."""
         data = asdict(self)
+        data.pop("state")
         data["interval_rps"] = [_finite(v) for v in self.interval_rps]
-        data["points"] = [{"rate_per_s": p.rate_per_s, "verdict": p.verdict.value,
+        data["points"] = [{"rate_per_s": p.rate_per_s, "verdict": p.verdict.value, "tokens_per_j": p.tokens_per_j,
                            "bounds": [{k: _finite(v) if isinstance(v, float) else v for k, v in asdict(b).items()}
                                       for b in p.bounds]} for p in self.points]
         return data
@@ -118,23 +146,45 @@ class _RateSearch:
     """The bisection state of one scenario: every rate tested so far and its verdict."""
 
     def __init__(self, data: dict[str, Any], base_dir: Path, *, seeds: list[int], confidence: float,
-                 mapper: Mapper, trace_rate: float | None) -> None:
-        self.data, self.base_dir, self.seeds = data, base_dir, seeds
+                 mapper: Mapper, trace_rate: float | None, early_stop: bool = True) -> None:
+        self.data, self.base_dir, self.seeds, self.early_stop = data, base_dir, seeds, early_stop
         self.confidence, self.mapper, self.trace_rate = confidence, mapper, trace_rate
         self.points: dict[float, RatePoint] = {}
+        self.runs: dict[float, list[dict[str, float]]] = {}  # each rate's replications, as replicate returns them
         self.num_runs = 0
+
+    def resume(self, state: SearchState) -> None:
+        """Takes over the rates an earlier call tested (their replications are judged again, not rerun)."""
+        self.num_runs = state["num_runs"]
+        for entry in state["rates"]:
+            self.judge(float(entry["rate_per_s"]), [dict(run) for run in entry["runs"]])
+
+    def state(self, t_min: float) -> SearchState:
+        """Plain data (JSON-ready) from which :meth:`resume` rebuilds this search exactly."""
+        return {"t_min": t_min, "num_runs": self.num_runs, "seeds": list(self.seeds),
+                "rates": [{"rate_per_s": r, "runs": self.runs[r]} for r in sorted(self.runs)]}
 
     def test(self, rate: float) -> RatePoint:
         """Runs every seed at ``rate`` (once; repeats are looked up) and judges the result."""
         if rate in self.points:
             return self.points[rate]
         scenario = sc.with_rate(self.data, rate, trace_rate=self.trace_rate)
-        runs = self.mapper(sc.replicate, [(scenario, str(self.base_dir), s) for s in self.seeds])
+        # One replication's verdict is the rate's (stats.judge), so its run may stop once it fails; with
+        # more, the interval needs each run's value, which a stopped run only bounds from below.
+        stop_on = ("fail",) if self.early_stop and len(self.seeds) == 1 else ()
+        runs = self.mapper(sc.replicate, [(scenario, str(self.base_dir), s, stop_on) for s in self.seeds])
         self.num_runs += len(runs)
+        return self.judge(rate, runs)
+
+    def judge(self, rate: float, runs: list[dict[str, float]]) -> RatePoint:
+        """The verdict at ``rate`` from its replications' statistics."""
+        self.runs[rate] = runs
         keys = [(m, s) for m, stats in self.data["slo"].items() for s in stats]
         samples = {key: [r[f"{key[0]}.{key[1]}"] for r in runs] for key in keys}
         found = bounds(samples, self.data["slo"], self.confidence)
-        point = RatePoint(rate, judge(found), tuple(found))
+        energy = [r.get(sc.TOKENS_PER_J, math.nan) for r in runs]
+        per_j = math.fsum(energy) / len(energy) if energy and not any(map(math.isnan, energy)) else None
+        point = RatePoint(rate, judge(found), tuple(found), tokens_per_j=per_j)
         self.points[rate] = point
         log.info("rate %.4g/s: %s (%s)", rate, point.verdict.value,
                  ", ".join(f"{b.metric}.{b.statistic} {b.mean:.4g} [{b.lower:.4g}, {b.upper:.4g}] vs {b.target:g}"
@@ -183,7 +233,8 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
             confidence: float = 0.9, replications: int = 5, tolerance: float = 0.05,
             requests: int | None = None, seed: int | None = None, lower_rate: float | None = None,
             upper_rate: float | None = None, max_runs: int = 400, max_doublings: int = 12,
-            refine_upper: bool = True, executor: Executor | None = None) -> GoodputResult:
+            refine_upper: bool = True, executor: Executor | None = None, pause_after: int | None = None,
+            state: SearchState | None = None, early_stop: bool = True) -> GoodputResult:
     """Finds the highest request rate at which the scenario's SLOs hold (``cosim goodput``).
 
     Args:
@@ -201,6 +252,16 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
         refine_upper: also narrow the interval's upper end to ``tolerance`` (about twice the runs);
             without it the upper end is the lowest violating rate the search happened to test.
         executor: runs the replications of one rate in parallel (e.g. a process pool).
+        pause_after: pause after this many bisection rates (0: once the bracket is found: the low end
+            tested, the high end doubled until an SLO fails); the result is ``paused``, with bounds on the
+            finished search's goodput and a ``state`` (``cosim search`` prunes deployments on these bounds).
+            None: run to the end.
+        state: a ``paused`` result's :attr:`GoodputResult.state`: continue that search (same arguments)
+            without rerunning its simulations; what it finishes with is what one uninterrupted call gives.
+        early_stop: with one replication, stop each run once its SLO is violated whatever the rest of
+            its requests do (:mod:`.early_stop`): the verdicts, hence the goodput and its interval, are
+            the full runs'; a stopped run's statistic is the bound that decided it (``estimate_rps``
+            interpolates with it). With more replications every run is simulated to the end.
 
     Returns:
         The goodput, its interval, and every rate tested.
@@ -222,14 +283,27 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
     first = data["seed"] if seed is None else seed
     seeds = [first + k for k in range(replications)]
     mapper: Mapper = _serial_map if executor is None else (lambda fn, args: list(executor.map(fn, *zip(*args))))
-    search = _RateSearch(data, folder, seeds=seeds, confidence=confidence, mapper=mapper, trace_rate=trace_rate)
+    search = _RateSearch(data, folder, seeds=seeds, confidence=confidence, mapper=mapper, trace_rate=trace_rate,
+                         early_stop=early_stop)
 
-    t_min = sc.single_request_s(data, folder)
-    search.num_runs += 1
-    low = lower_rate if lower_rate is not None else 0.1 / t_min
-    high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
-    note = _bracket(search, low, high, max_doublings)
+    if state is not None:
+        if state["seeds"] != seeds:
+            raise ScenarioError("state", f"was found with seeds {state['seeds']}, not {seeds}")
+        t_min, note = float(state["t_min"]), ""
+        search.resume(state)
+    else:
+        t_min = sc.single_request_s(data, folder)
+        search.num_runs += 1
+        low = lower_rate if lower_rate is not None else 0.1 / t_min
+        high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
+        note = _bracket(search, low, high, max_doublings)
+    tested = 0
     while not note and (rate := search.next_rate(tolerance, refine_upper)) is not None:
+        if pause_after is not None and tested >= pause_after:
+            result = _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
+            result.paused, result.state = True, search.state(t_min)
+            return result
+        tested += 1
         if search.num_runs + replications > max_runs:
             note = f"stopped after {search.num_runs} runs (max_runs); the interval is wider than the tolerance"
             break
@@ -255,9 +329,10 @@ def _result(search: _RateSearch, *, confidence: float, tolerance: float, t_min: 
     cap = infeasible[0] if infeasible else math.inf
     feasible = [p.rate_per_s for p in points if p.verdict is Verdict.FEASIBLE and p.rate_per_s < cap]
     best = feasible[-1] if feasible else 0.0
+    per_j = search.points[best].tokens_per_j if feasible else None
     slo = {m: dict(stats) for m, stats in search.data["slo"].items()}
     return GoodputResult(goodput_rps=best, interval_rps=(best, cap), estimate_rps=_estimate(points),
                          confidence=confidence, replications=len(search.seeds), seeds=list(search.seeds),
                          tolerance=tolerance, num_runs=search.num_runs, single_request_s=t_min, points=points,
-                         slo=slo, note=note)
+                         slo=slo, note=note, tokens_per_j=per_j)
 

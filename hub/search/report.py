@@ -20,11 +20,12 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]
 
 COLUMNS = ("rank", "label", "status", "goodput_rps", "goodput_upper_rps", "goodput_estimate_rps",
-           "cost_per_hour_usd", "goodput_per_usd", "tokens_per_usd", "prefill_device", "decode_device", "tp", "pp",
+           "cost_per_hour_usd", "goodput_per_usd", "tokens_per_usd", "tokens_per_j", "prefill_device",
+           "decode_device", "tp", "pp",
            "deployment", "shape", "batching", "chunk_size", "max_num_seqs", "num_devices", "runs", "pareto",
            "reason", "key")
 _MARKDOWN = ("rank", "label", "goodput_rps", "goodput_upper_rps", "cost_per_hour_usd", "goodput_per_usd",
-             "tokens_per_usd", "runs", "pareto", "status", "reason")
+             "tokens_per_usd", "tokens_per_j", "runs", "pareto", "status", "reason")
 _STATUS_ORDER = {"ok": 0, "infeasible": 1, "error": 2}
 
 

@@ -21,6 +21,7 @@ from ..config import ScenarioConfig, load_config, parse_config
 from ..errors import HubError, ScenarioError
 from ..runner import run
 from ..workload import generate_requests
+from .early_stop import SloWatch, StopRun
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +99,37 @@ def single_request_s(data: Mapping[str, Any], base_dir: Path) -> float:
     return float(value)
 
 
-def replicate(data: Mapping[str, Any], base_dir: str, seed: int) -> dict[str, float]:
-    """Runs the scenario with ``seed``; returns each SLO statistic it observed, keyed ``metric.statistic``.
+# The key of a replication's output tokens per joule (summary.json energy.tokens_per_j).
+TOKENS_PER_J = "energy.tokens_per_j"
+
+
+def replicate(data: Mapping[str, Any], base_dir: str, seed: int, stop_on: tuple[str, ...] = ()) -> dict[str, float]:
+    """Runs the scenario with ``seed``; returns each SLO statistic it observed, keyed ``metric.statistic``,
+    and its output tokens per joule under :data:`TOKENS_PER_J` (NaN when the run has no energy total).
 
     A statistic with no completed request behind it is inf (the SLO is not
     met); one the workload cannot have (TPOT of one-token answers) is 0. A run
     whose requests never finish counts as inf for every statistic.
+
+    ``stop_on`` (``"fail"``, ``"pass"``): stop the run once its SLO verdict is decided that way
+    (:mod:`.early_stop`); each statistic is then the bound that decided it (the lowest value the full
+    run could have on a fail, the highest on a pass), so the verdict is the full run's, and there
+    is no energy figure (NaN).
     """
     scenario = {**data, "seed": seed}
+    watch = SloWatch(data["slo"], int(data["workload"]["requests"]), stop_on) if stop_on else None
     try:
-        summary = run(scenario, base_dir=base_dir).summary
+        summary = run(scenario, base_dir=base_dir, on_request=watch.add if watch else None).summary
+    except StopRun as stop:
+        assert watch is not None
+        log.debug("seed %d: %s", seed, stop)
+        return {f"{m}.{s}": watch.bounds(m, s)[0 if not stop.passed else 1] for m, s, _ in watch.targets} | {
+            TOKENS_PER_J: math.nan}
     except HubError as err:
         log.info("seed %d: run did not finish (%s); counting the SLO as violated", seed, err)
-        return {f"{m}.{s}": math.inf for m, stats in data["slo"].items() for s in stats}
+        return {f"{m}.{s}": math.inf for m, stats in data["slo"].items() for s in stats} | {TOKENS_PER_J: math.nan}
     completed = summary["requests"]["completed"]
-    values: dict[str, float] = {}
+    values: dict[str, float] = {TOKENS_PER_J: float(summary.get("energy", {}).get("tokens_per_j") or math.nan)}
     for metric, stats in summary["slo"].items():
         for stat, entry in stats.items():
             observed = entry["observed"]

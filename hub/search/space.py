@@ -27,7 +27,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from .. import presets
+from .. import presets, safe_yaml
 from ..config import parse_config
 from ..errors import ScenarioError
 from ..frozen import FrozenModel
@@ -98,8 +98,11 @@ class SearchSpace(FrozenModel):
                                  description="allowed client counts per deployment (default: all in budget)")
     scheduler: SchedulerKnobs = Field(default_factory=SchedulerKnobs)
     goodput: GoodputSettings = Field(default_factory=GoodputSettings)
-    objective: Literal["goodput_per_usd", "goodput", "tokens_per_usd"] = Field(
-        "goodput_per_usd", description="what the table is ranked by")
+    objective: Literal["goodput_per_usd", "goodput", "tokens_per_usd", "tokens_per_j"] = Field(
+        "goodput_per_usd", description="what the table is ranked by: goodput, goodput or output tokens per dollar "
+                                       "at the goodput rate, or output tokens per joule at that rate (docs/energy.md)")
+    keep_top: int = Field(10, ge=0, description="rows ranked exactly as an exhaustive search ranks them; a deployment "
+                                                 "that cannot reach them is pruned after its bracket (0: none is)")
     output: dict[str, str] = Field(default_factory=dict, description="{dir: folder of the results}")
 
 
@@ -136,7 +139,7 @@ def load_space(space: str | Path | Mapping[str, Any] | SearchSpace) -> tuple[Sea
     if isinstance(space, (str, Path)):
         path = Path(space)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = safe_yaml.load(path.read_text())
         except (OSError, yaml.YAMLError) as err:
             raise ScenarioError(str(path), f"cannot read search space: {err}") from None
         folder = path.resolve().parent

@@ -31,16 +31,34 @@ log = logging.getLogger(__name__)
 Row = dict[str, Any]
 
 
+
+
 def payload(candidate: Candidate, base_dir: Path, settings: dict[str, Any], mean_output_tokens: float) -> Row:
     """Everything :func:`evaluate` needs, as plain data (pickled to workers and Ray tasks)."""
     return {"key": candidate.key, "label": candidate.label, "facts": candidate.facts,
             "scenario": candidate.scenario, "base_dir": str(base_dir), "settings": settings,
             "cost_per_hour_usd": candidate.cost_per_hour_usd, "infeasible": candidate.infeasible,
-            "mean_output_tokens": mean_output_tokens}
+            "mean_output_tokens": mean_output_tokens, "pause_after": None, "state": None}
+
+
+def done(job: Row, checkpoint: Checkpoint) -> bool:
+    """Whether the checkpoint already has what ``job`` would compute: a finished row, or for a job
+    that pauses, any row at least as far (its goodput search's runs so far)."""
+    row = checkpoint.rows.get(job["key"])
+    if row is None:
+        return False
+    if not row.get("paused"):
+        return True
+    return job["pause_after"] is not None and row["runs"] > (job["state"] or {}).get("num_runs", 0)
 
 
 def evaluate(job: Row) -> Row:
-    """The goodput of one deployment and what it is worth per dollar.
+    """The goodput of one deployment, what it is worth per dollar, and its output tokens per joule
+    at that rate (None when its devices have no power figure).
+
+    A job with ``pause_after`` set pauses its goodput search (see :func:`.goodput.goodput`): its row
+    is ``paused``, with the bounds ``goodput_rps`` <= goodput < ``goodput_upper_rps`` and the
+    ``state`` a later job (``job["state"]``) resumes from; a search that ends first gives a final row.
 
     Status ``ok``; ``infeasible`` (does not fit in memory, or the backend
     rejects the cluster) with the reason; or ``error`` with the message.
@@ -54,20 +72,24 @@ def evaluate(job: Row) -> Row:
         result = goodput(job["scenario"], base_dir=job["base_dir"], confidence=settings["confidence"],
                          replications=settings["replications"], tolerance=settings["tolerance"],
                          requests=settings["requests"], max_runs=settings["max_runs"],
-                         refine_upper=settings["refine_upper"])
+                         refine_upper=settings["refine_upper"], pause_after=job.get("pause_after"),
+                         state=job.get("state"))
     except ScenarioError as err:
         return {**row, "status": "infeasible", "reason": str(err)}
     except CosimError as err:
         return {**row, "status": "error", "reason": str(err)}
-    upper = result.interval_rps[1]
+    upper = result.upper_bound_rps if result.paused else result.interval_rps[1]
     per_hour = job["cost_per_hour_usd"]
     rate = result.goodput_rps
     row.update(goodput_rps=rate, goodput_upper_rps=upper if upper != float("inf") else None,
                goodput_estimate_rps=result.estimate_rps,
                goodput_per_usd=rate * 3600 / per_hour if per_hour > 0 else None,
                tokens_per_usd=rate * job["mean_output_tokens"] * 3600 / per_hour if per_hour > 0 else None,
+               tokens_per_j=result.tokens_per_j,
                single_request_s=result.single_request_s, runs=result.num_runs, reason=result.note,
-               wall_s=round(time.perf_counter() - started, 3))
+               wall_s=round(time.perf_counter() - started + job.get("wall_s", 0.0), 3))
+    if result.paused:
+        row.update(paused=True, state=result.state)
     return row
 
 
@@ -146,7 +168,7 @@ def run_sweep(jobs: Sequence[Row], checkpoint: Checkpoint, *, workers: int = 1, 
         progress: show a bar with ETA (None: when stderr is a terminal).
         on_row: called with each new row.
     """
-    todo = [job for job in jobs if job["key"] not in checkpoint.rows]
+    todo = [job for job in jobs if not done(job, checkpoint)]
     if len(todo) < len(jobs):
         log.info("resuming: %d of %d deployments already evaluated", len(jobs) - len(todo), len(jobs))
     # Infeasible ones need no simulation: record them here, without a worker.

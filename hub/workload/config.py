@@ -17,6 +17,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from cosim.hub.errors import ScenarioError
 
+from ..bounds import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, MAX_WEIGHT
 from ..frozen import FrozenModel
 
 TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl"]
@@ -51,13 +52,16 @@ class TraceSource(FrozenModel):
     token_ids_column: str | None = Field(
         default=None, description="Prompt token ids column (a JSON list, or space-separated in CSV), for prefix "
                                   "caching by content; without it, prompts are synthesized (see docs).")
+    lora_column: str | None = Field(
+        default=None, description="Column naming each request's LoRA adapter (empty: the base model); read "
+                                  "from the input lengths' source, in place of workload.lora's draws.")
     time_unit: TimeUnit | None = Field(
         default=None, description="Unit of the arrival column (s, ms, us, ns or datetime); default per format.")
     sample: Literal["sequential", "random"] = Field(
         default="sequential",
         description="Rows for requests: 'sequential' (request i takes row start_row + i, keeping the "
                     "trace's length mix and order) or 'random' (rows drawn uniformly with replacement).")
-    start_row: int = Field(default=0, ge=0, description="Data rows to skip at the start of the file.")
+    start_row: int = Field(default=0, ge=0, le=MAX_REQUESTS, description="Data rows to skip at the start of the file.")
 
     @property
     def columns(self) -> tuple[str, str, str, TimeUnit]:
@@ -71,8 +75,10 @@ class TraceSource(FrozenModel):
 
 
 class _Length(FrozenModel):
-    min: int = Field(default=1, ge=1, description="Samples below this are raised to it (tokens).")
-    max: int | None = Field(default=None, ge=1, description="Samples above this are lowered to it (tokens).")
+    min: int = Field(default=1, ge=1, le=MAX_TOKENS, description="Samples below this are raised to it (tokens).")
+    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
+                            description="Samples above this are lowered to it (tokens); without it a sample "
+                                        "beyond 1e9 tokens is an error, not clipped.")
 
     @model_validator(mode="after")
     def _check_bounds(self) -> _Length:
@@ -85,15 +91,15 @@ class FixedLength(_Length):
     """Every request gets ``value`` tokens."""
 
     dist: Literal["fixed"] = Field(description="Distribution kind.")
-    value: int = Field(ge=1, description="Tokens.")
+    value: int = Field(ge=1, le=MAX_TOKENS, description="Tokens.")
 
 
 class UniformLength(_Length):
     """Integers drawn uniformly from ``low..high`` inclusive."""
 
     dist: Literal["uniform"] = Field(description="Distribution kind.")
-    low: int = Field(ge=1, description="Smallest length (tokens).")
-    high: int = Field(ge=1, description="Largest length (tokens), inclusive.")
+    low: int = Field(ge=1, le=MAX_TOKENS, description="Smallest length (tokens).")
+    high: int = Field(ge=1, le=MAX_TOKENS, description="Largest length (tokens), inclusive.")
 
     @model_validator(mode="after")
     def _check_range(self) -> UniformLength:
@@ -106,8 +112,8 @@ class NormalLength(_Length):
     """Normal samples, rounded to integers, then clipped to min..max."""
 
     dist: Literal["normal"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, description="Mean (tokens).")
-    std: float = Field(ge=0, description="Standard deviation (tokens).")
+    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean (tokens).")
+    std: float = Field(ge=0, le=MAX_TOKENS, description="Standard deviation (tokens).")
 
 
 class LognormalLength(_Length):
@@ -120,8 +126,8 @@ class LognormalLength(_Length):
     """
 
     dist: Literal["lognormal"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, description="Mean of the distribution (tokens).")
-    sigma: float = Field(ge=0, description="Standard deviation of the underlying normal (log space).")
+    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean of the distribution (tokens).")
+    sigma: float = Field(ge=0, le=10, description="Standard deviation of the underlying normal (log space).")
 
 
 class TraceLength(_Length):
@@ -149,8 +155,9 @@ class PoissonArrival(FrozenModel):
     first request arrives one gap after ``start_s``."""
 
     process: Literal["poisson"] = Field(description="Arrival process kind.")
-    rate_per_s: float = Field(gt=0, description="Mean arrival rate, requests per second.")
-    start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
+    rate_per_s: float = Field(gt=0, le=MAX_RATE_PER_S,
+                              description="Mean arrival rate, requests per second.")
+    start_s: float = Field(default=0.0, ge=0, le=MAX_TIME_S, description="Time the process starts, seconds.")
 
 
 class GammaArrival(FrozenModel):
@@ -159,9 +166,10 @@ class GammaArrival(FrozenModel):
     cv = 1 is Poisson, cv < 1 is more regular."""
 
     process: Literal["gamma"] = Field(description="Arrival process kind.")
-    rate_per_s: float = Field(gt=0, description="Mean arrival rate, requests per second.")
-    cv: float = Field(gt=0, description="Coefficient of variation of inter-arrival times (burstiness).")
-    start_s: float = Field(default=0.0, ge=0, description="Time the process starts, seconds.")
+    rate_per_s: float = Field(gt=0, le=MAX_RATE_PER_S,
+                              description="Mean arrival rate, requests per second.")
+    cv: float = Field(ge=1e-3, le=1e3, description="Coefficient of variation of inter-arrival times (burstiness).")
+    start_s: float = Field(default=0.0, ge=0, le=MAX_TIME_S, description="Time the process starts, seconds.")
 
 
 class UniformArrival(FrozenModel):
@@ -170,16 +178,17 @@ class UniformArrival(FrozenModel):
     <= 1 keeps the order and the mean rate."""
 
     process: Literal["uniform"] = Field(description="Arrival process kind.")
-    rate_per_s: float = Field(gt=0, description="Arrival rate, requests per second.")
+    rate_per_s: float = Field(gt=0, le=MAX_RATE_PER_S,
+                              description="Arrival rate, requests per second.")
     jitter: float = Field(default=0.0, ge=0, le=1, description="Random offset within each slot, fraction of 1/rate.")
-    start_s: float = Field(default=0.0, ge=0, description="Time of the first slot, seconds.")
+    start_s: float = Field(default=0.0, ge=0, le=MAX_TIME_S, description="Time of the first slot, seconds.")
 
 
 class ConstantArrival(FrozenModel):
     """Every request arrives at once, at ``at_s`` (a closed batch)."""
 
     process: Literal["constant"] = Field(description="Arrival process kind.")
-    at_s: float = Field(default=0.0, ge=0, description="Arrival time of all requests, seconds.")
+    at_s: float = Field(default=0.0, ge=0, le=MAX_TIME_S, description="Arrival time of all requests, seconds.")
 
 
 class TraceArrival(FrozenModel):
@@ -189,7 +198,7 @@ class TraceArrival(FrozenModel):
 
     process: Literal["trace"] = Field(description="Arrival process kind.")
     trace: TraceSource | None = Field(default=None, description="Trace to read; default workload.trace.")
-    speedup: float = Field(default=1.0, gt=0, description="Replay speed factor (> 1 compresses time).")
+    speedup: float = Field(default=1.0, ge=1e-6, le=1e9, description="Replay speed factor (> 1 compresses time).")
 
 
 ArrivalProcess = Annotated[
@@ -211,20 +220,82 @@ class PrefixConfig(FrozenModel):
     ``input_tokens = prefix_tokens + sampled``.
     """
 
-    num_prefixes: int = Field(ge=1, description="Distinct prefixes.")
-    tokens: int = Field(ge=1, description="Length of each prefix (tokens).")
+    num_prefixes: int = Field(ge=1, le=1_000_000, description="Distinct prefixes.")
+    tokens: int = Field(ge=1, le=MAX_TOKENS, description="Length of each prefix (tokens).")
     share: float = Field(default=1.0, ge=0, le=1, description="Fraction of requests that carry a prefix.")
     popularity: Literal["uniform", "zipf"] = Field(
         default="uniform",
         description="How requests pick a prefix: uniformly, or Zipf (prefix k with weight 1/k**zipf_s).")
-    zipf_s: float = Field(default=1.0, gt=0, description="Zipf exponent when popularity is zipf.")
+    zipf_s: float = Field(default=1.0, gt=0, le=100, description="Zipf exponent when popularity is zipf.")
+
+
+# vLLM's default --max-lora-rank: the rank of adapters no rank is given for.
+DEFAULT_LORA_RANK = 16
+
+
+class LoraAdapterConfig(FrozenModel):
+    """One named LoRA adapter."""
+
+    name: str = Field(min_length=1, max_length=256, description="Adapter name (vLLM's lora_name).")
+    rank: int = Field(default=DEFAULT_LORA_RANK, ge=1, le=4096, description="Its rank r.")
+
+
+class LoraWorkloadConfig(FrozenModel):
+    """Requests naming LoRA adapters (multi-tenant LoRA serving).
+
+    A fraction ``share`` of requests names an adapter; the rest run the base
+    model. ``adapters`` is a count (``lora-0`` .. ``lora-{N-1}``, each of
+    ``rank``) or a list of named adapters with ranks. Requests pick one
+    uniformly, or by Zipf popularity: the k-th adapter (1-based, in list order)
+    with weight ``1 / k**zipf_s``, as S-LoRA's and Punica's workloads draw
+    adapters by a power law. A trace's ``lora_column`` names the adapters instead
+    (unlisted names get ``rank``).
+    """
+
+    adapters: int | list[LoraAdapterConfig] = Field(
+        description="How many adapters (named lora-0, lora-1, ...), or the adapters by name and rank.")
+    rank: int = Field(default=DEFAULT_LORA_RANK, ge=1, le=4096,
+                      description="Rank of the counted (or unlisted trace) adapters.")
+    distribution: Literal["uniform", "zipf"] = Field(default="uniform",
+                                                     description="How a request picks its adapter.")
+    zipf_s: float = Field(default=1.0, gt=0, le=100, description="Zipf exponent (distribution: zipf).")
+    share: float = Field(default=1.0, ge=0, le=1, description="Fraction of requests that name an adapter.")
+
+    @model_validator(mode="after")
+    def _check_adapters(self) -> LoraWorkloadConfig:
+        if isinstance(self.adapters, int) and not 1 <= self.adapters <= 1_000_000:
+            raise ValueError(f"adapters must be a count in [1, 1000000] or a list, got {self.adapters}")
+        if isinstance(self.adapters, list):
+            names = [a.name for a in self.adapters]
+            if not names or len(set(names)) != len(names):
+                raise ValueError(f"adapters needs at least one adapter and unique names, got {names}")
+        return self
+
+    def ranks(self) -> dict[str, int]:
+        """Every adapter by name, with its rank, in popularity order."""
+        if isinstance(self.adapters, int):
+            return {f"lora-{k}": self.rank for k in range(self.adapters)}
+        return {a.name: a.rank for a in self.adapters}
+
+
+class RequestClassConfig(FrozenModel):
+    """A class of requests: its share of the workload, its priority and its deadline (docs/priorities.md)."""
+
+    share: float = Field(gt=0, le=1e6, allow_inf_nan=False,
+                         description="relative weight: the class's share of the requests")
+    priority: int = Field(0, ge=-(2**31), le=2**31 - 1,
+                          description="vLLM's request priority: lower is served first under scheduler.packing: "
+                                      "priority")
+    deadline_s: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False,
+                                     description="time to first token it should meet, from its arrival: its "
+                                                 "deadline under scheduler.packing: edf")
 
 
 class WorkloadConfig(FrozenModel):
     """What requests arrive, when, and how long they are."""
 
     requests: int | None = Field(
-        default=None, ge=1,
+        default=None, ge=1, le=MAX_REQUESTS,
         description="Requests to generate; default all rows a sequential trace source has from start_row.")
     trace: TraceSource | None = Field(default=None, description="Trace shared by 'trace' lengths and arrivals.")
     arrival: ArrivalProcess = Field(description="Arrival process.")
@@ -235,6 +306,11 @@ class WorkloadConfig(FrozenModel):
         default=None, description="Pipeline mix: template name -> relative weight (> 0); unset = prefill+decode.")
     models: dict[str, float] | None = Field(
         default=None, description="Model mix: model name -> relative weight (> 0); unset = the single model.")
+    lora: LoraWorkloadConfig | None = Field(
+        default=None, description="LoRA adapters the requests name (docs/lora.md); none if unset.")
+    classes: dict[str, RequestClassConfig] | None = Field(
+        default=None, description="Request classes by name, drawn by share: priorities and deadlines "
+                                  "(docs/priorities.md); none if unset.")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
@@ -248,9 +324,13 @@ class WorkloadConfig(FrozenModel):
         if self.requests is None and not any(
                 s is not None and s.sample == "sequential" for s in map(self.trace_source, _PARTS)):
             raise ValueError("requests must be set unless lengths or arrivals come from a sequential trace")
-        bad = {name: w for name, w in (self.models or {}).items() if not w > 0}
+        bad = {name: w for name, w in (self.models or {}).items() if not 0 < w <= MAX_WEIGHT}
         if bad or self.models == {}:
-            raise ValueError(f"models needs at least one model with weight > 0, got {self.models}")
+            raise ValueError(f"models needs at least one model with weight > 0 (each <= {MAX_WEIGHT:g}), "
+                             f"got {self.models}")
+        weights = self.templates or {}
+        if any(not 0 <= w <= MAX_WEIGHT for w in weights.values()) or (weights and not any(weights.values())):
+            raise ValueError(f"templates needs weights in [0, {MAX_WEIGHT:g}], one of them > 0, got {weights}")
         return self
 
     def trace_source(self, field: str) -> TraceSource | None:

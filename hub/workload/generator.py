@@ -15,14 +15,25 @@ from pathlib import Path
 
 import numpy as np
 
+from cosim.hub.bounds import MAX_TIME_NS, MAX_TIME_S, MAX_TOKENS
 from cosim.hub.errors import ScenarioError
-from cosim.hub.workload.config import LengthDist, TraceArrival, TraceLength, TraceSource, WorkloadConfig
+from cosim.hub.workload.config import (
+    DEFAULT_LORA_RANK,
+    LengthDist,
+    TraceArrival,
+    TraceLength,
+    TraceSource,
+    WorkloadConfig,
+)
 from cosim.hub.workload.sampling import clip_lengths, sample_arrivals_ns, sample_lengths, sample_prefixes
 from cosim.hub.workload.traces import TraceTable, load_trace
 
 logger = logging.getLogger(__name__)
 
 _STREAMS = ("arrival", "input", "output", "prefix", "model", "rows")
+
+
+NO_DEADLINE = 2**62  # a request without a deadline sorts after every one with one
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +51,12 @@ class RequestSpec:
     prefix_id: str | None = None
     prefix_tokens: int = 0
     prompt_token_ids: np.ndarray | None = None  # from the trace's token-ids column, if it has one
+    source: str | None = None  # the trace row ("file:line") its lengths were read from, if any
+    lora: str | None = None  # the LoRA adapter it names (None: the base model)
+    lora_rank: int = 0  # that adapter's rank
+    cls: str | None = None  # its request class (workload.classes), if any
+    priority: int = 0  # its class's priority (lower first, as vLLM's)
+    deadline_ns: int = NO_DEADLINE  # when its first token is due, under earliest-deadline-first
 
 
 def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_dir: Path) -> list[RequestSpec]:
@@ -73,13 +90,21 @@ def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_
         inputs = inputs + prefix_tokens
     models = _models(config, num, streams["model"])
     token_ids = _token_ids(config, tables, rows, inputs)
+    sources = _row_sources(config, tables, rows, num)
+
+    adapters = _adapters(config, tables, rows, num, rng)
+    classes = _classes(config, num, rng)
 
     order = np.argsort(arrivals, kind="stable")
     result = [
         RequestSpec(id=new_id, arrival_ns=int(arrivals[i]), input_tokens=int(inputs[i]),
                     output_tokens=int(outputs[i]), model=models[i] if models else None,
                     prefix_id=f"prefix-{prefix_idx[i]}" if prefix_idx[i] >= 0 else None,
-                    prefix_tokens=int(prefix_tokens[i]), prompt_token_ids=token_ids[i] if token_ids else None)
+                    prefix_tokens=int(prefix_tokens[i]), prompt_token_ids=token_ids[i] if token_ids else None,
+                    source=sources[i] if sources else None,
+                    lora=adapters[i][0] if adapters else None, lora_rank=adapters[i][1] if adapters else 0,
+                    cls=classes[i] if classes else None,
+                    **(_class_terms(config, classes[i], int(arrivals[i])) if classes else {}))
         for new_id, i in enumerate(order.tolist())
     ]
     logger.info("generated %d requests over %.3f s", num, (result[-1].arrival_ns - result[0].arrival_ns) / 1e9)
@@ -146,14 +171,23 @@ def _arrivals_ns(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceS
                  num: int, rng: np.random.Generator) -> np.ndarray:
     process = config.arrival
     if not isinstance(process, TraceArrival):
-        return sample_arrivals_ns(process, num, rng)
+        return sample_arrivals_ns(process, num, rng, where="workload.arrival")
     source = config.trace_source("arrival")
     assert source is not None  # checked by WorkloadConfig
     column, unit = source.columns[0], source.columns[3]
     times = tables.get(source).times_ns(column, unit)[rows[source]]
     relative: np.ndarray = times - times.min()
     if process.speedup != 1.0:
-        relative = np.rint(relative / process.speedup).astype(np.int64)
+        scaled = relative / process.speedup
+        if scaled.max(initial=0) > MAX_TIME_NS:
+            raise ScenarioError("workload.arrival.speedup", f"{process.speedup:g} stretches the trace's "
+                                f"{relative.max() / 1e9:.4g} s to {scaled.max() / 1e9:.4g} s, past the "
+                                f"{MAX_TIME_S:.0e} s cosim simulates")
+        relative = np.rint(scaled).astype(np.int64)
+    elif relative.max(initial=0) > MAX_TIME_NS:
+        raise ScenarioError(_row_of(tables.get(source), rows[source], int(np.argmax(relative))),
+                            f"arrives {relative.max() / 1e9:.4g} s after the first request, past the "
+                            f"{MAX_TIME_S:.0e} s cosim simulates")
     return relative
 
 
@@ -164,10 +198,32 @@ def _lengths(config: WorkloadConfig, field: str, tables: _TraceTables, rows: dic
         source = config.trace_source(field)
         assert source is not None  # checked by WorkloadConfig
         column = dist.column or source.columns[1 if field == "input_tokens" else 2]
-        values = tables.get(source).tokens(column)[rows[source]]
+        table = tables.get(source)
+        values = table.tokens(column)[rows[source]]
+        if dist.max is None and values.max(initial=0) > MAX_TOKENS:
+            raise ScenarioError(_row_of(table, rows[source], int(np.argmax(values))),
+                                f"{column}={values.max()} is more than the {MAX_TOKENS:.0e} tokens cosim allows; "
+                                f"set workload.{field}.max to clip lengths")
     else:
         values = sample_lengths(dist, num, rng)
-    return clip_lengths(values, dist.min, dist.max)
+    return clip_lengths(values, dist.min, dist.max, where=f"workload.{field}")
+
+
+def _row_of(table: TraceTable, rows: np.ndarray, index: int) -> str:
+    """``file:line`` of the trace row request ``index`` (in generation order) was read from."""
+    return f"{table.label}:{table.line(int(rows[index]))}"
+
+
+def _row_sources(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
+                 num: int) -> list[str]:
+    """Per request (in generation order), the trace row its lengths came from (the input's source
+    first); [] when neither length is read from a trace."""
+    for field in ("input_tokens", "output_tokens"):
+        source = config.trace_source(field)
+        if source is not None:
+            table = tables.get(source)
+            return [f"{table.label}:{table.line(row)}" for row in rows[source].tolist()]
+    return []
 
 
 def _token_ids(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
@@ -194,3 +250,52 @@ def _models(config: WorkloadConfig, num: int, rng: np.random.Generator) -> list[
     weights = np.array([config.models[name] for name in names], dtype=np.float64)
     picks = rng.choice(len(names), size=num, p=weights / weights.sum())
     return [names[k] for k in picks.tolist()]
+
+
+def _classes(config: WorkloadConfig, num: int, rng: np.random.Generator) -> list[str]:
+    """Each request's class (generation order), drawn by share from a stream of its own, spawned
+    only when classes are configured (a workload without them draws what it did before)."""
+    if not config.classes:
+        return []
+    names = list(config.classes)
+    weights = np.array([config.classes[name].share for name in names], dtype=np.float64)
+    picks = rng.spawn(1)[0].choice(len(names), size=num, p=weights / weights.sum())
+    return [names[k] for k in picks.tolist()]
+
+
+def _class_terms(config: WorkloadConfig, name: str, arrival_ns: int) -> dict[str, int]:
+    """A request's priority and deadline from its class."""
+    assert config.classes is not None
+    cls = config.classes[name]
+    deadline = NO_DEADLINE if cls.deadline_s is None else arrival_ns + round(cls.deadline_s * 1e9)
+    return {"priority": cls.priority, "deadline_ns": deadline}
+
+
+def _adapters(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray], num: int,
+              rng: np.random.Generator) -> list[tuple[str | None, int]]:
+    """Each request's LoRA adapter and rank (generation order): from the input source's
+    ``lora_column``, else drawn by ``workload.lora``; [] when requests name none.
+
+    The draws use a stream of their own, spawned only when LoRA is configured, so a workload
+    without it draws exactly what it did before.
+    """
+    lora = config.lora
+    source = config.trace_source("input_tokens")
+    ranks = lora.ranks() if lora is not None else {}
+    default_rank = lora.rank if lora is not None else DEFAULT_LORA_RANK
+    if source is not None and source.lora_column is not None:
+        names = tables.get(source).names(source.lora_column)
+        return [(name, ranks.get(name, default_rank) if name else 0)
+                for name in (names[row] for row in rows[source].tolist())]
+    if lora is None:
+        return []
+    stream = rng.spawn(1)[0]
+    has_adapter = stream.random(num) < lora.share
+    listed = list(ranks)
+    if lora.distribution == "zipf":
+        weights = 1.0 / np.arange(1, len(listed) + 1) ** lora.zipf_s
+        picks = stream.choice(len(listed), size=num, p=weights / weights.sum())
+    else:
+        picks = stream.integers(0, len(listed), size=num)
+    return [(listed[k], ranks[listed[k]]) if has else (None, 0)
+            for has, k in zip(has_adapter.tolist(), picks.tolist())]

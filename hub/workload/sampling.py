@@ -12,6 +12,8 @@ from typing import TypeAlias
 
 import numpy as np
 
+from cosim.hub.bounds import MAX_TIME_S, MAX_TOKENS
+from cosim.hub.errors import ScenarioError
 from cosim.hub.workload.config import (
     ConstantArrival,
     FixedLength,
@@ -29,29 +31,54 @@ SyntheticArrival: TypeAlias = PoissonArrival | GammaArrival | UniformArrival | C
 
 
 def sample_lengths(dist: SyntheticLength, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` token lengths (int64, unclipped; see :func:`clip_lengths`)."""
+    """``n`` token lengths, unclipped and not yet rounded for normal and lognormal draws (see
+    :func:`clip_lengths`)."""
     if isinstance(dist, FixedLength):
         return np.full(n, dist.value, dtype=np.int64)
     if isinstance(dist, UniformLength):
         return rng.integers(dist.low, dist.high, size=n, endpoint=True, dtype=np.int64)
     if isinstance(dist, NormalLength):
-        values = rng.normal(dist.mean, dist.std, size=n)
-    else:
-        # mean of a lognormal is exp(mu + sigma^2/2); solve for mu.
-        mu = math.log(dist.mean) - dist.sigma**2 / 2
-        values = rng.lognormal(mu, dist.sigma, size=n)
-    return np.rint(values).astype(np.int64)
+        return rng.normal(dist.mean, dist.std, size=n)
+    # mean of a lognormal is exp(mu + sigma^2/2); solve for mu.
+    mu = math.log(dist.mean) - dist.sigma**2 / 2
+    return rng.lognormal(mu, dist.sigma, size=n)
 
 
-def clip_lengths(values: np.ndarray, low: int, high: int | None) -> np.ndarray:
-    """Clip lengths to ``low..high`` (no upper bound when ``high`` is None)."""
-    upper = high if high is not None else np.iinfo(np.int64).max
-    clipped: np.ndarray = np.clip(values, low, upper).astype(np.int64)
+def clip_lengths(values: np.ndarray, low: int, high: int | None, *, where: str = "workload") -> np.ndarray:
+    """Lengths rounded to integers and clipped to ``low..high``.
+
+    Without ``high``, a length beyond :data:`~cosim.hub.bounds.MAX_TOKENS` is an error rather than
+    clipped to whatever int64 makes of it (a lognormal's tail, a huge mean).
+
+    Args:
+        values: sampled or read lengths (float or int).
+        low, high: the distribution's ``min`` and ``max`` (None: no upper bound).
+        where: the config path of the distribution, for errors.
+
+    Raises:
+        ScenarioError: at ``where``, a sample that is not finite, or beyond MAX_TOKENS without ``high``.
+    """
+    if values.dtype.kind == "f":
+        if not np.isfinite(values).all():
+            raise ScenarioError(where, "samples overflow (not finite); lower the mean or spread, or set max")
+        values = np.rint(values)
+    largest = values.max(initial=0)
+    if high is None and largest > MAX_TOKENS:
+        raise ScenarioError(where, f"a length of {float(largest):.4g} tokens was drawn, more than the "
+                                   f"{MAX_TOKENS:.0e} cosim allows; set max to clip lengths, or lower the mean "
+                                   "or spread")
+    # Clipped before the cast: int64 cannot hold every float sample.
+    clipped: np.ndarray = np.clip(values, low, high if high is not None else MAX_TOKENS).astype(np.int64)
     return clipped
 
 
-def sample_arrivals_ns(process: SyntheticArrival, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` non-decreasing arrival times in integer nanoseconds."""
+def sample_arrivals_ns(process: SyntheticArrival, n: int, rng: np.random.Generator, *,
+                       where: str = "workload.arrival") -> np.ndarray:
+    """``n`` non-decreasing arrival times in integer nanoseconds.
+
+    Raises:
+        ScenarioError: at ``where.rate_per_s``, arrivals beyond :data:`~cosim.hub.bounds.MAX_TIME_S`.
+    """
     if isinstance(process, ConstantArrival):
         return np.full(n, _to_ns(process.at_s), dtype=np.int64)
     if isinstance(process, UniformArrival):
@@ -67,6 +94,11 @@ def sample_arrivals_ns(process: SyntheticArrival, n: int, rng: np.random.Generat
             shape = 1.0 / process.cv**2  # gamma CV is 1/sqrt(shape)
             gaps = rng.gamma(shape, mean_gap / shape, size=n)
         times_s = process.start_s + np.cumsum(gaps)
+    last = float(times_s[-1]) if n else 0.0
+    if not last <= MAX_TIME_S:  # also NaN
+        raise ScenarioError(f"{where}.rate_per_s", f"{process.rate_per_s:g} requests/s puts the last of {n} "
+                                                   f"arrivals at {last:.4g} s, past the {MAX_TIME_S:.0e} s "
+                                                   "cosim simulates; raise the rate or lower workload.requests")
     # Rounding cannot reorder: times_s is non-decreasing and rint is monotone.
     return np.rint(times_s * 1e9).astype(np.int64)
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from cosim.hub.errors import ScenarioError
+from cosim.hub.quoting import may_quote, quoted
 from cosim.hub.workload.config import TimeUnit, TraceSource
 
 _UNIT_NS = {"s": 1e9, "ms": 1e6, "us": 1e3}
@@ -62,10 +63,22 @@ class TraceTable:
         """The file line of data row ``row``."""
         return self._lines[row]
 
+    def names(self, column: str) -> list[str | None]:
+        """A column of names (a LoRA adapter's): per row, the text, or None where it is empty."""
+        if column not in self.columns:
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
+        out: list[str | None] = []
+        for row, line in zip(self._rows, self._lines):
+            raw = row.get(column)
+            if raw is not None and not isinstance(raw, str | int):
+                raise ScenarioError(f"{self.label}:{line}", f"{column}={quoted(raw, self.label)} is not a name")
+            out.append(str(raw).strip() or None if raw is not None else None)
+        return out
+
     def token_ids(self, column: str) -> list[np.ndarray]:
         """A token-ids column: per row, a JSON list of integers (or a space-separated string, in CSV)."""
         if column not in self.columns:
-            raise ScenarioError(f"{self.label}:1", f"no column {column!r}; columns are {self.columns}")
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
         out = []
         for row, line in zip(self._rows, self._lines):
             raw = row.get(column)
@@ -74,8 +87,9 @@ class TraceTable:
                 if ids.ndim != 1 or (ids < 0).any():
                     raise ValueError("is not a list of token ids (integers >= 0)")
             except (ValueError, TypeError, OverflowError) as err:
-                shown = raw if len(repr(raw)) < 60 else f"{repr(raw)[:57]}..."
-                raise ScenarioError(f"{self.label}:{line}", f"{column}={shown!r} {err}") from None
+                shown = quoted(raw, self.label)
+                shown = shown if len(shown) < 60 else f"{shown[:57]}..."
+                raise ScenarioError(f"{self.label}:{line}", f"{column}={shown} {err}") from None
             out.append(ids)
         return out
 
@@ -83,7 +97,7 @@ class TraceTable:
         key = (column, kind)
         if key not in self._parsed:
             if column not in self.columns:
-                raise ScenarioError(f"{self.label}:1", f"no column {column!r}; columns are {self.columns}")
+                raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
             values = np.empty(len(self._rows), dtype=np.int64)
             for i, row in enumerate(self._rows):
                 raw = row.get(column)
@@ -92,9 +106,14 @@ class TraceTable:
                         raise ValueError("is empty")
                     values[i] = parse(raw)
                 except (ValueError, TypeError, OverflowError) as err:
-                    raise ScenarioError(f"{self.label}:{self._lines[i]}", f"{column}={raw!r} {err}") from None
+                    raise ScenarioError(f"{self.label}:{self._lines[i]}",
+                                        f"{column}={quoted(raw, self.label)} {err}") from None
             self._parsed[key] = values
         return self._parsed[key]
+
+    def _columns_shown(self) -> str:
+        # The header is the file's text: a hub shows it only for files the submitter uploaded.
+        return f"; columns are {self.columns}" if may_quote(self.label) else ""
 
 
 def load_trace(source: TraceSource, base_dir: Path) -> TraceTable:
@@ -132,8 +151,9 @@ def _read_csv(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]],
             if not fields:
                 continue  # blank line
             if len(fields) != len(header):
+                shown = f" ({','.join(header)})" if may_quote(label) else ""
                 raise ScenarioError(f"{label}:{reader.line_num}",
-                                    f"expected {len(header)} fields ({','.join(header)}), got {len(fields)}")
+                                    f"expected {len(header)} fields{shown}, got {len(fields)}")
             rows.append(dict(zip(header, fields, strict=True)))
             lines.append(reader.line_num)
     except csv.Error as err:

@@ -21,8 +21,9 @@ RUNTIME_CHECKS = [*SERVED, "predict_steps", "predict_steps_stream", "errors", "c
 MEMORY_CHECKS = [*SERVED, "access", "errors", "close_session"]
 NETWORK_CHECKS = [*SERVED, "transfer", "collective", "errors", "close_session"]
 
-# The simulators behind the optional extras (`cosim[genz]`, `cosim[scalesim]`), by import name.
-EXTRAS = {"genz": "GenZ", "scalesim": "scalesim"}
+# The simulators behind the optional extras (`cosim[genz]`, `cosim[scalesim]`, `cosim[aiconfigurator]`), by import
+# name.
+EXTRAS = {"genz": "GenZ", "scalesim": "scalesim", "aiconfigurator": "aiconfigurator_core"}
 
 
 def scalesim_spec() -> Spec:

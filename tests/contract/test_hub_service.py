@@ -17,10 +17,13 @@ from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.cli import main as cli_main
 from cosim.hub.registry import BackendRegistry
 from cosim.hub.server import HubServer, HubServicer, summary_of
+from cosim.hub.submitted import SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 
 LINEAR = "cosim.adapters.sdk.testing:LinearBackend"
+# These tests submit python: backends (LINEAR), which a hub imports only when allowed.
+ALLOW_PYTHON = SubmitPolicy(allow_python=True)
 
 
 def scenario(backend: dict[str, Any], requests: int = 60) -> dict[str, Any]:
@@ -42,7 +45,7 @@ def scenario(backend: dict[str, Any], requests: int = 60) -> dict[str, Any]:
 @pytest.fixture
 def hub(tmp_path: Path) -> Iterator[HubServer]:
     registry = BackendRegistry({})
-    with HubServer(HubServicer(tmp_path / "runs", registry=registry, data_dir=tmp_path)) as server:
+    with HubServer(HubServicer(tmp_path / "runs", registry=registry, data_dir=tmp_path, policy=ALLOW_PYTHON)) as server:
         yield server
 
 
@@ -135,6 +138,7 @@ def test_backend_that_dies_mid_run_ends_the_stream_with_unavailable(tmp_path: Pa
     servicer = HubServicer(tmp_path, registry=BackendRegistry({"lin": backend.address}))
     config = scenario({"kind": "roofline"}, requests=400)
     config["backends"]["lin"]["cache"] = False  # every step reaches the backend
+    config["backends"]["lin"]["reconnect_s"] = 0.5  # it does not come back: no use waiting long
     updates: list[hub_pb.RunUpdate] = []
     with HubServer(servicer) as hub, grpc.insecure_channel(hub.address) as channel:
         stub = hub_grpc.HubServiceStub(channel)
@@ -176,7 +180,7 @@ def test_submit_reports_an_unreachable_hub(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_a_run_stops_when_the_submitter_goes_away(tmp_path: Path) -> None:
-    servicer = HubServicer(tmp_path / "runs")
+    servicer = HubServicer(tmp_path / "runs", policy=ALLOW_PYTHON)
     config = scenario({"python": LINEAR}, requests=3000)
     config["backends"]["lin"]["cache"] = False
     with HubServer(servicer) as hub, grpc.insecure_channel(hub.address) as channel:

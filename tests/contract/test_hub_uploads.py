@@ -16,7 +16,7 @@ from cosim.hub.server import HubServer, HubServicer
 from cosim.hub.uploads import place_uploads
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
-from tests.contract.test_hub_service import LINEAR, scenario
+from tests.contract.test_hub_service import ALLOW_PYTHON, LINEAR, scenario
 from tests.unit.test_presets_user import HF_CONFIGS, PRESETS_FILE
 
 ROWS = 40
@@ -47,7 +47,8 @@ def write_config(folder: Path) -> Path:
 def hub(tmp_path: Path) -> Iterator[HubServer]:
     """A hub whose data folder holds none of the submitter's files."""
     (tmp_path / "hub-data").mkdir()
-    servicer = HubServicer(tmp_path / "runs", data_dir=tmp_path / "hub-data", max_upload_bytes=64 << 10)
+    servicer = HubServicer(tmp_path / "runs", data_dir=tmp_path / "hub-data", max_upload_bytes=64 << 10,
+                           policy=ALLOW_PYTHON)
     with HubServer(servicer) as server:
         yield server
 

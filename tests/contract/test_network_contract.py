@@ -20,7 +20,7 @@ MODES = [pb.SYNC_MODE_PREDICT, pb.SYNC_MODE_TIME_SYNCHRONIZED]
 @pytest.fixture(scope="module")
 def client() -> Iterator[NetworkClient]:
     server = BackendServer(AnalyticalNetworkBackend()).start()
-    client = NetworkClient("network", server.address, attempts=1)
+    client = NetworkClient("network", server.address, reconnect_s=0)
     yield client
     client.close()
     server.stop(0)

@@ -25,7 +25,7 @@ def make_spec(device: str = "H100-SXM", tp: int = 2) -> pb.SessionSpec:
 @pytest.fixture(scope="module")
 def client() -> Iterator[RuntimeClient]:
     server = BackendServer(RegressionBackend(), port=0).start()
-    client = RuntimeClient("regression", server.address, deadline_s=10.0, attempts=1)
+    client = RuntimeClient("regression", server.address, deadline_s=10.0, reconnect_s=0)
     yield client
     client.close()
     server.stop(0)

@@ -18,7 +18,7 @@ from ..unit.roofline_helpers import make_spec
 @pytest.fixture(scope="module")
 def client() -> Iterator[RuntimeClient]:
     server = BackendServer(RooflineBackend(), port=0).start()
-    client = RuntimeClient("roofline", server.address, attempts=1)
+    client = RuntimeClient("roofline", server.address, reconnect_s=0)
     yield client
     client.close()
     server.stop(0)

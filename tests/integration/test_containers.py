@@ -36,7 +36,7 @@ def submit(stack: Stack, config: Path, out: Path, *overrides: str) -> subprocess
 
 def test_stack_lists_every_backend_with_health(compose_stack: Stack) -> None:
     statuses = compose_stack.backends()
-    assert set(statuses) >= {"roofline", "regression", "memory", "network", "genz", "scalesim"}
+    assert set(statuses) >= {"roofline", "regression", "memory", "network", "genz", "scalesim", "aiconfigurator"}
     for name in ("roofline", "regression", "memory", "network"):
         assert statuses[name].healthy and statuses[name].address == f"{name}:50051"
         assert statuses[name].info.name
@@ -105,11 +105,12 @@ def test_killed_backend_fails_the_run_by_name_and_the_next_run_succeeds(compose_
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["requests"]["completed"] == 40
 
 
-def test_submit_naming_an_unknown_service_fails_with_its_address(compose_stack: Stack, tmp_path: Path) -> None:
+def test_submit_naming_an_address_is_refused_by_the_hub(compose_stack: Stack, tmp_path: Path) -> None:
+    """A submitted config may not make the hub connect to a host:port of its choosing (issue 23)."""
     result = submit(compose_stack, REPO / "examples" / "quickstart.yaml", tmp_path / "out", "workload.requests=20",
                     "backends.analytical.kind=null", "backends.analytical.address=lab:50051")
-    assert result.returncode == 1
-    assert "backend 'analytical'" in result.stderr and "lab:50051" in result.stderr, result.stderr
+    assert result.returncode == 2
+    assert "backends.analytical.address" in result.stderr and "--allow-address" in result.stderr, result.stderr
 
 
 def test_image_launcher_starts_waits_and_removes_the_container(cosim_image: str, docker_engine: object) -> None:

@@ -57,13 +57,16 @@ class JitteryBackend(LinearBackend):
         return timing
 
 
+@pytest.mark.parametrize("host_time", [False, True], ids=["sync", "async_scheduling"])
 @pytest.mark.parametrize("batching", ["continuous", "chunked", "mixed", "static"])
-def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str) -> None:
-    """Long decodes cut by arrivals, KV block boundaries and finishes, routed by remaining work."""
+def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str, host_time: bool) -> None:
+    """Long decodes cut by arrivals, KV block boundaries and finishes, routed by remaining work
+    (with host time, steps are formed one step ahead, as vLLM's async scheduling does)."""
     def run(name: str, **flags: bool) -> Path:
+        sched = {"batching": batching, "block_size": 16, "num_gpu_blocks": 60, "chunk_size": 64,
+                 "host_time": host_time}
         raw = scenario(
-            clients=[client("a", batching=batching, block_size=16, num_gpu_blocks=60, chunk_size=64),
-                     client("b", batching=batching, block_size=16, num_gpu_blocks=60, chunk_size=64)],
+            clients=[client("a", **sched), client("b", **sched)],
             per_token_ns=11,
             workload={"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 2000},
                       "input_tokens": {"dist": "uniform", "low": 20, "high": 200},

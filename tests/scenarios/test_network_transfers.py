@@ -43,3 +43,19 @@ def test_tensor_parallel_all_reduces_can_be_timed_by_the_network_backend(tmp_pat
     prefill = 1000 + 2 * 32 * 2 * 4096
     decode = 1000 + 2 * 32 * 2 * 40
     assert (r.first_token_ns, r.finish_ns) == (prefill, prefill + decode)
+
+
+def test_default_topology_keeps_a_clients_all_reduces_on_its_intra_node_link(tmp_path) -> None:
+    """Without a topology, a TP2 client's devices share an H100-SXM node: its all-reduces run on
+    NVLink at NCCL's bus bandwidth (450 GB/s x 0.73) with NCCL's NVLink hop latency (0.47 us),
+    not on the NIC; two clients sit on nodes of their own, so their KV crosses the NIC."""
+    tp2 = {"hardware": {"device": "h", "count": 2, "tensor_parallel": 2}}
+    config = scenario(clients=[{**client("p", role="prefill"), **tp2}, {**client("d", role="decode"), **tp2}],
+                      network={"backend": "net", "collectives": True})
+    config["backends"]["net"] = {"kind": "network"}
+    (r,) = run_with_trace(config, [(0, 100, 2)], tmp_path)
+    # switch all-reduce on 2 NPUs: 2 sends of D/2, each 2 hops x 470 ns + D/2 at 328.5 B/ns
+    send = int(2 * 470 + 409_600 / 328.5)  # prefill: D = 100 tokens x 4096 x 2 B
+    assert r.stages[0].end_ns - r.stages[0].start_ns == 1000 + 2 * 32 * 2 * send
+    # the KV: a half per device, node to node through the NIC switch (H100-SXM: 50 GB/s), 2 hops of 5 us
+    assert r.stages[1].transfer_ns == 2 * 5000 + SIZE // 2 // 50

@@ -91,9 +91,11 @@ def test_cli_search_with_a_process_pool_ranks_as_python_does(serial: SearchResul
 def test_interrupted_search_resumes_from_its_checkpoint(serial: SearchResult, tmp_path: Path) -> None:
     assert serial.output_dir is not None
     lines = (serial.output_dir / "results.jsonl").read_text().splitlines()
-    # Keep the infeasible rows and two evaluated ones, then a line torn by the interruption.
-    kept = [line for line in lines if json.loads(line)["status"] != "ok"][:3] + \
-        [line for line in lines if json.loads(line)["status"] == "ok"][:2]
+    # Keep the infeasible rows and two evaluated ones (their final lines, not the paused rounds before),
+    # then a line torn by the interruption.
+    rows = [json.loads(line) for line in lines]
+    kept = [line for line, row in zip(lines, rows) if row["status"] != "ok"][:3] + \
+        [line for line, row in zip(lines, rows) if row["status"] == "ok" and not row.get("paused")][:2]
     (tmp_path / "results.jsonl").write_text("\n".join(kept) + '\n{"key": "tor')
     resumed = cosim.search(SPACE, output_dir=tmp_path)
     assert resumed.num_evaluated == 3

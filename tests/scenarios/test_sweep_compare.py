@@ -45,7 +45,8 @@ def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
                                               "001-rate_per_s=1000-max_num_seqs=8"]
     assert list(rows[0])[3:] == ["completed", "ttft_s_mean", "ttft_s_p90", "tpot_s_mean", "tpot_s_p90", "e2e_s_mean",
                                  "e2e_s_p90", "throughput_requests_per_s", "throughput_output_tokens_per_s",
-                                 "goodput_requests_per_s", "slo_attainment", "error"]
+                                 "goodput_requests_per_s", "slo_attainment", "energy_per_output_token_j",
+                                 "tokens_per_j", "error"]
     for row in rows:
         point = out / row["point"]
         summary = json.loads((point / "summary.json").read_text())
@@ -57,6 +58,7 @@ def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
         assert float(row["e2e_s_mean"]) == summary["latency"]["e2e_s"]["mean"]
         assert float(row["goodput_requests_per_s"]) == summary["goodput_requests_per_s"]
         assert float(row["slo_attainment"]) == summary["slo_attainment"] and row["error"] == ""
+        assert float(row["tokens_per_j"]) == summary["energy"]["tokens_per_j"] > 0
         assert not (point / "plots").exists()  # points draw no plots of their own unless --run-plots
     # one sequence at a time under a burst queues; eight do not
     assert float(rows[2]["ttft_s_p90"]) > 2 * float(rows[3]["ttft_s_p90"])
@@ -102,7 +104,9 @@ def test_compare_prints_runs_side_by_side_and_writes_overlaid_cdfs(tmp_path: Pat
     assert lines[0].split() == ["metric", "four", "one"]
     # four at a time: every TTFT 1 us; one at a time: 1 + 3k us (prefill, two decodes each before the next)
     assert lines[2].split() == ["TTFT", "mean", "(ms)", "0.001", "0.0055", "(+450.0%)"]
-    assert "SLO attainment (%)" in lines[-2] and lines[-2].split()[-2:] == ["50", "(-50.0%)"]
+    assert "SLO attainment (%)" in lines[-4] and lines[-4].split()[-2:] == ["50", "(-50.0%)"]
+    # the same tokens in more steps, one sequence at a time: fewer tokens per joule
+    assert "output tokens per joule" in lines[-2] and lines[-2].split()[-1].startswith("(-")
     table = read_csv(out / "compare.csv")
     assert table[1] == {"metric": "TTFT mean (ms)", "four": "0.001", "one": "0.0055"}
     for metric in ("ttft", "tpot", "e2e"):

@@ -54,7 +54,7 @@ def served() -> Iterator[Callable[[RuntimeBackend], RuntimeClient]]:
 
     def serve(backend: RuntimeBackend) -> RuntimeClient:
         servers.append(BackendServer(backend).start())
-        clients.append(RuntimeClient("lab", servers[-1].address, deadline_s=10, attempts=1))
+        clients.append(RuntimeClient("lab", servers[-1].address, deadline_s=10, reconnect_s=0))
         return clients[-1]
 
     yield serve
@@ -232,7 +232,7 @@ def test_an_unknown_completion_over_grpc_names_the_backend_and_its_address() -> 
     spec = mem_pb.MemorySessionSpec(levels=[mem_pb.MemoryLevel(name="ddr", capacity_bytes=10**9, bandwidth_gbps=1.0)],
                                     mode=pb.SYNC_MODE_TIME_SYNCHRONIZED, kv_bytes_per_token=1000)
     with BackendServer(ScriptedMemory()) as server:
-        client = MemoryClient("kv", server.address, deadline_s=10, attempts=1)
+        client = MemoryClient("kv", server.address, deadline_s=10, reconnect_s=0)
         try:
             session_id = client.open_session(spec).session_id
             kernel = Kernel()

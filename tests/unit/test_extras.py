@@ -27,15 +27,17 @@ def test_every_extra_the_adapters_name_is_declared_with_its_distribution() -> No
 
 @pytest.fixture
 def without_simulators(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As where neither genz-llm nor scalesim is installed: their modules are not found, and the
-    adapters are imported afresh."""
+    """As where no optional simulator is installed: their modules are not found, and the adapters
+    are imported afresh."""
     for extra, (_module, distribution) in list(EXTRAS.items()):
         monkeypatch.setitem(EXTRAS, extra, (f"not_installed_{extra}", distribution))
-    for name in [n for n in sys.modules if n.startswith(("cosim.adapters.genz", "cosim.adapters.scalesim"))]:
+    adapters = ("cosim.adapters.genz", "cosim.adapters.scalesim", "cosim.adapters.aiconfigurator")
+    for name in [n for n in sys.modules if n.startswith(adapters)]:
         monkeypatch.delitem(sys.modules, name)
 
 
-@pytest.mark.parametrize(("kind", "distribution"), [("genz", "genz-llm"), ("scalesim", "scalesim")])
+@pytest.mark.parametrize(("kind", "distribution"), [("genz", "genz-llm"), ("scalesim", "scalesim"),
+                                                    ("aiconfigurator", "aiconfigurator-core")])
 def test_loading_a_backend_without_its_extra_gives_the_pip_command(without_simulators: None, kind: str,
                                                                     distribution: str) -> None:
     with pytest.raises(ValueError) as err:

@@ -128,7 +128,7 @@ def serve_flaky(failures: int) -> tuple[grpc.Server, FlakyRuntime, str]:
 def test_transient_unavailable_is_retried() -> None:
     server, servicer, address = serve_flaky(failures=2)
     try:
-        client = RuntimeClient("flaky", address, attempts=5)
+        client = RuntimeClient("flaky", address, reconnect_s=5)
         assert client.describe().name == "flaky"
         assert servicer.calls == 3
         client.close()
@@ -136,19 +136,23 @@ def test_transient_unavailable_is_retried() -> None:
         server.stop(0)
 
 
-def test_backend_that_stays_down_is_reported_by_client_backend_and_address() -> None:
-    server, servicer, address = serve_flaky(failures=100)
+def test_backend_that_stays_down_is_reported_by_client_backend_address_and_time_waited() -> None:
+    server, servicer, address = serve_flaky(failures=1000)
     try:
-        client = RuntimeClient("lab", address, attempts=3)
+        client = RuntimeClient("lab", address, reconnect_s=0.6)
+        began = time.monotonic()
         with pytest.raises(BackendError) as err:
             client.call(client.stub.Describe, pb.DescribeRequest(), client="prefill-0")
+        waited = time.monotonic() - began
         client.close()
     finally:
         server.stop(0)
-    assert servicer.calls == 3
+    assert 0.6 <= waited < 1.5  # the budget, not a count of quick tries
+    assert 3 <= servicer.calls <= 8  # pauses of 50 ms doubling
     text = str(err.value)
     assert "client 'prefill-0'" in text and "backend 'lab'" in text and address in text
-    assert "UNAVAILABLE" in text and "retried" in text
+    assert "UNAVAILABLE" in text and "retried for up to reconnect_s=0.6 s" in text
+    assert f"{waited:.1f} s waited in all" in text or f"{waited - 0.05:.1f} s waited in all" in text
 
 
 def scenario(address: str, requests: int) -> dict[str, Any]:
@@ -156,7 +160,7 @@ def scenario(address: str, requests: int) -> dict[str, Any]:
         "seed": 1,
         "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
         "hardware": {"h100": {"preset": "H100-SXM"}},
-        "backends": {"lab": {"address": address, "cache": False, "deadline_s": 2,
+        "backends": {"lab": {"address": address, "cache": False, "deadline_s": 2, "reconnect_s": 0.5,
                              "options": {"step_ns": 2_000_000, "per_token_ns": 10_000}}},
         "clients": [{"name": "c0", "model": "m", "role": "mixed", "backend": "lab",
                      "hardware": {"device": "h100", "count": 1}}],
@@ -179,6 +183,7 @@ def test_backend_dying_mid_run_fails_the_run_by_name_and_keeps_partial_results(t
         cosim.run(scenario(address, 300), output_dir=tmp_path / "run", on_progress=kill_after_first)
     text = str(err.value)
     assert "client 'c0'" in text and "backend 'lab'" in text and address in text
+    assert "retried for up to reconnect_s=0.5 s" in text  # it did not come back within the budget
     rows = (tmp_path / "run" / "requests.csv").read_text().splitlines()
     assert len(rows) == 301  # every request is listed, finished or not
     summary = (tmp_path / "run" / "summary.json").read_text()
@@ -256,18 +261,19 @@ def test_a_backend_without_the_stream_is_asked_one_call_at_a_time() -> None:
 
 def test_a_failed_stream_is_reopened_and_the_request_retried() -> None:
     servicer = StreamOnce()
-    with serving(servicer, attempts=3) as client:
+    with serving(servicer) as client:
         assert [t.duration_ns for t in client.predict_steps("s", [BATCH])] == [7]
         assert [t.duration_ns for t in client.predict_steps("s", [BATCH, BATCH])] == [7, 7]
     assert servicer.streams == 2
 
 
 def test_a_hung_stream_times_out_at_the_deadline_and_is_reported() -> None:
-    with serving(Hung(), deadline_s=0.3, attempts=2) as client:
+    with serving(Hung(), deadline_s=0.3) as client:
         address = client.address
         began = time.monotonic()
         with pytest.raises(BackendError) as err:
             client.predict_steps("s", [BATCH], client="c0")
-    assert time.monotonic() - began < 1.9  # the watchdog, not the backend, ended each wait
+    assert 0.6 <= time.monotonic() - began < 1.9  # one deadline and one retry; the watchdog ended each wait
     text = str(err.value)
-    assert "DEADLINE_EXCEEDED" in text and "retried" in text and "client 'c0'" in text and address in text
+    assert "DEADLINE_EXCEEDED: no answer within deadline_s=0.3 s, retried once" in text
+    assert "client 'c0'" in text and address in text

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cosim.hub.energy import DevicePower, StepJoules
 from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics import (
     ProgressBar,
@@ -60,7 +61,8 @@ def make_clients() -> tuple[list[ClientInfo], dict[str, ClientTimeline]]:
         ClientInfo(name="p0", role="prefill", model="m", backend="roofline", fidelity="analytical",
                    device="H100", num_devices=1, price_per_hour_usd=2.0, kv_capacity_blocks=50, block_size_tokens=16),
         ClientInfo(name="d0", role="decode", model="m", backend="regression", fidelity="empirical",
-                   device="H100", num_devices=2, price_per_hour_usd=2.0, kv_capacity_blocks=100, block_size_tokens=16),
+                   device="H100", num_devices=2, price_per_hour_usd=2.0, kv_capacity_blocks=100, block_size_tokens=16,
+                   meters_energy=True, power=DevicePower(idle_w=100, memory_bound_w=200, peak_w=400)),
     ]
     p0, d0 = ClientTimeline(), ClientTimeline()
     p0.append(sec(0.2), sec(1.0), 1, 100, 0, 7, 1)
@@ -68,7 +70,7 @@ def make_clients() -> tuple[list[ClientInfo], dict[str, ClientTimeline]]:
     p0.append(sec(2.0), sec(2.5), 1, 10, 0, 1, 0)
     d0.append(sec(1.2), sec(1.6), 1, 0, 3, 10, 0)
     d0.append(sec(1.6), sec(2.2), 1, 0, 2, 5, 0)
-    d0.energy_j = 5.0
+    d0.add_energy(StepJoules(5.0, device_s=2.0))  # its two steps: (0.4 + 0.6) s x 2 devices
     return clients, {"p0": p0, "d0": d0}
 
 
@@ -109,7 +111,12 @@ def test_throughput_cost_energy_and_extra() -> None:
     # 3 device-seconds x 3 devices at $2 per device-hour.
     assert s["cost"]["usd"] == pytest.approx(0.005)
     assert s["cost"]["tokens_per_usd"] == pytest.approx(2000)
-    assert s["energy_j"] == 5.0
+    # p0's energy is not modelled; d0 idles 2 devices x 3 s - 2 device-s busy = 4 device-s at 100 W.
+    assert s["energy"] == {"busy_j": 5.0, "idle_j": 400.0, "total_j": 405.0, "mean_power_w": 135.0,
+                           "per_request_j": 135.0, "per_output_token_j": 40.5, "tokens_per_j": pytest.approx(10 / 405),
+                           "not_modelled": ["p0"]}
+    assert "energy" not in s["clients"]["p0"]
+    assert s["clients"]["d0"]["energy"]["total_j"] == 405.0 and s["clients"]["d0"]["energy"]["reported_steps"] == 0
     assert s["cache_hit_rate"] == 0.25
 
 

@@ -155,9 +155,15 @@ def test_shipped_profile_is_picked_by_device_name() -> None:
     assert open_model(spec).params.kernels == "eager"
 
 
-def test_energy_is_tdp_times_devices_times_duration() -> None:
-    timing = time_step(make_model(tp=2, extra={"tdp_w": 700}), [(1, 10)])
+def test_energy_is_tdp_times_devices_times_duration_when_asked() -> None:
+    timing = time_step(make_model(tp=2, options={"tdp_w": 700}), [(1, 10)])
     assert timing.energy_j == pytest.approx(700 * 2 * timing.duration_ns / 1e9, rel=1e-6)
+
+
+def test_no_energy_is_reported_from_the_presets_tdp() -> None:
+    """The presets' tdp_w in extra is the hub's power model's: the roofline leaves energy_j unset."""
+    timing = time_step(make_model(tp=2, extra={"tdp_w": 700}), [(1, 10)])
+    assert not timing.HasField("energy_j") and timing.compute_ns + timing.memory_ns > 0
 
 
 def test_one_prediction_takes_well_under_a_millisecond() -> None:

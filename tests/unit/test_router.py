@@ -1,4 +1,4 @@
-"""The router's forecast (a lookahead hint) names the clients choose() then picks."""
+"""The router: vLLM's DP load balancer, and the forecast (a lookahead hint) naming the clients choose() then picks."""
 
 from __future__ import annotations
 
@@ -46,8 +46,63 @@ def test_least_outstanding_forecast_fills_the_least_loaded_first_listed_first() 
     assert forecast is not None and [c.name for c in forecast] == ["c1", "c1", "c2", "c0"]
 
 
-@pytest.mark.parametrize("policy", ["random", "load_based", "heavy_light"])
+@pytest.mark.parametrize("policy", ["random", "load_based", "heavy_light", "vllm_dp"])
 def test_policies_that_cannot_be_foreseen_give_no_forecast(policy: str) -> None:
     router = Router(RouterConfig(policy=policy), np.random.default_rng(0))
     assert router.forecast(clients(0, 0), 3) is None
     assert [c.name for c in router.forecast(clients(5), 2)] == ["c0", "c0"]
+
+
+def test_vllm_dp_balances_on_published_counts_raised_locally_between_publications() -> None:
+    """vLLM's DPLBAsyncMPClient: the least 4 x waiting + running (here the client's load), from
+    counts published every 100 ms; each choice adds a waiting request (4) where it went."""
+    now = [0]
+    router = Router(RouterConfig(policy="vllm_dp"), np.random.default_rng(0), clock=lambda: now[0])
+    group = clients(9, 0)  # published at the first choice: scores 9 and 0
+    picks = []
+    for _ in range(4):
+        client = router.choose(group, None)
+        client.stages += 4  # what the client will report once the request waits there
+        picks.append(client.name)
+    assert picks == ["c1", "c1", "c1", "c0"]  # 0, 4, 8 beat 9; then 9 beats 12; no publication yet
+    group[0].stages, group[1].stages = 30, 2  # the counts move, unseen until the next publication
+    now[0] = 99_999_999
+    assert router.choose(group, None).name == "c1"  # 13 vs 12 on the old counts
+    now[0] = 100_000_000
+    assert router.choose(group, None).name == "c1"  # published: 30 vs 2
+
+
+@dataclass
+class CachingClient:
+    """A client with a prefix cache: its cached prompt tokens, queued prefill tokens and KV blocks."""
+
+    name: str
+    cached: int
+    prefill_tokens: int
+    kv_blocks: int
+    block_size: int = 16
+
+    def load(self, metric: str) -> int:
+        return {"prefill_tokens": self.prefill_tokens, "kv_blocks": self.kv_blocks, "stages": 0}[metric]
+
+    def cached_prefix_tokens(self, probe: object) -> int:
+        return self.cached
+
+
+def test_prefix_aware_weighs_prefill_blocks_against_blocks_in_use() -> None:
+    """Dynamo's cost, weight w: w x (queued + uncached prompt tokens) / 16 + blocks in use. A 1600-token
+    prompt: a (1280 cached, 320 queued, 90 blocks) costs w x 40 + 90; b (nothing cached or queued,
+    20 blocks) costs w x 100 + 20."""
+    from cosim.hub.records import RequestRecord
+
+    request = RequestRecord(id=0, model="m", arrival_ns=0, input_tokens=1600, output_tokens=1)
+    group = [CachingClient("a", cached=1280, prefill_tokens=320, kv_blocks=90),
+             CachingClient("b", cached=0, prefill_tokens=0, kv_blocks=20)]
+    def chosen(weight: float) -> str:
+        config = RouterConfig(policy="prefix_aware", overlap_score_weight=weight)
+        return Router(config, np.random.default_rng(0)).choose(group, request).name
+
+    assert chosen(1.0) == "b"  # 130 against 120
+    assert chosen(2.0) == "a"  # 170 against 220: prefill counts more
+    group[1].kv_blocks = 30
+    assert chosen(1.0) == "a"  # 130 against 130: a tie goes to the first listed

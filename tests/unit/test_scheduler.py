@@ -224,3 +224,53 @@ def test_no_decode_run_after_a_prefill_chunk_that_used_the_budget_the_queue_need
     assert shape(batch) == [(0, 8, 8)] and batch.queue_blocked
     assert s.decode_run(batch, s.update(batch)) is None
     assert shape(s.schedule()) == [(0, 1, 16), (1, 4, 0)]
+
+
+def test_async_scheduling_forms_each_step_as_from_the_start_of_the_one_before() -> None:
+    """vLLM's async scheduling: a prompt queued while a step runs joins one step later than it
+    would synchronously, and a sequence finished in the step just done holds its seat one more
+    step; with nothing else to run the engine waits for the step in flight and forms again."""
+    s = scheduler(batching="chunked", max_num_seqs=2, host_time=True, async_scheduling=True)
+    assert s.one_step_ahead
+    s.add(seq(4, 2, rid=0))
+    assert step(s) == [(0, 4, 0)]  # an idle engine sees its queue at once
+    s.add(seq(4, 3, rid=1))  # queued while step 1 ran
+    assert step(s) == [(0, 1, 4)]  # step 2 was formed when step 1 started: request 1 is not seen yet
+    s.add(seq(4, 3, rid=2))  # queued while step 2 ran; request 0 finished in it
+    assert step(s) == [(1, 4, 0)]  # request 0 still holds its seat: request 2 waits
+    assert step(s) == [(1, 1, 4), (2, 4, 0)]
+    sync = scheduler(batching="chunked", max_num_seqs=2)
+    sync.add(seq(4, 2, rid=0))
+    assert step(sync) == [(0, 4, 0)]
+    sync.add(seq(4, 3, rid=1))
+    assert step(sync) == [(0, 1, 4), (1, 4, 0)]
+
+
+def test_async_scheduling_reforms_when_the_early_view_gives_nothing() -> None:
+    s = scheduler(batching="chunked", max_num_seqs=1, host_time=True)
+    s.add(seq(4, 1, rid=0))
+    assert step(s) == [(0, 4, 0)]  # request 0 finishes at its first token
+    s.add(seq(4, 1, rid=1))
+    assert step(s) == [(1, 4, 0)]  # the early view has no seat and no visible prompt: formed again
+    assert s.kv.num_used == 1  # request 0's block was freed when the step was formed
+
+
+def test_priority_preempts_the_least_important_running_sequence_not_the_newest() -> None:
+    """vLLM's priority policy: the victim is max(running, key=(priority, arrival)); FCFS takes the newest."""
+    def run(packing: str) -> list[int]:
+        s = scheduler(blocks=4, block_size=4, batching="chunked", packing=packing)
+        low, high = seq(4, 8, rid=0), seq(4, 8, rid=1)
+        low.request.priority, high.request.priority = 5, 0
+        s.add(low)
+        step(s)  # low prefills first: it runs ahead of high, the newest
+        s.add(high)
+        step(s)  # then both decode, growing until the four blocks run out
+        preempted: list[int] = []
+        for _ in range(6):
+            batch = s.schedule()
+            preempted += [x.request.id for x in batch.preempted]
+            s.update(batch)
+        return preempted
+
+    assert run("priority")[0] == 0  # the older but less important one
+    assert run("fcfs")[0] == 1  # the newest

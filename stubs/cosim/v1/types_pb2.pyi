@@ -523,6 +523,9 @@ class StepBatch(_message.Message):
     NEW_TOKENS_FIELD_NUMBER: _builtins.int
     CONTEXT_TOKENS_FIELD_NUMBER: _builtins.int
     DP_RANK_TOKENS_FIELD_NUMBER: _builtins.int
+    DRAFT_TOKENS_FIELD_NUMBER: _builtins.int
+    LORA_RANKS_FIELD_NUMBER: _builtins.int
+    LORA_IDS_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def new_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Tokens each sequence processes in this step. Each must be > 0."""
@@ -542,16 +545,48 @@ class StepBatch(_message.Message):
         times the batch alone.
         """
 
+    @_builtins.property
+    def draft_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Speculative decoding: of each sequence's new_tokens, how many are draft
+        tokens the target model verifies in this step (the others are its last
+        sampled token, or prompt tokens); the sequence then keeps the drafts it
+        accepts plus one token. Empty: no speculation. Added after v1 was first
+        published; a backend that ignores it times the batch as plain tokens.
+        """
+
+    @_builtins.property
+    def lora_ranks(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """LoRA (multi-tenant adapters, docs/lora.md): per sequence, the rank r of
+        the LoRA adapter it runs with; 0 for the base model. Empty: no sequence
+        has an adapter. A backend adds the adapters' GEMMs (shrink x A, expand
+        . B per target module) and reads each distinct adapter's weights once.
+        Added after v1 was first published; a backend that ignores it times the
+        batch as the base model.
+        """
+
+    @_builtins.property
+    def lora_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """LoRA: per sequence, which of the batch's distinct adapters it uses,
+        numbered 1, 2, ... in order of first appearance (0: none). Sequences with
+        the same id share one adapter's weights. The hub numbers them per batch,
+        not per adapter name, so batches of the same shape time alike. Empty
+        with lora_ranks set: each sequence with a rank has an adapter of its own.
+        Old backends ignore it.
+        """
+
     def __init__(
         self,
         *,
         new_tokens: _abc.Iterable[_builtins.int] | None = ...,
         context_tokens: _abc.Iterable[_builtins.int] | None = ...,
         dp_rank_tokens: _abc.Iterable[_builtins.int] | None = ...,
+        draft_tokens: _abc.Iterable[_builtins.int] | None = ...,
+        lora_ranks: _abc.Iterable[_builtins.int] | None = ...,
+        lora_ids: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_tokens", b"context_tokens", "dp_rank_tokens", b"dp_rank_tokens", "new_tokens", b"new_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["context_tokens", b"context_tokens", "dp_rank_tokens", b"dp_rank_tokens", "draft_tokens", b"draft_tokens", "lora_ids", b"lora_ids", "lora_ranks", b"lora_ranks", "new_tokens", b"new_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -594,15 +629,26 @@ class StepTiming(_message.Message):
     duration_ns: _builtins.int
     """Simulated time of the step, nanoseconds. Must be >= 0."""
     compute_ns: _builtins.int
-    """Part bound by arithmetic, nanoseconds (informational)."""
+    """Part bound by arithmetic, nanoseconds. The hub's power model reads it
+    as the share of the step at compute-bound power (docs/energy.md).
+    """
     memory_ns: _builtins.int
-    """Part bound by memory traffic, nanoseconds (informational)."""
+    """Part bound by memory traffic, nanoseconds; the share at memory-bound
+    power. 0 (no split reported): compute_ns is read as the device's busy
+    time, split by the batch's arithmetic intensity from the model's shape.
+    """
     communication_ns: _builtins.int
     """Collective communication (TP all-reduce, EP all-to-all), nanoseconds."""
     dispatch_ns: _builtins.int
     """Host-side dispatch (kernel launch) not hidden by the device, nanoseconds."""
     energy_j: _builtins.float
-    """Energy of the step on all devices, joules; 0 when not modelled."""
+    """Energy of the step on all of the session's devices, joules. Optional: a
+    backend that knows better (a measured power profile, a power simulator)
+    reports it, and its figure stands. Unset, the hub applies its own power
+    model (docs/energy.md: the device's idle, memory-bound and peak power,
+    weighted by compute_ns and memory_ns over the step's duration). Presence
+    was added after v1 was first published; the wire format is unchanged.
+    """
     out_of_range: _builtins.bool
     """True when the batch lies outside the range the backend was built or
     trained for, so the answer is an extrapolation.
@@ -619,15 +665,17 @@ class StepTiming(_message.Message):
         memory_ns: _builtins.int = ...,
         communication_ns: _builtins.int = ...,
         dispatch_ns: _builtins.int = ...,
-        energy_j: _builtins.float = ...,
+        energy_j: _builtins.float | None = ...,
         breakdown: _abc.Mapping[_builtins.str, _builtins.float] | None = ...,
         out_of_range: _builtins.bool = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_energy_j", b"_energy_j", "energy_j", b"energy_j"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breakdown", b"breakdown", "communication_ns", b"communication_ns", "compute_ns", b"compute_ns", "dispatch_ns", b"dispatch_ns", "duration_ns", b"duration_ns", "energy_j", b"energy_j", "memory_ns", b"memory_ns", "out_of_range", b"out_of_range"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_energy_j", b"_energy_j", "breakdown", b"breakdown", "communication_ns", b"communication_ns", "compute_ns", b"compute_ns", "dispatch_ns", b"dispatch_ns", "duration_ns", b"duration_ns", "energy_j", b"energy_j", "memory_ns", b"memory_ns", "out_of_range", b"out_of_range"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__energy_j: _TypeAlias = _typing.Literal["energy_j"]  # noqa: Y015
+    _WhichOneofArgType__energy_j: _TypeAlias = _typing.Literal["_energy_j", b"_energy_j"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__energy_j) -> _WhichOneofReturnType__energy_j | None: ...
 
 Global___StepTiming: _TypeAlias = StepTiming  # noqa: Y015
 

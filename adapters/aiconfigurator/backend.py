@@ -1,0 +1,120 @@
+"""``AiconfiguratorBackend``: step times from aiconfigurator's silicon-measured operator tables.
+
+A session maps its spec onto the library (:mod:`.mapping`), compiles one
+engine per number of data-parallel ranks it sees (:mod:`.engine`; the first,
+without DP, when it opens, so that a spec without data fails there), and
+times each batch from the engine's tables (:mod:`.step`), caching the timing
+per batch signature.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from cosim.adapters.sdk import RuntimeBackend, Session
+from cosim.adapters.sdk.cache import LRUCache
+from cosim.adapters.sdk.extras import require_extra
+from cosim.v1 import types_pb2 as pb
+
+from .engine import Engine, compile_engine
+from .mapping import (
+    AicOptions,
+    ModelSource,
+    engine_version,
+    model_source,
+    parallel_sizes,
+    parse_options,
+    quant_modes,
+    system_name,
+)
+from .step import time_step
+
+log = logging.getLogger(__name__)
+
+# Without the library, loading this backend answers with the pip command that installs it.
+require_extra("aiconfigurator")
+
+CACHE_SIZE = 8192  # step timings kept per session
+
+
+@dataclass
+class AicState:
+    """A session's mapping, its engines (by number of DP ranks) and its timing cache."""
+
+    spec: pb.SessionSpec
+    options: AicOptions
+    system: str
+    version: str
+    model: ModelSource
+    quant: dict[str, str]
+    engines: dict[int, Engine] = field(default_factory=dict)
+    cache: LRUCache[tuple[Any, ...], pb.StepTiming] = field(default_factory=lambda: LRUCache(CACHE_SIZE))
+
+    def engine(self, num_dp_ranks: int) -> Engine:
+        """The engine for batches in lock-step with ``num_dp_ranks`` ranks (1: none), compiled once."""
+        sizes = parallel_sizes(self.spec, num_dp_ranks)
+        key = sizes["attention_dp_size"]
+        found = self.engines.get(key)
+        if found is None:
+            parts = [f"tp{sizes['tp_size']}", f"pp{sizes['pp_size']}"]
+            if self.spec.model.num_experts > 1:
+                parts += [f"moe_tp{sizes['moe_tp_size']}", f"ep{sizes['moe_ep_size']}", f"dp{key}"]
+            label = (f"{self.spec.model.name} ({self.model.origin} config) on {self.system}, "
+                     f"{self.options.engine} {self.version}, {self.options.database_mode}, {' '.join(parts)}")
+            found = self.engines[key] = compile_engine(
+                model_path=self.model.path, system=self.system, engine=self.options.engine, version=self.version,
+                database_mode=self.options.database_mode, quant=self.quant, sizes=sizes, label=label)
+        return found
+
+
+class AiconfiguratorBackend(RuntimeBackend):
+    """NVIDIA aiconfigurator (PyPI ``aiconfigurator-core``) behind the runtime contract."""
+
+    name = "aiconfigurator"
+    version = "0.1.0"
+    fidelity = pb.FIDELITY_EMPIRICAL
+    description = ("aiconfigurator-core: per-operator latency tables measured on silicon (GEMM, attention, MoE, "
+                   "NCCL/custom all-reduce) per system, serving engine and version")
+    capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+
+    def __init__(self) -> None:
+        self._supported: dict[str, dict[str, list[str]]] | None = None
+
+    def supported(self) -> dict[str, dict[str, list[str]]]:
+        """The library's systems, engines and versions with data (read once: it scans the tables)."""
+        if self._supported is None:
+            from aiconfigurator_core.sdk.perf_database import get_supported_databases
+
+            self._supported = {s: dict(e) for s, e in get_supported_databases().items()}
+        return self._supported
+
+    def open_session(self, spec: pb.SessionSpec) -> AicState:
+        from aiconfigurator_core.sdk.common import DefaultHFModels
+        from aiconfigurator_core.sdk.perf_database import get_version_slots
+
+        options = parse_options(MessageToDict(spec.options) if spec.HasField("options") else {})
+        supported = self.supported()
+        system = system_name(spec, options, supported)
+        version = engine_version(system, options, get_version_slots(system, options.engine),
+                                 supported[system][options.engine])
+        state = AicState(spec=spec, options=options, system=system, version=version,
+                         model=model_source(spec.model, options, set(DefaultHFModels)), quant=quant_modes(spec.model))
+        par = spec.parallelism
+        if spec.model.num_experts <= 1 or (par.expert or 1) <= (par.tensor or 1):
+            state.engine(1)  # fail at open, not at the first step, when the spec has no data
+        return state
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        state: AicState = session.state
+        ranks = len(batch.dp_rank_tokens) or 1
+        padded = max(batch.dp_rank_tokens, default=0)
+        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), ranks, padded)
+        timing = state.cache.lookup(key)
+        if timing is None:
+            timing = time_step(state.engine(ranks), key[0], key[1], padded)
+            state.cache.store(key, timing)
+        return timing

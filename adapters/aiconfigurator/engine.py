@@ -1,0 +1,120 @@
+"""One compiled aiconfigurator engine: the library's model, perf database and ``EngineHandle``.
+
+:func:`compile_engine` builds them the way the library's own ``compile_engine``
+does (``build_model_config`` -> ``get_model`` -> ``get_database`` ->
+``build_engine_spec_json`` -> ``EngineHandle``), but keeps the model, so that
+its operator lists can be split by kind (:class:`OpIndex`): the step timer
+evaluates the non-attention operators, the prefill chunks' attention and the
+decodes' attention separately, at the shapes of the batch, through the
+engine's own op-list evaluation (``evaluate_context_ops`` /
+``evaluate_generation_ops``). Every latency comes from the library's Rust core
+and its measured tables; nothing here computes one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from cosim.adapters.sdk import InvalidArgument
+
+log = logging.getLogger(__name__)
+
+# Operator classes (aiconfigurator_core.sdk.operations) that move data between devices.
+COMMUNICATION_OPS = frozenset({"CustomAllReduce", "NCCL", "P2P", "MoEDispatch", "MoEAllToAll"})
+ATTENTION_OPS = {"context": "ContextAttention", "generation": "GenerationAttention"}
+LOGITS_OP = "logits_gemm"  # the LM head runs once per sequence, not per token
+
+
+@contextlib.contextmanager
+def _quiet_table_loading() -> Iterator[None]:
+    """Silences the library's warnings while it loads a database: it loads every operator family of the
+    system (MLA, sparse attention, ...) and warns about their fallback rows whatever the model."""
+    logger = logging.getLogger("aiconfigurator_core.sdk.perf_database")
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpIndex:
+    """Positions of one phase's operators in the compiled op list, by role."""
+
+    attention: tuple[int, ...]
+    logits: tuple[int, ...]
+    token_wise: tuple[int, ...]  # every other operator: runs once per token of the step
+    communication: frozenset[str]  # names of the collective / point-to-point operators
+
+    @classmethod
+    def of(cls, ops: list[Any], phase: str) -> OpIndex:
+        kinds = [type(op).__name__ for op in ops]
+        names = [op._name for op in ops]
+        attention = tuple(i for i, k in enumerate(kinds) if k == ATTENTION_OPS[phase])
+        logits = tuple(i for i, n in enumerate(names) if n.endswith(LOGITS_OP))
+        if len(attention) != 1:
+            raise InvalidArgument("spec.model", phase, f"aiconfigurator's {phase} operators hold {len(attention)} "
+                                  f"{ATTENTION_OPS[phase]} operators ({names}); the backend needs exactly one")
+        rest = tuple(i for i in range(len(ops)) if i not in attention and i not in logits)
+        return cls(attention=attention, logits=logits, token_wise=rest,
+                   communication=frozenset(n for n, k in zip(names, kinds) if k in COMMUNICATION_OPS))
+
+
+@dataclasses.dataclass
+class Engine:
+    """A compiled engine and the op indices of its two phases."""
+
+    handle: Any
+    context: OpIndex
+    generation: OpIndex
+    label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
+
+
+# How aiconfigurator-core's model builder says no to a shape, parallelism or quantization it has no
+# model for: its checks are asserts and lookups (KeyError for an unknown quantization, ValueError
+# for a bad split, NotImplementedError for an architecture); each becomes a named InvalidArgument.
+LIBRARY_REFUSALS = (AssertionError, ValueError, KeyError, NotImplementedError)
+
+
+def compile_engine(*, model_path: str, system: str, engine: str, version: str, database_mode: str,
+                   quant: dict[str, str], sizes: dict[str, int], label: str) -> Engine:
+    """Builds the library's model and perf database and compiles them into an engine.
+
+    Raises:
+        InvalidArgument: the library rejects the model, parallelism or quantization, or has no
+            database for the system, engine and version.
+    """
+    import aiconfigurator_core
+    from aiconfigurator_core.sdk import perf_database
+    from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
+    from aiconfigurator_core.sdk.engine import EngineHandle, build_engine_spec_json
+    from aiconfigurator_core.sdk.models import get_model
+
+    try:
+        config = build_model_config(
+            tp_size=sizes["tp_size"], pp_size=sizes["pp_size"], attention_dp_size=sizes["attention_dp_size"],
+            moe_tp_size=sizes["moe_tp_size"], moe_ep_size=sizes["moe_ep_size"],
+            gemm_quant_mode=quant["gemm_quant_mode"], moe_quant_mode=quant["moe_quant_mode"],
+            kvcache_quant_mode=quant["kvcache_quant_mode"], fmha_quant_mode=quant["fmha_quant_mode"])
+        apply_nextn(config, 0)
+        model = get_model(model_path, config, engine)
+    except LIBRARY_REFUSALS as err:
+        raise InvalidArgument("spec", label, f"is refused by aiconfigurator's model builder: {err}") from err
+    with _quiet_table_loading():
+        database = perf_database.get_database(system, engine, version, database_mode=database_mode)
+        if database is None:
+            raise InvalidArgument("spec.options.engine_version", version,
+                                  f"aiconfigurator could not load its {engine} {version} tables for {system}")
+        spec_json = build_engine_spec_json(model, model_path=model_path, system=system, backend=engine,
+                                           backend_version=database.version, kv_block_size=None,
+                                           systems_path=database.systems_root, nextn=0, database=database)
+    handle = EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec_json)),
+                         systems_path=database.systems_root)
+    log.info("aiconfigurator engine compiled: %s", label)
+    return Engine(handle=handle, context=OpIndex.of(model.context_ops, "context"),
+                  generation=OpIndex.of(model.generation_ops, "generation"), label=label)

@@ -1,0 +1,103 @@
+"""Times one StepBatch from aiconfigurator's per-operator tables.
+
+The composition is the library's own for a mixed step (its
+``mixed_step_latency``: the non-attention operators over all the step's
+tokens, then context attention, then decode attention, summed), with the
+attention taken per sequence instead of for one average request:
+
+* token-wise operators (embedding, norms, QKV/O/MLP GEMMs, MoE, the TP
+  all-reduces and MoE dispatch) at ``x`` = the step's tokens, or the most
+  tokens of any data-parallel rank when the batch is in lock-step
+  (``dp_rank_tokens``: vLLM pads every rank's forward to it);
+* the LM head once per sequence;
+* context attention for each prefill chunk (and each speculative verify):
+  ``new`` query tokens over ``context`` cached ones (identical chunks share one
+  query with ``batch_size`` = their count);
+* decode attention for the ``new = 1`` sequences together, at their mean KV
+  length (the kernel reads every sequence's KV; a memory-bound cost linear in
+  the total, as the library's own decode step and its forward-pass model assume).
+
+A decode-only step without padding is the library's decode step: its
+generation operators at ``batch_size`` = the decodes. The step's duration is
+the sum of the operators (the library serializes them too); the collectives
+are ``communication_ns``, the rest ``compute_ns``, and ``memory_ns`` stays 0
+since the tables hold measured times, not a compute/memory split (the hub
+splits the busy time by arithmetic intensity, docs/energy.md).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+
+from cosim.adapters.sdk import InvalidArgument
+from cosim.v1 import types_pb2 as pb
+
+from .engine import Engine
+
+PerOp = tuple[str, float, float, str]  # (name, latency ms, energy W*ms, source), as the library returns them
+_PREFIXES = ("context_", "generation_")
+PERF_MISS = "perf database error: "  # the prefix of the library's table-miss errors
+
+
+def _op_name(name: str) -> str:
+    """A phase-free operator name, so prefill and decode steps share breakdown keys."""
+    for prefix in _PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequence[int],
+              padded_tokens: int) -> list[PerOp]:
+    handle, ctx, gen = engine.handle, engine.context, engine.generation
+    decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
+    chunks = collections.Counter((n, c) for n, c in zip(new_tokens, context_tokens) if n > 1)
+    tokens = max(sum(new_tokens), padded_tokens)
+    kv = round(sum(decodes) / len(decodes)) + 1 if decodes else 0  # the new token attends to itself too
+    if not chunks and tokens == len(decodes):
+        return list(handle.evaluate_generation_ops([*gen.token_wise, *gen.logits, *gen.attention],
+                                                   batch_size=len(decodes), s=kv))
+    entries = list(handle.evaluate_context_ops(list(ctx.token_wise), batch_size=1, s=tokens))
+    entries += handle.evaluate_context_ops(list(ctx.logits), batch_size=len(new_tokens), s=1)
+    for (new, context), count in sorted(chunks.items()):
+        entries += handle.evaluate_context_ops(list(ctx.attention), batch_size=count, s=new, prefix=context)
+    if decodes:
+        entries += handle.evaluate_generation_ops(list(gen.attention), batch_size=len(decodes), s=kv)
+    return entries
+
+
+def _timing(entries: Iterable[PerOp], communication: frozenset[str]) -> pb.StepTiming:
+    breakdown: dict[str, float] = collections.defaultdict(float)
+    total = comm = 0.0
+    for name, latency_ms, _energy, _source in entries:
+        ns = latency_ms * 1e6
+        breakdown[_op_name(name)] += ns
+        total += ns
+        if name in communication:
+            comm += ns
+    return pb.StepTiming(duration_ns=round(total), compute_ns=round(total - comm), communication_ns=round(comm),
+                         breakdown=breakdown)
+
+
+def time_step(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequence[int],
+              padded_tokens: int = 0) -> pb.StepTiming:
+    """Times one step (see the module docstring).
+
+    Args:
+        engine: the session's compiled engine (for the batch's number of DP ranks).
+        new_tokens, context_tokens: per sequence, as in ``StepBatch``.
+        padded_tokens: the most tokens of any DP rank in lock-step (0: none).
+
+    Raises:
+        InvalidArgument: the library has no measured data for an operator at the batch's shape.
+    """
+    try:
+        entries = _evaluate(engine, new_tokens, context_tokens, padded_tokens)
+    except ValueError as err:
+        if not str(err).startswith(PERF_MISS):
+            raise
+        shape = f"new_tokens={list(new_tokens)[:8]}, context_tokens={list(context_tokens)[:8]}"
+        raise InvalidArgument("batch", shape, f"has no aiconfigurator data ({engine.label}): "
+                              f"{str(err)[len(PERF_MISS):]}") from err
+    return _timing(entries, engine.context.communication | engine.generation.communication)

@@ -1,0 +1,56 @@
+"""SIGTERM handled like Ctrl-C: an exception in the main thread, so that every ``finally`` runs.
+
+Python turns SIGINT into KeyboardInterrupt; SIGTERM (``kill``, ``docker stop``,
+a batch scheduler's time limit) ends the process at once by default, leaving
+``command:`` backends orphaned and no partial run folder. Inside
+:func:`sigterm_raises`, SIGTERM raises :class:`Terminated`, a KeyboardInterrupt,
+so the paths that handle Ctrl-C handle it too; :func:`exit_code` gives the
+shell's code for either (130, 143).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+from .errors import CosimError
+
+
+class Interrupted(CosimError):
+    """What a run interrupted by Ctrl-C or SIGTERM reports in its summary.json (``error``)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM."""
+
+    signum = signal.SIGTERM
+
+
+def signal_name(interrupt: BaseException) -> str:
+    """``SIGTERM`` for :class:`Terminated`, ``SIGINT`` for any other KeyboardInterrupt."""
+    return signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name
+
+
+def exit_code(interrupt: BaseException) -> int:
+    """128 + the signal's number, as a shell reports a process the signal ended."""
+    return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (elsewhere: no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

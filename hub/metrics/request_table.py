@@ -1,0 +1,235 @@
+"""What the summary, requests.csv, the trace and the plots need of each request, without its record.
+
+A long run cannot keep a record per request, yet its percentiles must stay exact. So
+:class:`RequestColumns` takes each request as it finishes (:meth:`RequestColumns.add`) and keeps:
+
+- one row of numbers (times, tokens, queueing, the client its latency is attributed to), spilled
+  to a temporary file (:mod:`cosim.hub.spill`) so that memory stays flat;
+- the start time of each of its trace spans (for the trace's event budget);
+- integer sums per stage kind (``stages`` and ``breakdown_s`` of summary.json), per template for
+  the breakdown plot. Integer sums are exact, so the finishing order does not change them.
+
+:meth:`RequestColumns.table` adds the requests not finished (in flight, or not yet arrived in a
+partial run) and returns a :class:`RequestTable`: numpy columns sorted by request id, the same
+numbers the records would give (:meth:`RequestTable.of` builds one from records directly).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..records import RequestRecord
+from ..spill import INT8, INT32, INT64, SpillRows
+from .breakdown import add_breakdown, add_stage_sums
+from .stats import NS_PER_S, RequestMetrics, latency_columns
+
+FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("finish_ns", INT64),
+          ("path_tokens", INT64), ("max_tbt_ns", INT64), ("queue_ns", INT64), ("started", INT8),
+          ("input_tokens", INT64), ("generated_tokens", INT64), ("preemptions", INT64),
+          ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32))
+# Stage kinds in pipeline order (DESIGN.md); others follow alphabetically.
+STAGE_ORDER = ("preprocess", "rag", "kv_retrieval", "prefill", "decode", "reasoning", "postprocess")
+
+
+def ordered_kinds(kinds: Iterable[str]) -> list[str]:
+    """Stage kinds in pipeline order, then the others alphabetically."""
+    present = set(kinds)
+    return [k for k in STAGE_ORDER if k in present] + sorted(present - set(STAGE_ORDER))
+
+
+def attributed_client(record: RequestRecord) -> str | None:
+    """The client a request's latency is attributed to: that of its last
+    decode stage, else of its last stage; None with no stages."""
+    for stage in reversed(record.stages):
+        if stage.kind == "decode":
+            return stage.client
+    return record.stages[-1].client if record.stages else None
+
+
+def span_starts(record: RequestRecord) -> Iterator[int]:
+    """Start of each trace span of a request (:func:`cosim.hub.metrics.trace._request_spans`)."""
+    for stage in record.stages:
+        if stage.transfer_ns > 0:
+            yield stage.enqueue_ns - stage.transfer_ns
+        yield stage.enqueue_ns
+        if stage.start_ns >= 0:
+            yield stage.start_ns
+
+
+def _means(totals: dict[str, int], count: int) -> dict[str, float]:
+    """Mean seconds per component, queue and communication first, stages in pipeline order."""
+    if not count:
+        return {}
+    kinds = ["queue", "communication"] + ordered_kinds(k for k in totals if k not in ("queue", "communication"))
+    return {kind: totals[kind] / count / NS_PER_S for kind in kinds}
+
+
+@dataclass
+class _Sums:
+    """Integer sums of a set of requests: stages per kind, breakdown per template, kinds seen."""
+
+    stages: dict[str, list[int]] = field(default_factory=dict)
+    breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # template -> component -> ns
+    finished: dict[str, int] = field(default_factory=dict)  # template -> finished requests
+    kinds: set[str] = field(default_factory=set)
+    has_lora: bool = False
+
+    def add(self, record: RequestRecord) -> None:
+        add_stage_sums(self.stages, record)
+        if record.is_finished:
+            add_breakdown(self.breakdown.setdefault(record.template, {}), record)
+            self.finished[record.template] = self.finished.get(record.template, 0) + 1
+        self.kinds.update(s.kind for s in record.stages)
+        self.has_lora = self.has_lora or record.lora is not None
+
+    def merged(self, other: _Sums) -> _Sums:
+        out = _Sums(stages={k: list(v) for k, v in self.stages.items()},
+                    breakdown={t: dict(v) for t, v in self.breakdown.items()}, finished=dict(self.finished),
+                    kinds=self.kinds | other.kinds, has_lora=self.has_lora or other.has_lora)
+        for kind, entry in other.stages.items():
+            mine = out.stages.setdefault(kind, [0, 0, 0, 0])
+            out.stages[kind] = [a + b for a, b in zip(mine, entry)]
+        for template, totals in other.breakdown.items():
+            mine_totals = out.breakdown.setdefault(template, {})
+            for key, value in totals.items():
+                mine_totals[key] = mine_totals.get(key, 0) + value
+        for template, n in other.finished.items():
+            out.finished[template] = out.finished.get(template, 0) + n
+        return out
+
+
+class _Owners:
+    """Names (of clients, of request classes) as small integer codes (0: none)."""
+
+    def __init__(self) -> None:
+        self.names = [""]
+        self._codes = {"": 0}
+
+    def code(self, name: str | None) -> int:
+        name = name or ""
+        if name not in self._codes:
+            self._codes[name] = len(self.names)
+            self.names.append(name)
+        return self._codes[name]
+
+
+def _row(record: RequestRecord, owners: _Owners, classes: _Owners) -> tuple[int, ...]:
+    return (record.id, record.arrival_ns, record.first_token_ns, record.finish_ns,
+            record.output_tokens // record.branches, record.max_tbt_ns,
+            sum(s.start_ns - s.enqueue_ns for s in record.stages if s.start_ns >= 0),
+            int(any(s.start_ns >= 0 for s in record.stages)), record.input_tokens, record.generated_tokens,
+            record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls))
+
+
+@dataclass
+class RequestTable:
+    """Every request's numbers, sorted by id (see the module docstring).
+
+    Attributes:
+        columns: int64 columns by :data:`FIELDS` name, ``owner`` as client names and ``cls`` as request
+            class names (object; "" for none).
+        span_starts: start ns of every trace span of every request (any order).
+        kinds: stage kinds present, in pipeline order (requests.csv's stage columns).
+        has_lora: some request names a LoRA adapter (requests.csv's ``lora`` column).
+        classes: the request classes, in the order they first came (empty: none).
+    """
+
+    columns: dict[str, np.ndarray]
+    span_starts: np.ndarray
+    kinds: list[str]
+    has_lora: bool
+    classes: list[str]
+    _sums: _Sums = field(repr=False)
+
+    @classmethod
+    def of(cls, records: Iterable[RequestRecord]) -> RequestTable:
+        """The table of some records (in any order)."""
+        return RequestColumns().table(records)
+
+    def __len__(self) -> int:
+        return len(self.columns["id"])
+
+    def metrics(self) -> RequestMetrics:
+        """TTFT, TPOT, E2E, queue and TBT max per request (:func:`cosim.hub.metrics.stats.request_metrics`)."""
+        c = self.columns
+        return latency_columns(arrival=c["arrival_ns"], first=c["first_token_ns"], finish=c["finish_ns"],
+                               path_tokens=c["path_tokens"], max_tbt=c["max_tbt_ns"], queue=c["queue_ns"],
+                               started=c["started"].astype(bool))
+
+    def tokens(self) -> dict[str, np.ndarray]:
+        """Generated tokens, prefilled prompt tokens, preemptions and prompt tokens served from a prefix
+        cache, per request (prompts count once their first token came out)."""
+        c = self.columns
+        has_first = c["first_token_ns"] >= 0
+        return {"generated": c["generated_tokens"], "prefilled": np.where(has_first, c["input_tokens"], 0),
+                "preemptions": c["preemptions"], "cached": np.where(has_first, c["cached_tokens"], 0)}
+
+    def stage_table(self) -> dict[str, dict[str, float]]:
+        """summary.json's ``stages`` (:func:`cosim.hub.metrics.breakdown.stage_table`)."""
+        return {kind: {"count": n, "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
+                       "transfer_s": t / n / NS_PER_S}
+                for kind in ordered_kinds(self._sums.stages) for n, q, s, t in [self._sums.stages[kind]]}
+
+    def breakdown(self, template: str | None = None) -> dict[str, float]:
+        """Mean seconds per component over finished requests (of one template, or all)."""
+        sums = self._sums
+        templates = [template] if template is not None else list(sums.breakdown)
+        totals: dict[str, int] = {}
+        for name in templates:
+            for key, value in sums.breakdown.get(name, {}).items():
+                totals[key] = totals.get(key, 0) + value
+        return _means(totals, sum(sums.finished.get(name, 0) for name in templates))
+
+    def templates(self) -> list[str]:
+        """Templates with finished requests, in the order they first finished."""
+        return list(self._sums.breakdown)
+
+
+class RequestColumns:
+    """Finished requests' numbers, gathered as they finish (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._rows = SpillRows(FIELDS)
+        self._spans = SpillRows((("start_ns", INT64),))
+        self._owners = _Owners()
+        self._classes = _Owners()
+        self._sums = _Sums()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def add(self, record: RequestRecord) -> None:
+        """Takes a request's numbers (a finished one: its record may be dropped after)."""
+        self._rows.append(*_row(record, self._owners, self._classes))
+        for start in span_starts(record):
+            self._spans.append(start)
+        self._sums.add(record)
+
+    def table(self, others: Iterable[RequestRecord] = ()) -> RequestTable:
+        """The table of the requests added and ``others`` (those not finished), sorted by id."""
+        extra = _Sums()
+        rows: list[tuple[int, ...]] = []
+        starts: list[int] = []
+        for record in others:
+            rows.append(_row(record, self._owners, self._classes))
+            starts.extend(span_starts(record))
+            extra.add(record)
+        data = np.concatenate([self._rows.rows(), np.array(rows, dtype=self._rows.dtype)])
+        data = data[np.argsort(data["id"], kind="stable")]
+        columns = {name: data[name].astype(np.int64) for name in self._rows.names}
+        for name, coder in (("owner", self._owners), ("cls", self._classes)):
+            names = np.array(coder.names, dtype=object)
+            columns[name] = names[columns[name]] if len(data) else np.array([], dtype=object)
+        sums = self._sums.merged(extra)
+        span_starts_all = np.concatenate([self._spans.columns()["start_ns"], np.array(starts, dtype=np.int64)])
+        return RequestTable(columns=columns, span_starts=span_starts_all, kinds=ordered_kinds(sums.kinds),
+                            has_lora=sums.has_lora, classes=self._classes.names[1:], _sums=sums)
+
+    def close(self) -> None:
+        """Removes the temporary files."""
+        self._rows.close()
+        self._spans.close()
+

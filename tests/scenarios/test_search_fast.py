@@ -1,0 +1,126 @@
+"""Fast goodput and search: early stop keeps every run's SLO verdict, pruning keeps the top rows, a paused
+goodput search resumes to the uninterrupted result."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+import pytest
+
+import cosim
+from cosim.hub.metrics.stats import request_metrics, statistic
+from cosim.hub.runner import run
+from cosim.hub.search import goodput
+from cosim.hub.search.early_stop import SloWatch, StopRun
+
+from .test_search import SPACE, ranking
+
+# One client, requests of varied size, an SLO near its capacity (verdicts of both kinds across the rates).
+SCENARIO: dict[str, Any] = {
+    "seed": 1,
+    "models": {"m": {"preset": "meta-llama/Llama-2-13b-hf"}},
+    "hardware": {"h": {"preset": "L40S"}},
+    "backends": {"lin": {"python": "cosim.adapters.sdk.testing:LinearBackend",
+                         "options": {"step_ns": 5_000_000, "per_seq_ns": 100_000}}},
+    "clients": [{"name": "c0", "model": "m", "backend": "lin", "hardware": {"device": "h"},
+                 "scheduler": {"max_num_seqs": 8}}],
+    "workload": {"requests": 60, "arrival": {"process": "poisson", "rate_per_s": 10},
+                 "input_tokens": {"dist": "lognormal", "mean": 64, "sigma": 0.5, "max": 512},
+                 "output_tokens": {"dist": "lognormal", "mean": 12, "sigma": 0.7, "min": 1, "max": 64}},
+    "slo": {"ttft_s": {"p90": 0.05, "p50": 0.02}, "tpot_s": {"mean": 0.02}, "e2e_s": {"max": 1.5}},
+}
+
+
+def full_verdict(scenario: dict[str, Any]) -> tuple[bool, dict[str, float]]:
+    """The SLO verdict of the whole run, from its summary, and each statistic."""
+    slo = run(scenario).summary["slo"]
+    return all(e["met"] for stats in slo.values() for e in stats.values()), {
+        f"{m}.{s}": e["observed"] for m, stats in slo.items() for s, e in stats.items()}
+
+
+@pytest.mark.parametrize("slo", [SCENARIO["slo"], {"ttft_s": {"p90": 0.05}}, {"ttft_s": {"p50": 0.03, "p99": 0.2}}])
+def test_early_stop_verdict_is_the_full_runs_on_many_seeds_and_rates(slo: dict[str, Any]) -> None:
+    stopped = decided = 0
+    for rate in (5, 20, 40, 60, 90, 150):
+        for seed in range(4):
+            scenario = copy.deepcopy(SCENARIO)
+            scenario.update(seed=seed, slo=slo)
+            scenario["workload"]["arrival"]["rate_per_s"] = rate
+            met, observed = full_verdict(scenario)
+            watch = SloWatch(slo, scenario["workload"]["requests"])
+            try:
+                run(scenario, on_request=watch.add)
+            except StopRun as stop:
+                stopped += 1
+                assert stop.passed == met, (rate, seed, observed)
+                assert watch.done < scenario["workload"]["requests"]
+            else:
+                assert watch.verdict == met, (rate, seed, observed)
+            decided += 1
+            # The bounds contain the full run's statistic whenever the run stopped.
+            for metric, stat, _ in watch.targets:
+                lo, hi = watch.bounds(metric, stat)
+                value = observed[f"{metric}.{stat}"] or 0.0
+                assert lo <= value * (1 + 1e-8) and value <= hi * (1 + 1e-8)  # summary.json rounds to 9 digits
+    assert 0 < stopped <= decided
+
+
+def test_watch_bounds_match_numpy_once_every_request_is_known() -> None:
+    result = run(SCENARIO)
+    watch = SloWatch(SCENARIO["slo"], len(result.requests), stop_on=())
+    for record in sorted(result.requests, key=lambda r: r.finish_ns):
+        watch.add(record)
+    metrics = request_metrics(list(result.requests))
+    for metric, stat, _ in watch.targets:
+        lo, hi = watch.bounds(metric, stat)
+        expected = statistic(metrics.column(metric)[metrics.finished], stat)
+        assert lo == pytest.approx(expected, rel=1e-12) and hi == pytest.approx(expected, rel=1e-12)
+
+
+def test_one_replication_goodput_with_early_stop_equals_the_full_runs() -> None:
+    fast = goodput(SCENARIO, replications=1, tolerance=0.1)
+    full = goodput(SCENARIO, replications=1, tolerance=0.1, early_stop=False)
+    assert (fast.goodput_rps, fast.interval_rps, fast.num_runs) == (full.goodput_rps, full.interval_rps, full.num_runs)
+    assert [(p.rate_per_s, p.verdict) for p in fast.points] == [(p.rate_per_s, p.verdict) for p in full.points]
+    assert fast.tokens_per_j == full.tokens_per_j
+
+
+def test_a_paused_goodput_search_resumes_to_the_uninterrupted_result() -> None:
+    whole = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False)
+    part = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False, pause_after=0)
+    assert part.paused and part.lower_bound_rps <= whole.goodput_rps < part.upper_bound_rps
+    steps = 0
+    while part.paused:
+        part = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False, pause_after=1,
+                       state=part.state)
+        assert part.paused or part.to_dict() == whole.to_dict()
+        if part.paused:
+            assert part.lower_bound_rps <= whole.goodput_rps < part.upper_bound_rps
+        steps += 1
+    assert steps >= 2
+
+
+@pytest.mark.parametrize("keep", [1, 2, 3])
+def test_pruned_search_ranks_the_top_rows_as_the_exhaustive_one(keep: int) -> None:
+    exhaustive = cosim.search(SPACE, exhaustive=True)
+    fast = cosim.search({**SPACE, "keep_top": keep})
+    top = [r for r in exhaustive.rows if r["rank"] is not None][:keep]
+    assert ranking(fast.rows[:keep]) == ranking(top)
+    assert [r["runs"] for r in fast.rows[:keep]] == [r["runs"] for r in top]
+    pruned = [r for r in fast.rows if r.get("pruned")]
+    assert all(r["rank"] > keep and r["reason"].startswith("pruned:") for r in pruned)
+    assert sum(r.get("runs") or 0 for r in fast.rows) <= sum(r.get("runs") or 0 for r in exhaustive.rows)
+    if keep == 1:
+        assert pruned  # this space prunes something at keep 1
+
+
+def test_exhaustive_search_resumes_the_rounds_a_pruned_one_left(tmp_path: Any) -> None:
+    pruned = cosim.search({**SPACE, "keep_top": 1}, output_dir=tmp_path)
+    assert any(r.get("pruned") for r in pruned.rows)
+    resumed = cosim.search(SPACE, output_dir=tmp_path, exhaustive=True)
+    exhaustive = cosim.search(SPACE, exhaustive=True)
+    assert ranking(resumed.rows) == ranking(exhaustive.rows)
+    assert [r.get("runs") for r in resumed.rows] == [r.get("runs") for r in exhaustive.rows]
+    assert np.isfinite([r["wall_s"] for r in resumed.rows if r["status"] == "ok"]).all()
