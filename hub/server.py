@@ -174,19 +174,21 @@ class HubServicer(hub_grpc.HubServiceServicer):
                                          sim_time_ns=sim_ns))
 
         def work() -> None:
+            outcome: BaseException | None = None
             try:
                 with quoting_only_under(quotable):
                     run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress,
                         command=["cosim", "submit", "CONFIG", *(f"--set={o}" for o in request.overrides)])
-                updates.put(None)
             except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
-                updates.put(err)
+                outcome = err
             finally:
                 if uploads is not None:
                     shutil.rmtree(uploads, ignore_errors=True)
                 with self._lock:
                     self._active.discard(run_id)
                 self._slots.release()
+                # Last, so a submitter told the run ended finds its whole folder (GetReport).
+                updates.put(outcome)
 
         threading.Thread(target=work, name=f"run-{run_id}", daemon=True).start()
         yield last  # the run id, at once
@@ -214,6 +216,11 @@ class HubServicer(hub_grpc.HubServiceServicer):
 
     def GetReport(self, request: hub_pb.GetReportRequest, context: grpc.ServicerContext) -> hub_pb.GetReportResponse:
         folder = self.runs_dir / request.run_id
+        with self._lock:
+            running = request.run_id in self._active
+        if running:  # its folder is being written (requests stream to requests.csv): not a report yet
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                          f"run {request.run_id} is still going; its folder is complete when it ends")
         if not _RUN_ID.match(request.run_id) or not folder.is_dir():
             context.abort(grpc.StatusCode.NOT_FOUND, f"run_id={request.run_id!r}: no such run on this hub")
         files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

@@ -51,9 +51,8 @@ def run(args: argparse.Namespace) -> int:
         except grpc.RpcError as err:
             if err.code() == grpc.StatusCode.UNAVAILABLE:
                 print(f"error: cannot reach the hub at {args.hub}: {err.details()}", file=sys.stderr)
-            elif err.code() == grpc.StatusCode.NOT_FOUND:
-                print(f"error: {err.details()} (a run still going has no folder until it ends; try again "
-                      "then)", file=sys.stderr)
+            elif err.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                print(f"error: {err.details()}", file=sys.stderr)
             else:
                 print(f"error: the hub at {args.hub} answered {err.code().name}: {err.details()}", file=sys.stderr)
             return 1

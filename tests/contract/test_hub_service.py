@@ -16,7 +16,7 @@ from cosim.adapters.sdk import BackendServer
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.cli import main as cli_main
 from cosim.hub.registry import BackendRegistry
-from cosim.hub.server import HubServer, HubServicer, summary_of
+from cosim.hub.server import MESSAGE_OPTIONS, HubServer, HubServicer, summary_of
 from cosim.hub.submitted import SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
@@ -69,6 +69,29 @@ def test_run_streams_progress_then_summary_and_report(hub: HubServer) -> None:
     assert {"summary.json", "requests.csv", "clients.csv", "trace.json"} <= set(report.files)
     assert json.loads(report.files["summary.json"]) == summary
     assert report.files["requests.csv"].count(b"\n") == 81  # header + one row per request
+
+
+def test_get_report_of_a_run_still_going_says_so_then_returns_the_partial_folder(hub: HubServer) -> None:
+    with grpc.insecure_channel(hub.address, options=MESSAGE_OPTIONS) as channel:
+        stub = hub_grpc.HubServiceStub(channel)
+        call = stub.Run(run_request(scenario({"python": LINEAR}), "workload.requests=200000",
+                                    "workload.arrival.rate_per_s=5000"), timeout=120)
+        run_id = next(call).run_id
+        with pytest.raises(grpc.RpcError) as err:  # its requests.csv is being written: no report yet
+            stub.GetReport(hub_pb.GetReportRequest(run_id=run_id), timeout=10)
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert f"run {run_id} is still going" in err.value.details()
+        call.cancel()  # the hub stops the run at its next progress report and writes what it has
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                report = stub.GetReport(hub_pb.GetReportRequest(run_id=run_id), timeout=10)
+                break
+            except grpc.RpcError as err2:
+                assert err2.code() == grpc.StatusCode.FAILED_PRECONDITION and time.monotonic() < deadline
+                time.sleep(0.2)
+    summary = json.loads(report.files["summary.json"])
+    assert 0 < summary["requests"]["completed"] < 200_000 and "error" in summary
 
 
 def test_invalid_config_is_invalid_argument_naming_the_path(hub: HubServer) -> None:
