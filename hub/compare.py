@@ -53,7 +53,14 @@ class RunFolder:
     slo: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def latencies(self) -> dict[str, np.ndarray]:
-        """Per-request TTFT, TPOT and E2E in seconds from requests.csv (NaN where a request has none)."""
+        """Per-request TTFT, TPOT and E2E in seconds from requests.csv or requests.parquet (NaN where a
+        request has none)."""
+        parquet = self.path / "requests.parquet"
+        if parquet.exists() and not (self.path / "requests.csv").exists():
+            from .metrics.parquet import read_requests_parquet
+
+            cells = read_requests_parquet(parquet, CDF_METRICS)
+            return {m: np.array([math.nan if v is None else v for v in cells[m]], dtype=float) for m in CDF_METRICS}
         columns: dict[str, list[float]] = {m: [] for m in CDF_METRICS}
         with (self.path / "requests.csv").open(newline="", encoding="utf-8") as handle:
             for row in csv.DictReader(handle):

@@ -227,6 +227,9 @@ class OutputConfig(FrozenModel):
 
     dir: str | None = Field(None, description="run folder; none writes nothing (Python API) ")
     plots: bool = Field(True, description="write plots/*.png")
+    requests_format: Literal["csv", "parquet"] = Field(
+        "csv", description="requests.csv, or requests.parquet (typed columns, row groups; needs pyarrow: "
+        "pip install 'cosim[parquet]')")
 
 
 class ScenarioConfig(FrozenModel):

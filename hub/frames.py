@@ -55,9 +55,11 @@ def ms_name(name: str) -> str:
 def requests_frame(requests: Sequence[RequestRecord] | Path) -> pd.DataFrame:
     """One row per request, sorted by id: requests.csv's columns, each time column followed by its
     ``_ms`` twin. Missing values (an unfinished request's E2E) are NaN. ``requests``: the records, or
-    a requests.csv written from them."""
+    a requests.csv or requests.parquet written from them."""
     pandas = require_pandas()
-    if isinstance(requests, Path):
+    if isinstance(requests, Path) and requests.suffix == ".parquet":
+        frame = pandas.read_parquet(requests)
+    elif isinstance(requests, Path):
         frame = pandas.read_csv(requests, keep_default_na=False, na_values=[""])
     else:
         text = io.StringIO()

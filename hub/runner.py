@@ -72,9 +72,13 @@ class RunResult:
 
     def requests_df(self) -> pd.DataFrame:
         """requests.csv as a pandas DataFrame, times in s and ms (``ttft_s``, ``ttft_ms``); needs pandas.
-        Read from the run folder's requests.csv where there is one (no record is read back)."""
-        written = self.output_dir / "requests.csv" if self.output_dir is not None else None
-        return requests_frame(written if written is not None and written.exists() else self.requests)
+        Read from the run folder's requests.csv or requests.parquet where there is one (no record is
+        read back)."""
+        for name in ("requests.csv", "requests.parquet"):
+            written = self.output_dir / name if self.output_dir is not None else None
+            if written is not None and written.exists():
+                return requests_frame(written)
+        return requests_frame(self.requests)
 
     def summary_df(self) -> pd.DataFrame:
         """The summary as a pandas DataFrame: a row for the run, one per client; columns by dotted path,
@@ -213,7 +217,8 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
                          overrides=overrides, started_at=started_at)
         result.output_dir = write_run_folder(out, summary, result.requests, result.clients,
                                              simulation.timelines(),
-                                             plots=scenario.output.plots, table=simulation.request_table())
+                                             plots=scenario.output.plots, table=simulation.request_table(),
+                                             requests_format=scenario.output.requests_format)
     if interrupt is not None:
         log.warning("run %s; partial run folder: %s", error, result.output_dir or "(none: no -o)")
         raise interrupt

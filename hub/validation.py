@@ -204,7 +204,19 @@ def validate_scenario(config: ScenarioConfig) -> list[ScenarioError]:
     Returns:
         The problems (``clients[1].hardware.count: ...``), [] when the scenario resolves.
     """
-    return resolve_scenario(config).errors
+    return resolve_scenario(config).errors + output_problems(config)
+
+
+def output_problems(config: ScenarioConfig) -> list[ScenarioError]:
+    """What the run folder asked for cannot be written here: requests.parquet without pyarrow."""
+    if config.output.requests_format == "parquet":
+        from .metrics.parquet import require_pyarrow
+
+        try:
+            require_pyarrow()
+        except ImportError as err:
+            return [ScenarioError("output.requests_format", str(err))]
+    return []
 
 
 def check_scenario(config: ScenarioConfig, *, source: str = "") -> None:

@@ -1,4 +1,4 @@
-"""The run folder: summary.json, requests.csv, clients.csv, trace.json, plots/*.png, report.html.
+"""The run folder: summary.json, requests.csv (or requests.parquet), clients.csv, trace.json, plots/*.png, report.html.
 
 Main name: :func:`write_run_folder`. Works on a partial run (a run that failed
 part way writes what it has): unfinished requests get empty cells and open
@@ -32,7 +32,8 @@ def summary_json(summary: Mapping[str, Any]) -> str:
 def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: Sequence[RequestRecord],
                      clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTimeline], *,
                      plots: bool = True, max_rows_per_client: int = DEFAULT_MAX_ROWS_PER_CLIENT,
-                     max_trace_events: int = DEFAULT_MAX_EVENTS, table: RequestTable | None = None) -> Path:
+                     max_trace_events: int = DEFAULT_MAX_EVENTS, table: RequestTable | None = None,
+                     requests_format: str = "csv") -> Path:
     """Writes the run folder (created if missing; existing files are replaced).
 
     Args:
@@ -43,6 +44,7 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
         plots: also draw plots/*.png (the slowest part; off for sweeps).
         max_rows_per_client: clients.csv downsampling limit (see ``tables``).
         max_trace_events: trace.json size limit (see ``trace``).
+        requests_format: ``csv`` writes requests.csv, ``parquet`` requests.parquet (:mod:`.parquet`).
         table: the requests' numbers (:class:`RequestTable`), where the caller has them; files are
             written from it and one pass over ``requests``, so a long run's records need not fit in memory.
 
@@ -56,7 +58,12 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
         requests = sorted(requests, key=lambda r: r.id)
         table = RequestTable.of(requests)
     (folder / "summary.json").write_text(summary_json(summary), encoding="utf-8")
-    write_requests_csv(folder / "requests.csv", requests, table)
+    if requests_format == "parquet":
+        from .parquet import write_requests_parquet  # late: pyarrow is optional
+
+        write_requests_parquet(folder / "requests.parquet", requests, table)
+    else:
+        write_requests_csv(folder / "requests.csv", requests, table)
     write_clients_csv(folder / "clients.csv", names, timelines, max_rows_per_client)
     dropped = write_trace(folder / "trace.json", names, timelines, requests, max_trace_events, table)
     if dropped:

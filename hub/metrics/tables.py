@@ -19,7 +19,7 @@
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
@@ -43,17 +43,67 @@ def stage_kinds(requests: Sequence[RequestRecord]) -> list[str]:
     return ordered_kinds(s.kind for r in requests for s in r.stages)
 
 
-def _stage_cells(stages: list[StageRecord]) -> list[str]:
-    """The five per-kind cells for the stages of one kind of one request."""
+# How each requests.csv column is written: "ns" integer nanoseconds as exact decimal seconds, "s" float
+# seconds, "int", "str" (requests.parquet types them: float seconds, int64, string; empty cells are nulls).
+_REQUEST_KINDS = dict(zip(REQUEST_COLUMNS, ("int", "str", "ns", "int", "int", "int", "int", "s", "s", "s", "s",
+                                            "s", "int")))
+_STAGE_KINDS = dict(zip(STAGE_COLUMNS, ("str", "ns", "ns", "ns", "ns")))
+Cell = int | float | str | None
+
+
+def _stage_cells(stages: list[StageRecord]) -> list[Cell]:
+    """The five per-kind cells for the stages of one kind of one request (None: no value)."""
     if not stages:
-        return [""] * len(STAGE_COLUMNS)
+        return [None] * len(STAGE_COLUMNS)
     clients = list(dict.fromkeys(s.client for s in stages))
     started = [s for s in stages if s.start_ns >= 0]
     ends = [s.end_ns for s in stages if s.end_ns >= 0]
-    queue = ns_to_s_text(sum(s.start_ns - s.enqueue_ns for s in started)) if started else ""
-    start = ns_to_s_text(min(s.start_ns for s in started)) if started else ""
-    end = ns_to_s_text(max(ends)) if len(ends) == len(stages) else ""
-    return [";".join(clients), queue, start, end, ns_to_s_text(sum(s.transfer_ns for s in stages))]
+    queue = sum(s.start_ns - s.enqueue_ns for s in started) if started else None
+    start = min(s.start_ns for s in started) if started else None
+    end = max(ends) if len(ends) == len(stages) else None
+    return [";".join(clients), queue, start, end, sum(s.transfer_ns for s in stages)]
+
+
+def request_columns(table: RequestTable) -> list[tuple[str, str]]:
+    """requests.csv's columns for a run's requests: (name, kind), kinds as in ``_REQUEST_KINDS``."""
+    columns = list(_REQUEST_KINDS.items())
+    if table.has_lora:  # only where requests name adapters
+        columns.append(("lora", "str"))
+    if table.classes:  # only where the workload has request classes
+        columns.append(("class", "str"))
+    return columns + [(f"{k}_{c}", kind) for k in table.kinds for c, kind in _STAGE_KINDS.items()]
+
+
+def request_rows(requests: Iterable[RequestRecord], table: RequestTable) -> Iterator[list[Cell]]:
+    """One row of raw values per request, in :func:`request_columns` order (None or NaN: no value).
+
+    Args:
+        requests: every request sorted by id, read once; ``table`` holds their numbers.
+    """
+    metrics = table.metrics()
+    with_lora, with_class = table.has_lora, bool(table.classes)
+    for i, r in enumerate(requests):
+        row: list[Cell] = [r.id, r.model, r.arrival_ns, r.input_tokens, r.output_tokens, r.generated_tokens,
+                           r.cached_tokens, float(metrics.ttft_s[i]), float(metrics.tpot_s[i]),
+                           float(metrics.e2e_s[i]), float(metrics.tbt_max_s[i]), float(metrics.queue_s[i]),
+                           r.preemptions]
+        if with_lora:
+            row.append(r.lora or None)
+        if with_class:
+            row.append(r.cls or None)
+        for kind in table.kinds:
+            row += _stage_cells([s for s in r.stages if s.kind == kind])
+        yield row
+
+
+def _text(kind: str, value: Cell) -> str:
+    if value is None:
+        return ""
+    if kind == "ns":
+        return ns_to_s_text(int(value))
+    if kind == "s":
+        return float_text(float(value))
+    return str(value)
 
 
 def write_requests_csv(path: Path | TextIO, requests: Iterable[RequestRecord],
@@ -69,28 +119,13 @@ def write_requests_csv(path: Path | TextIO, requests: Iterable[RequestRecord],
     if table is None:
         ordered = sorted(requests, key=lambda r: r.id)
         requests, table = ordered, RequestTable.of(ordered)
-    kinds = table.kinds
-    metrics = table.metrics()
-    with_lora = table.has_lora  # the column only where requests name adapters
-    with_class = bool(table.classes)  # the column only where the workload has request classes
-    header = list(REQUEST_COLUMNS) + ["lora"] * with_lora + ["class"] * with_class + \
-        [f"{k}_{c}" for k in kinds for c in STAGE_COLUMNS]
+    columns = request_columns(table)
+    kinds = [kind for _, kind in columns]
     with path.open("w", newline="", encoding="utf-8") if isinstance(path, Path) else nullcontext(path) as f:
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(header)
-        for i, r in enumerate(requests):
-            row = [str(r.id), r.model, ns_to_s_text(r.arrival_ns), str(r.input_tokens),
-                   str(r.output_tokens), str(r.generated_tokens), str(r.cached_tokens),
-                   float_text(metrics.ttft_s[i]), float_text(metrics.tpot_s[i]),
-                   float_text(metrics.e2e_s[i]), float_text(metrics.tbt_max_s[i]),
-                   float_text(metrics.queue_s[i]), str(r.preemptions)]
-            if with_lora:
-                row.append(r.lora or "")
-            if with_class:
-                row.append(r.cls or "")
-            for kind in kinds:
-                row += _stage_cells([s for s in r.stages if s.kind == kind])
-            writer.writerow(row)
+        writer.writerow(name for name, _ in columns)
+        for row in request_rows(requests, table):
+            writer.writerow([_text(kind, value) for kind, value in zip(kinds, row)])
 
 
 def downsample(columns: Mapping[str, np.ndarray], max_rows: int) -> dict[str, np.ndarray]:
