@@ -18,6 +18,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from . import safe_yaml
+from .autoscale.config import ReplicasConfig, replica_problems
 from .bounds import MAX_DEVICES, MAX_GBPS, MAX_SEED, MAX_TOKENS, MIN_GBPS
 from .errors import ScenarioError
 from .frozen import FieldProblem, FrozenModel
@@ -144,6 +145,9 @@ class ClientConfig(FrozenModel):
     rag: RagConfig | None = None
     memory: KVRetrievalConfig | None = None
     lora: LoraConfig | None = Field(None, description="llm: serve LoRA adapters (vLLM --enable-lora; docs/lora.md)")
+    replicas: ReplicasConfig | None = Field(
+        None, description="llm: an autoscaled pool of clones of this client, <name>-0, <name>-1, ... "
+                          "(docs/autoscaling.md)")
 
     @model_validator(mode="after")
     def _check_kind(self) -> ClientConfig:
@@ -276,6 +280,7 @@ class ScenarioConfig(FrozenModel):
         problems += self._check_pipelines()
         problems += self._check_backend_kinds()
         problems += self._check_lora()
+        problems += replica_problems(self)
         roles = {c.role for c in self.clients if c.kind == "llm"}
         for needed, role in (("prefill", "decode"), ("decode", "prefill")):
             if role in roles and needed not in roles and "mixed" not in roles:

@@ -71,6 +71,11 @@ class Kernel:
                                 "or step time of the scenario is out of all proportion")
         heapq.heappush(self._heap, (time_ns, priority, next(self._seq), Event(fn, args, label)))
 
+    @property
+    def num_pending(self) -> int:
+        """Events scheduled and not yet handled."""
+        return len(self._heap)
+
     def run(self, *, stop: Callable[[], bool] = lambda: False) -> None:
         """Handles events in order until the heap is empty or ``stop()`` is true.
 

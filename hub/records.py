@@ -96,6 +96,7 @@ class ClientInfo:
     kv_memory: dict[str, int | float] | None = None  # one device's memory split (cosim.hub.memory.KVMemory)
     meters_energy: bool = False  # its steps' energy is accounted (LLM clients; see cosim.hub.energy)
     power: DevicePower | None = None  # one device's power; None: no power figure
+    existed_ns: int | None = None  # how long it existed (a pool's replica, hub/autoscale); None: the whole run
 
 
 class ClientTimeline:

@@ -18,6 +18,7 @@ import numpy as np
 from cosim.v1 import types_pb2 as pb
 
 from .admission import ClientLimits
+from .autoscale import ReplicaPool, autoscaling_block, provisioning_ns
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
 from .clients.drafter import Drafter
@@ -49,6 +50,7 @@ from .resolve import (
     resolve_hardware,
     resolve_model,
     session_options,
+    weight_bytes_per_device,
 )
 from .router import Router
 from .scheduling import BlockManager, Scheduler
@@ -109,8 +111,11 @@ class Simulation:
         self.services: list[ServiceClient] = []
         self.groups = {name: LockStepGroup(name, self.kernel) for name in dict.fromkeys(
             c.dp_group for c in config.clients if c.dp_group is not None)}
+        self.pools: list[ReplicaPool] = []
         for index, cfg in enumerate(config.clients):
-            if cfg.kind == "llm":
+            if cfg.replicas is not None:  # an autoscaled pool (hub/autoscale): replicas built as it scales
+                self.pools.append(self._build_pool(index, cfg))
+            elif cfg.kind == "llm":
                 llm = self._build_llm(index, cfg)
                 self.clients.append(llm)
                 self.coordinator.register(llm)
@@ -188,6 +193,23 @@ class Simulation:
                          group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None,
                          host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches),
                          limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable))
+
+    def _build_pool(self, index: int, cfg: ClientConfig) -> ReplicaPool:
+        """The autoscaled pool of ``cfg``'s replicas: each a client of its own, built as ``cfg`` but
+        named ``<name>-<k>``, ready after its weights load (device shard / load bandwidth)."""
+        assert cfg.replicas is not None and cfg.hardware is not None
+        template = self.hardware_specs[cfg.name]
+
+        def build(name: str) -> LLMClient:
+            self.hardware_specs[name] = template
+            client = self._build_llm(index, cfg.model_copy(update={"name": name, "replicas": None}))
+            self.clients.append(client)
+            return client
+        weights = weight_bytes_per_device(resolve_model(self.config, str(cfg.model)), cfg.hardware)
+        bandwidth = cfg.replicas.load_bandwidth_gbps or cfg.scheduler.host_bandwidth_gbps
+        return ReplicaPool(name=cfg.name, config=cfg.replicas, kernel=self.kernel, coordinator=self.coordinator,
+                           build=build, load_ns=provisioning_ns(weights, bandwidth, cfg.replicas.startup_s),
+                           slo=self.config.slo)
 
     def _energy(self, cfg: ClientConfig, model: pb.ModelSpec, active_params: int) -> StepEnergy:
         """The energy model of a client's steps (:mod:`cosim.hub.energy`): its device's power (none
@@ -276,6 +298,8 @@ class Simulation:
 
     # -- running -------------------------------------------------------------
     def _request_done(self, request: RequestRecord) -> None:
+        for pool in self.pools:
+            pool.on_request_done(request)
         if self._progress is not None:
             self._progress(request)
 
@@ -292,6 +316,8 @@ class Simulation:
         total = len(specs)
         spill = self.spill_requests if self.spill_requests is not None else total > KEEP_IN_MEMORY
         self.coordinator.schedule_arrivals(specs, pipelines, spill=spill)
+        for pool in self.pools:
+            pool.start()
         del specs, pipelines  # the coordinator keeps them as columns (hub/arrivals.py)
         bar = ProgressBar(total, enabled=progress)
         state = {"last": 0}
@@ -308,7 +334,10 @@ class Simulation:
 
         self._progress = report
         try:
-            self.kernel.run()
+            if self.pools:  # their sampling would go on: the run ends when the last request finishes
+                self.kernel.run(stop=lambda: self.coordinator.num_finished >= total)
+            else:
+                self.kernel.run()
         except CosimError as err:
             return err
         finally:
@@ -357,6 +386,10 @@ class Simulation:
         lora = [c.timeline.lora.summary() for c in self.clients if c.timeline.lora is not None]
         if lora:  # every client's adapter loads together (each client's are in its block)
             extra["lora"] = {key: sum(block[key] for block in lora) for key in lora[0]}
+        for pool in self.pools:  # each replica is paid for while it exists
+            pool.record_lifetimes(self.kernel.now_ns)
+        if self.pools:
+            extra["autoscaling"] = {pool.name: autoscaling_block(pool, self.kernel.now_ns) for pool in self.pools}
         timelines = self.timelines()
         return summarize_table(self.request_table(), self.infos, timelines, slo=self.config.slo,
                                sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)

@@ -4,7 +4,8 @@ Main names: :func:`client_energy`, :func:`run_energy`. Conventions (docs/energy.
 
 - ``busy_j``: the steps' energy (:mod:`cosim.hub.energy`: the backend's figure where it reports
   one, else the hub's power model); ``idle_j``: each device's idle power over the part of the
-  run its steps did not keep it busy (device-seconds), so an idle replica still counts;
+  run its steps did not keep it busy (device-seconds), so an idle replica still counts (an
+  autoscaled replica: over its life, hub/autoscale);
   ``total_j`` = busy + idle, and the ratios divide it: ``per_request_j`` (completed requests),
   ``per_output_token_j`` and ``tokens_per_j`` (output tokens generated), ``mean_power_w``
   (simulated time). A client's ratios count the requests attributed to it (see
@@ -50,7 +51,8 @@ def client_energy(info: ClientInfo, timeline: ClientTimeline | None, *, complete
     busy = timeline.energy_j if timeline is not None else 0.0
     busy_device_s = timeline.device_s if timeline is not None else 0.0
     sim_time_s = sim_time_ns / NS_PER_S
-    idle = info.power.idle_w * max(0.0, info.num_devices * sim_time_s - busy_device_s)
+    existed_s = info.existed_ns / NS_PER_S if info.existed_ns is not None else sim_time_s  # a replica's life
+    idle = info.power.idle_w * max(0.0, info.num_devices * existed_s - busy_device_s)
     return {"busy_j": busy, "idle_j": idle, "total_j": busy + idle,
             **_ratios(busy + idle, completed, output_tokens, sim_time_s),
             "reported_steps": timeline.reported_energy_steps if timeline is not None else 0,

@@ -65,7 +65,8 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
     else:
         write_requests_csv(folder / "requests.csv", requests, table)
     write_clients_csv(folder / "clients.csv", names, timelines, max_rows_per_client)
-    dropped = write_trace(folder / "trace.json", names, timelines, requests, max_trace_events, table)
+    dropped = write_trace(folder / "trace.json", names, timelines, requests, max_trace_events, table,
+                          autoscaling=summary.get("autoscaling"))
     if dropped:
         logger.info("trace.json: kept the first %d events, dropped %d later ones", max_trace_events, dropped)
     if plots:
@@ -74,6 +75,10 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
             from .plots import write_plots  # late: importing matplotlib takes 0.3 s
 
             write_plots(folder / "plots", table, clients, names, timelines, sim_time_ns, summary.get("slo"))
+            if summary.get("autoscaling"):
+                from .autoscaling import plot_replicas
+
+                plot_replicas(folder / "plots" / "replicas.png", table, summary["autoscaling"], sim_time_ns)
         except Exception as err:  # noqa: BLE001 - plots are extras; never lose the run folder for one
             logger.warning("could not draw plots in %s: %s", folder / "plots", err)
     write_report_html(folder, summary)

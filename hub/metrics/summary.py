@@ -15,7 +15,8 @@ Main name: :func:`summarize`. Conventions, so numbers are comparable across runs
   requests whose first token came out.
 - A request's latency is attributed to the client that served its last decode
   stage, or its last stage when it has no decode stage.
-- Cost: device-hours = num_devices x simulated hours per client, priced at the
+- Cost: device-hours = num_devices x simulated hours per client (an autoscaled
+  replica's: the hours it existed, provisioning included), priced at the
   client's ``price_per_hour_usd`` per device-hour.
 - Energy: busy and idle joules, per request, per output token and tokens per
   joule, of the run and of each LLM client (:mod:`.energy`); a client without a
@@ -86,7 +87,8 @@ def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
         "max_num_waiting": int(np.max(cols["num_waiting"])) if cols is not None and steps else 0,
     }
     if info is not None:
-        device_hours = info.num_devices * sim_time_ns / NS_PER_S / 3600
+        existed_ns = info.existed_ns if info.existed_ns is not None else sim_time_ns  # a replica's life
+        device_hours = info.num_devices * existed_ns / NS_PER_S / 3600
         block.update(role=info.role, model=info.model, backend=info.backend, fidelity=info.fidelity,
                      device=info.device, num_devices=info.num_devices,
                      kv_capacity_blocks=info.kv_capacity_blocks,

@@ -7,7 +7,9 @@ by the tokens in it, with the batch in ``args``; and counter ("C") tracks
 thread per request (tid = request id) with its stages in order: ``transfer``
 (input moving in), ``queue`` (waiting at the client) and the stage itself
 (named by its kind). A stage or queue still open when a partial run stopped is
-a begin ("B") event with no end. Timestamps are microseconds of simulated time.
+a begin ("B") event with no end. A run with autoscaled pools has a last process,
+``autoscaling``, with each pool's replica count as a counter
+(:mod:`.autoscaling`). Timestamps are microseconds of simulated time.
 
 Size is bounded: above ``max_events`` the trace keeps the earliest events (a
 time window from the start), so what it shows is complete up to ``cutoff_s``;
@@ -24,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..records import ClientTimeline, RequestRecord
+from .autoscaling import replica_trace_events
 from .request_table import RequestTable
 
 DEFAULT_MAX_EVENTS = 250_000  # about 25 MB of JSON; Perfetto opens it in seconds
@@ -111,7 +114,7 @@ def _metadata(pid: int, tid: int | None, kind: str, name: str, sort_index: int) 
 
 def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, ClientTimeline],
                 requests: Sequence[RequestRecord], max_events: int = DEFAULT_MAX_EVENTS,
-                table: RequestTable | None = None) -> int:
+                table: RequestTable | None = None, autoscaling: Mapping[str, Any] | None = None) -> int:
     """Writes trace.json, one event per line, as it goes; returns the number of events dropped.
 
     Args:
@@ -122,6 +125,8 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
             back one at a time from a file; only those with events are read).
         max_events: the size limit (see the module docstring).
         table: the requests' numbers (:class:`RequestTable`), where the caller has them.
+        autoscaling: summary.json's ``autoscaling`` block, where the run has pools (their replica
+            counts, a few events per scaling decision, are kept whatever ``max_events``).
     """
     if table is None:
         requests = sorted(requests, key=lambda r: r.id)
@@ -141,6 +146,8 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
         for event in _events(present, timelines, requests, indices, cutoff):
             f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
             separator = ",\n"
+        for event in replica_trace_events(len(present) + 2, autoscaling) if autoscaling else ():
+            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
         f.write("\n]}\n")
     return dropped
 

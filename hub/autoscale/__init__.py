@@ -1,0 +1,14 @@
+"""Autoscaled pools of replicas of a client (docs/autoscaling.md).
+
+- :class:`ReplicasConfig`: a client's ``replicas:`` section; :func:`replica_problems`
+  checks it against the scenario.
+- :class:`ReplicaPool`: the replicas, their provisioning, routing and draining, and
+  the policy's decisions (:mod:`.policy`).
+- :func:`autoscaling_block`: summary.json's ``autoscaling`` block.
+"""
+
+from .config import ReplicasConfig, replica_problems
+from .pool import ReplicaPool, provisioning_ns
+from .report import autoscaling_block
+
+__all__ = ["ReplicaPool", "ReplicasConfig", "autoscaling_block", "provisioning_ns", "replica_problems"]
