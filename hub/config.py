@@ -210,11 +210,19 @@ class RouterConfig(FrozenModel):
     """How the coordinator picks a client for a stage."""
 
     policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light", "vllm_dp",
-                    "lora_affinity", "prefix_aware"] = Field(
+                    "lora_affinity", "prefix_aware", "sticky"] = Field(
         "round_robin", description="vllm_dp: vLLM's data-parallel load balancer (4 x waiting + running, "
                                    "counts published every 100 ms); lora_affinity: a client holding the "
                                    "request's LoRA adapter, then least load; prefix_aware: Dynamo's KV router "
-                                   "(docs/routing.md)")
+                                   "(docs/routing.md); sticky: a session's turns to the client of its first "
+                                   "(docs/sessions.md)")
+    sticky_base: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light", "vllm_dp",
+                         "lora_affinity", "prefix_aware"] = Field(
+        "least_outstanding", description="sticky: the policy of a session's first turn, of requests in no "
+                                         "session, and of a turn whose client is gone or over sticky_max_load")
+    sticky_max_load: float = Field(
+        2.0, ge=1, le=1e6, description="sticky: a session leaves its client when that client holds more than "
+                                       "this many times (the least loaded candidate's sequences + 1)")
     overlap_score_weight: float = Field(
         1.0, ge=0, le=1e6, description="prefix_aware: weight of the prefill blocks against the KV blocks in use "
                                        "(Dynamo's kv_overlap_score_weight, default 1)")

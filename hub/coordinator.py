@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .request_log import RequestLog, RequestView
 from .router import Router
 from .scheduling import Sequence
 from .workload import RequestSpec
+
+if TYPE_CHECKING:
+    from .sessions import SessionDriver
 
 # How many upcoming arrivals a client's next-arrival forecast looks through.
 FORECAST_ARRIVALS = 8
@@ -74,6 +77,8 @@ class Coordinator:
         self.pending: PendingRequests | None = None
         self.in_flight: dict[int, RequestRecord] = {}
         self._scheduled: RequestRecord | None = None  # the next to arrive, its arrival scheduled
+        self._released: dict[int, RequestRecord] = {}  # session turns released, not yet arrived
+        self.sessions: SessionDriver | None = None  # multi-turn sessions (hub/sessions.py), if any
         self.log = RequestLog(spill=False)
         self.columns = RequestColumns()
         self._arrivals: dict[str, np.ndarray] = {}  # per model, sorted arrival times
@@ -96,17 +101,44 @@ class Coordinator:
             ScenarioError: a request no route through the LLM clients can ever serve (see
                 :func:`check_requests`), before anything runs.
         """
+        self.check(specs, pipelines)
+        self.log = RequestLog(spill=spill)
+        self.pending = PendingRequests(specs, pipelines)
+        models = dict.fromkeys(p.model for p in pipelines)
+        self._arrivals = {model: self.pending.arrival_times(model) for model in models}
+        self._schedule_arrival()
+
+    def check(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
+        """Refuses a request no route through the LLM clients can ever serve (:func:`check_requests`)."""
         retrieved = [s.timer.config.top_k * s.timer.config.doc_tokens for s in self.services
                      if isinstance(s.timer, RagStageTimer)]
         router = self.router.config
         check_requests([c.limits for c in self.clients if c.limits is not None], specs, pipelines,
                        retrieved_tokens=min(retrieved, default=0),
                        route=route_for(router.policy, router.heavy_clients, router.heavy_threshold_tokens))
+
+    def schedule_sessions(self, sessions: SessionDriver, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *,
+                          spill: bool = False) -> None:
+        """Runs multi-turn sessions: their turns arrive as ``sessions`` releases them (:meth:`release`).
+
+        Args:
+            sessions: the session driver.
+            specs, pipelines: every turn known before the run, checked as :meth:`schedule_arrivals` does.
+        """
+        self.check(specs, pipelines)
         self.log = RequestLog(spill=spill)
-        self.pending = PendingRequests(specs, pipelines)
-        models = dict.fromkeys(p.model for p in pipelines)
-        self._arrivals = {model: self.pending.arrival_times(model) for model in models}
-        self._schedule_arrival()
+        self.sessions = sessions
+        sessions.start()
+
+    def release(self, request: RequestRecord) -> None:
+        """Schedules the arrival of a request made during the run (a session's turn)."""
+        self._released[request.id] = request
+        self.kernel.call_at(request.arrival_ns, ARRIVAL, self._arrive_released, request, label="arrival")
+
+    def _arrive_released(self, request: RequestRecord) -> None:
+        del self._released[request.id]
+        self.in_flight[request.id] = request
+        self.push_stage(request)
 
     def _schedule_arrival(self) -> None:
         """Schedules the next pending request's arrival: one at a time, so that requests not yet
@@ -129,7 +161,10 @@ class Coordinator:
     def unfinished(self) -> list[RequestRecord]:
         """The requests not finished, sorted by id: in flight, then (in a partial run) not yet arrived."""
         scheduled = [self._scheduled] if self._scheduled is not None else []
-        return [*self.in_flight.values(), *scheduled, *(self.pending.remaining() if self.pending is not None else ())]
+        started = [*self.in_flight.values()]
+        if self.sessions is not None:  # session turns: numbered as released, arriving in another order
+            started = sorted([*started, *self._released.values()], key=lambda r: r.id)
+        return [*started, *scheduled, *(self.pending.remaining() if self.pending is not None else ())]
 
     def table(self) -> RequestTable:
         """Every request's numbers, sorted by id (what the summary and the run folder need)."""
@@ -166,6 +201,8 @@ class Coordinator:
             self.columns.add(request)
             self.log.add(request)
             self.on_request_done(request)
+            if self.sessions is not None and request.session >= 0:
+                self.sessions.turn_done(request)
             return
         kind = request.pipeline[request.stage_index]
         if kind in LLM_STAGES:

@@ -180,15 +180,28 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
 def scenario_requests(config: ScenarioConfig, rng: np.random.Generator,
                       base_dir: Path) -> tuple[list[RequestSpec], list[Pipeline]]:
     """A scenario's requests and their pipelines, as a run draws them from ``rng`` (the generator
-    seeded with ``config.seed``): the workload, then a template per request by weight.
+    seeded with ``config.seed``): the workload, then a template per request by weight. With
+    ``workload.sessions``, every turn known before the run (at arrival 0: the admission checks'
+    list; :mod:`cosim.hub.sessions` releases them).
 
     Raises:
         ScenarioError: see :func:`cosim.hub.workload.generate_requests`.
     """
-    specs = generate_requests(config.workload, rng, base_dir=base_dir)
     default_model = next(c.model for c in config.clients if c.kind == "llm")
+    if config.workload.sessions is not None:  # every turn known ahead (hub/sessions.py runs them)
+        from .sessions import SessionSource
+
+        turns = SessionSource(config.workload, config.seed, base_dir).check_specs()
+        return turns, [session_pipeline(str(default_model))] * len(turns)
+    specs = generate_requests(config.workload, rng, base_dir=base_dir)
     weights = config.workload.templates or {"chat": 1.0}
     return assign_pipelines(specs, weights, resolve_templates(config.templates), rng, default_model=str(default_model))
+
+
+def session_pipeline(model: str) -> Pipeline:
+    """The pipeline of a session's turns: the built-in chat (prefill, decode) of ``model``."""
+    return Pipeline(template="chat", stages=tuple(BUILTIN_TEMPLATES["chat"]["stages"]), model=model,
+                    prefix_fraction=KVPrefixConfig().fraction)
 
 
 def decode_kind(request: RequestRecord) -> str:

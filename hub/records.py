@@ -19,6 +19,7 @@ from .spill import INT64, SpillRows
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
     from .scheduling.speculative import SpecStats
+    from .workload.token_ids import SegmentIds
 
 
 @dataclass(slots=True)
@@ -57,7 +58,7 @@ class RequestRecord:
     cached_tokens: int = 0  # prompt tokens served from a prefix cache
     prefix_id: str | None = None
     prefix_tokens: int = 0
-    prompt_token_ids: Sequence[int] | np.ndarray | None = None  # the prompt's token ids, where the trace has them
+    prompt_token_ids: Sequence[int] | np.ndarray | SegmentIds | None = None  # the prompt's ids, where known
     template: str = "chat"
     branches: int = 1  # parallel reasoning paths; output_tokens counts all of them
     branches_done: int = 0
@@ -73,6 +74,9 @@ class RequestRecord:
     cls: str | None = None  # its request class (workload.classes), if any
     priority: int = 0  # vLLM's request priority (lower first)
     deadline_ns: int = 2**62  # when its first token is due (earliest deadline first); none: never
+    session: int = -1  # the session it is a turn of (hub/sessions.py); -1: none
+    turn: int = -1  # its turn's index in that session
+    output_token_ids: np.ndarray | SegmentIds | None = None  # its output's ids, where a later turn reuses them
 
     @property
     def is_finished(self) -> bool:

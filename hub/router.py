@@ -11,7 +11,9 @@ requests, by counts its DP coordinator publishes at most every 100 ms; between
 publications each choice counts one more waiting request where it went), and
 ``lora_affinity`` (the clients holding the request's LoRA adapter, in a GPU slot
 or wanted by a request queued there, then least load, as adapter-aware routers
-such as AIBrix's and llm-d's prefer a pod with the adapter loaded). Load is
+such as AIBrix's and llm-d's prefer a pod with the adapter loaded), and ``sticky``
+(session affinity: a session's turns go to the client its first turn went to,
+unless it is gone or over ``sticky_max_load``; then ``sticky_base`` decides). Load is
 each client's own figure (``LLMClient.load``): ``input_tokens`` (prompt tokens
 of the requests it holds), ``kv_tokens`` (tokens held in KV blocks) or
 ``remaining_tokens`` (prefill and decode tokens still to compute); stage
@@ -88,12 +90,17 @@ class Router:
         self.config, self.rng, self.clock = config, rng, clock
         self._next: dict[tuple[str, ...], int] = {}
         self._published: dict[tuple[str, ...], tuple[int, list[int]]] = {}  # vllm_dp: when, and the scores
+        self._pins: dict[int, list[str]] = {}  # sticky: session -> the clients its turns go to
 
     def choose(self, candidates: Sequence[C], request: RequestRecord) -> C:
         """Picks one of ``candidates`` (non-empty, in config order) for ``request``."""
+        if self.config.policy == "sticky":
+            return self._sticky(candidates, request)
+        return self._choose(self.config.policy, candidates, request)
+
+    def _choose(self, policy: str, candidates: Sequence[C], request: RequestRecord) -> C:
         if len(candidates) == 1:
             return candidates[0]
-        policy = self.config.policy
         if policy == "round_robin":
             key = tuple(c.name for c in candidates)
             i = self._next.get(key, 0)
@@ -112,6 +119,28 @@ class Router:
         if policy == "heavy_light":
             candidates = self._group(candidates, request)
         return min(candidates, key=lambda c: c.load(self.config.load_metric))
+
+    def _sticky(self, candidates: Sequence[C], request: RequestRecord) -> C:
+        """``sticky``: a session's turn goes where its session's last turn went (among the candidates,
+        a client it is pinned to), unless that client holds more than ``sticky_max_load`` x (the least
+        loaded candidate's sequences + 1); otherwise, and for its first turn, ``sticky_base`` decides,
+        and the session is pinned to that client in place of the one it leaves."""
+        pinned = self._pins.get(request.session) if request.session >= 0 else None
+        if pinned:
+            here = [c for c in candidates if c.name in pinned]
+            if here:
+                bound = self.config.sticky_max_load * (min(c.load("stages") for c in candidates) + 1)
+                if here[0].load("stages") <= bound:
+                    return here[0]
+                pinned.remove(here[0].name)
+        choice = self._choose(self.config.sticky_base, candidates, request)
+        if request.session >= 0:
+            self._pins.setdefault(request.session, []).append(choice.name)
+        return choice
+
+    def end_session(self, session: int) -> None:
+        """A session ended: ``sticky`` forgets its clients."""
+        self._pins.pop(session, None)
 
     def forecast(self, candidates: Sequence[C], count: int) -> list[C] | None:
         """Where the next ``count`` stages among ``candidates`` would go if none finished

@@ -36,7 +36,7 @@ from .memory import lora_adapter_bytes
 from .metrics import ProgressBar
 from .metrics.request_table import RequestTable
 from .metrics.summary import summarize_table
-from .pipelines import Pipeline, scenario_requests
+from .pipelines import Pipeline, scenario_requests, session_pipeline
 from .presets import ModelPreset
 from .records import ClientInfo, ClientTimeline, RequestRecord
 from .request_log import KEEP_IN_MEMORY
@@ -56,6 +56,7 @@ from .router import Router
 from .scheduling import BlockManager, Scheduler
 from .scheduling.lora import LoraSlots, LoraSpec
 from .scheduling.speculative import Speculation
+from .sessions import SessionDriver, SessionSource
 from .transfers import LinkTransfers, NetworkTransfers
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
@@ -106,6 +107,7 @@ class Simulation:
         self.coordinator = Coordinator(kernel=self.kernel, router=router,
                                        transfers=self.transfers, kv_bytes_per_token=self.kv_bytes,
                                        on_request_done=self._request_done)
+        self.session_driver = self._session_driver(router)
         self.kv_timers: list[KVRetrievalTimer] = []
         self.clients: list[LLMClient] = []
         self.services: list[ServiceClient] = []
@@ -296,6 +298,15 @@ class Simulation:
         layers, per_token, name = model.num_layers, model.hidden_size * 2, cfg.name
         return lambda tokens: 2 * layers * transfers.all_reduce_ns(name, tokens * per_token)
 
+    def _session_driver(self, router: Router) -> SessionDriver | None:
+        """The driver of the workload's multi-turn sessions (hub/sessions.py), if it has them."""
+        if self.config.workload.sessions is None:
+            return None
+        model = next(str(c.model) for c in self.config.clients if c.kind == "llm")
+        return SessionDriver(SessionSource(self.config.workload, self.config.seed, self.base_dir),
+                             kernel=self.kernel, pipeline=session_pipeline(model), release=self.coordinator.release,
+                             on_session_end=router.end_session)
+
     # -- running -------------------------------------------------------------
     def _request_done(self, request: RequestRecord) -> None:
         for pool in self.pools:
@@ -304,7 +315,11 @@ class Simulation:
             self._progress(request)
 
     def workload(self) -> tuple[list[Any], list[Pipeline]]:
-        """The requests and their pipelines (templates drawn by weight when the workload mixes them)."""
+        """The requests and their pipelines (templates drawn by weight when the workload mixes them;
+        with sessions, every turn known before the run, for the admission checks)."""
+        if self.session_driver is not None:
+            turns = self.session_driver.source.check_specs()
+            return turns, [self.session_driver.pipeline] * len(turns)
         return scenario_requests(self.config, self.rng, self.base_dir)
 
     def run(self, *, progress: bool | None = None,
@@ -315,7 +330,10 @@ class Simulation:
         specs, pipelines = self.workload()
         total = len(specs)
         spill = self.spill_requests if self.spill_requests is not None else total > KEEP_IN_MEMORY
-        self.coordinator.schedule_arrivals(specs, pipelines, spill=spill)
+        if self.session_driver is not None:
+            self.coordinator.schedule_sessions(self.session_driver, specs, pipelines, spill=spill)
+        else:
+            self.coordinator.schedule_arrivals(specs, pipelines, spill=spill)
         for pool in self.pools:
             pool.start()
         del specs, pipelines  # the coordinator keeps them as columns (hub/arrivals.py)
@@ -390,6 +408,8 @@ class Simulation:
             pool.record_lifetimes(self.kernel.now_ns)
         if self.pools:
             extra["autoscaling"] = {pool.name: autoscaling_block(pool, self.kernel.now_ns) for pool in self.pools}
+        if self.session_driver is not None:
+            extra["sessions"] = self.session_driver.summary(self.request_table())
         timelines = self.timelines()
         return summarize_table(self.request_table(), self.infos, timelines, slo=self.config.slo,
                                sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)

@@ -29,7 +29,7 @@ from .stats import NS_PER_S, RequestMetrics, latency_columns
 FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("finish_ns", INT64),
           ("path_tokens", INT64), ("max_tbt_ns", INT64), ("queue_ns", INT64), ("started", INT8),
           ("input_tokens", INT64), ("generated_tokens", INT64), ("preemptions", INT64),
-          ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32))
+          ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32), ("session", INT64), ("turn", INT32))
 # Stage kinds in pipeline order (DESIGN.md); others follow alphabetically.
 STAGE_ORDER = ("preprocess", "rag", "kv_retrieval", "prefill", "decode", "reasoning", "postprocess")
 
@@ -121,7 +121,8 @@ def _row(record: RequestRecord, owners: _Owners, classes: _Owners) -> tuple[int,
             record.output_tokens // record.branches, record.max_tbt_ns,
             sum(s.start_ns - s.enqueue_ns for s in record.stages if s.start_ns >= 0),
             int(any(s.start_ns >= 0 for s in record.stages)), record.input_tokens, record.generated_tokens,
-            record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls))
+            record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls),
+            record.session, record.turn)
 
 
 @dataclass
@@ -151,6 +152,11 @@ class RequestTable:
 
     def __len__(self) -> int:
         return len(self.columns["id"])
+
+    @property
+    def has_sessions(self) -> bool:
+        """Some request is a session's turn (requests.csv's ``session`` and ``turn`` columns)."""
+        return bool(np.any(self.columns["session"] >= 0))
 
     def metrics(self) -> RequestMetrics:
         """TTFT, TPOT, E2E, queue and TBT max per request (:func:`cosim.hub.metrics.stats.request_metrics`)."""

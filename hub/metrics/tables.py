@@ -8,7 +8,7 @@
   re-run), clients are joined with ``;``, queue and transfer times summed,
   start is the earliest and end the latest. Where requests name LoRA adapters, a ``lora``
   column (empty: the base model) follows ``preemptions``, and where the workload has request
-  classes, a ``class`` column after it.
+  classes, a ``class`` column after it, and where it has sessions, ``session`` and ``turn``.
 - clients.csv: one row per client step. A client with more than
   ``max_rows_per_client`` steps is downsampled into that many buckets of
   consecutive steps: start/end span the bucket, ``num_seqs`` is the mean,
@@ -71,6 +71,8 @@ def request_columns(table: RequestTable) -> list[tuple[str, str]]:
         columns.append(("lora", "str"))
     if table.classes:  # only where the workload has request classes
         columns.append(("class", "str"))
+    if table.has_sessions:  # only where the workload has sessions
+        columns += [("session", "int"), ("turn", "int")]
     return columns + [(f"{k}_{c}", kind) for k in table.kinds for c, kind in _STAGE_KINDS.items()]
 
 
@@ -91,6 +93,8 @@ def request_rows(requests: Iterable[RequestRecord], table: RequestTable) -> Iter
             row.append(r.lora or None)
         if with_class:
             row.append(r.cls or None)
+        if table.has_sessions:
+            row += [r.session, r.turn]
         for kind in table.kinds:
             row += _stage_cells([s for s in r.stages if s.kind == kind])
         yield row

@@ -12,7 +12,10 @@ hash) over the tokens a request has:
   prefix (identical across requests naming it), the rest unique to the request;
 - generated tokens are unique to the sequence (one reasoning branch of one
   stage, known by its admission order on the client), so they are found again
-  only by the sequence itself (after a preemption).
+  only by the sequence itself (after a preemption); except a session turn's
+  (:attr:`~cosim.hub.records.RequestRecord.output_token_ids`), whose ids the
+  next turn's prompt repeats, so that it finds them in the cache, as vLLM
+  finds a multi-turn chat's history.
 
 Hashes are computed once per sequence, as far as they are asked for.
 """
@@ -56,5 +59,11 @@ def _content(seq: Sequence, start: int, stop: int) -> bytes:
             if end > shared:
                 parts.append(f"request {request.id} {max(start, shared)}:{end};".encode())
     if stop > prompt:
-        parts.append(f"generated {request.id}#{seq.order} {max(start, prompt)}:{stop};".encode())
+        out = request.output_token_ids
+        first = max(start, prompt)
+        if out is not None and request.branches == 1 and stop - prompt <= len(out):
+            # a session turn's output, which its next turn's prompt repeats: the same ids, the same blocks
+            parts.append(np.asarray(out[first - prompt:stop - prompt], dtype=np.int64).tobytes())
+        else:
+            parts.append(f"generated {request.id}#{seq.order} {first}:{stop};".encode())
     return b"".join(parts)

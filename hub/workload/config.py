@@ -20,7 +20,7 @@ from cosim.hub.errors import ScenarioError
 from ..bounds import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, MAX_WEIGHT
 from ..frozen import FrozenModel
 
-TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl"]
+TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl", "mooncake"]
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
 
 # format -> (arrival column, input column, output column, time unit)
@@ -30,7 +30,10 @@ FORMAT_DEFAULTS: dict[str, tuple[str, str, str, TimeUnit]] = {
     "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
     "csv": ("arrival_s", "input_tokens", "output_tokens", "s"),
     "jsonl": ("arrival_s", "input_tokens", "output_tokens", "s"),
+    "mooncake": ("timestamp", "input_length", "output_length", "ms"),
 }
+# Mooncake's traces name each prompt's 512-token blocks by hash (FAST25-release/README.md).
+MOONCAKE_BLOCK_TOKENS = 512
 
 
 class TraceSource(FrozenModel):
@@ -40,12 +43,15 @@ class TraceSource(FrozenModel):
     ContextTokens, GeneratedTokens), ``splitwise``/``vidur`` (Vidur's
     processed traces: arrived_at in seconds, num_prefill_tokens,
     num_decode_tokens; arrived_at may be absent when arrivals are not taken
-    from the trace), and generic ``csv``/``jsonl`` (columns arrival_s,
-    input_tokens, output_tokens unless renamed).
+    from the trace), generic ``csv``/``jsonl`` (columns arrival_s,
+    input_tokens, output_tokens unless renamed), and ``mooncake`` (Mooncake's
+    JSONL traces: timestamp in ms, input_length, output_length, and hash_ids,
+    one per 512-token block of the prompt: equal hash ids become equal token
+    ids, so prefix caching sees the reuse the trace records).
     """
 
     path: str = Field(description="Trace file; a relative path is read from the scenario file's folder.")
-    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv or jsonl.")
+    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv, jsonl or mooncake.")
     arrival_column: str | None = Field(default=None, description="Arrival time column; default per format.")
     input_column: str | None = Field(default=None, description="Prompt length column; default per format.")
     output_column: str | None = Field(default=None, description="Output length column; default per format.")
@@ -291,6 +297,95 @@ class RequestClassConfig(FrozenModel):
                                                  "deadline under scheduler.packing: edf")
 
 
+# --- sessions --------------------------------------------------------------
+
+
+class FixedTime(FrozenModel):
+    """Every draw is ``value`` seconds."""
+
+    dist: Literal["fixed"] = Field(description="Distribution kind.")
+    value: float = Field(ge=0, le=MAX_TIME_S, description="Seconds.")
+
+
+class UniformTime(FrozenModel):
+    """Seconds drawn uniformly from ``low..high``."""
+
+    dist: Literal["uniform"] = Field(description="Distribution kind.")
+    low: float = Field(ge=0, le=MAX_TIME_S, description="Shortest (s).")
+    high: float = Field(ge=0, le=MAX_TIME_S, description="Longest (s).")
+
+    @model_validator(mode="after")
+    def _check_range(self) -> UniformTime:
+        if self.high < self.low:
+            raise ValueError(f"high must be >= low={self.low}, got {self.high}")
+        return self
+
+
+class ExponentialTime(FrozenModel):
+    """Exponential seconds of mean ``mean`` (a memoryless user)."""
+
+    dist: Literal["exponential"] = Field(description="Distribution kind.")
+    mean: float = Field(ge=0, le=MAX_TIME_S, description="Mean (s).")
+
+
+class LognormalTime(FrozenModel):
+    """Lognormal seconds of mean ``mean`` (sigma in log space, as lognormal lengths)."""
+
+    dist: Literal["lognormal"] = Field(description="Distribution kind.")
+    mean: float = Field(gt=0, le=MAX_TIME_S, description="Mean (s).")
+    sigma: float = Field(ge=0, le=10, description="Standard deviation of the underlying normal.")
+
+
+TimeDist = Annotated[FixedTime | UniformTime | ExponentialTime | LognormalTime, Field(discriminator="dist")]
+
+
+class SessionTraceSource(FrozenModel):
+    """A file of sessions (docs/sessions.md): ``sharegpt`` (a JSON array, or JSON lines, of
+    ``{"conversations": [{"from", "value"}, ...]}``: each model message (``gpt``, ``function_call``)
+    is a turn whose prompt is the conversation before it; tokens counted from the text at
+    ``chars_per_token``) or ``llmservingsim`` (LLMServingSim's agentic JSONL: a line per session,
+    ``arrival_time_ns`` and ``sub_requests`` of ``input_toks``, ``output_toks``, ``tool_duration_ns``)."""
+
+    path: str = Field(description="Session file; a relative path is read from the scenario file's folder.")
+    format: Literal["sharegpt", "llmservingsim"] = Field(description="File layout: sharegpt or llmservingsim.")
+    chars_per_token: float = Field(
+        default=4.0, gt=0, le=1000,
+        description="sharegpt: characters per token (OpenAI's rule of thumb for English text: about 4).")
+
+
+class SessionsConfig(FrozenModel):
+    """Requests as multi-turn sessions (docs/sessions.md).
+
+    A session is a chain of turns: each turn is released when the one before it finished plus a
+    think (or tool) time, and its prompt is the previous turn's prompt and output plus its own
+    new tokens (``workload.input_tokens``; ``workload.output_tokens`` its output), so prefix
+    caching and routing see the history. Sessions start by ``workload.arrival`` (open loop) or,
+    with ``users``, each of N users starts its next session when its last one ends (closed loop).
+    """
+
+    count: int | None = Field(default=None, ge=1, le=MAX_REQUESTS,
+                              description="Sessions to run; default: every session of the trace, or as many as "
+                                          "start before duration_s.")
+    turns: LengthDist | None = Field(default=None, description="Turns per session (synthetic sessions).")
+    think_time_s: TimeDist | None = Field(
+        default=None, description="Pause between a turn's end and the next turn's release; default 0 (a trace's "
+                                  "own tool durations take precedence).")
+    users: int | None = Field(default=None, ge=1, le=1_000_000,
+                              description="Closed loop: concurrent users, each starting its next session when its "
+                                          "last one ends (their first sessions start by workload.arrival).")
+    duration_s: float | None = Field(default=None, gt=0, le=MAX_TIME_S,
+                                     description="No session starts at or after this time (s).")
+    trace: SessionTraceSource | None = Field(default=None, description="Sessions read from a file.")
+
+    @model_validator(mode="after")
+    def _check(self) -> SessionsConfig:
+        if (self.turns is None) == (self.trace is None):
+            raise ValueError("set exactly one of turns (synthetic sessions) and trace (sessions from a file)")
+        if self.count is None and self.trace is None and (self.users is None or self.duration_s is None):
+            raise ValueError("count must be set, unless users and duration_s are (closed loop for a time)")
+        return self
+
+
 class WorkloadConfig(FrozenModel):
     """What requests arrive, when, and how long they are."""
 
@@ -311,17 +406,23 @@ class WorkloadConfig(FrozenModel):
     classes: dict[str, RequestClassConfig] | None = Field(
         default=None, description="Request classes by name, drawn by share: priorities and deadlines "
                                   "(docs/priorities.md); none if unset.")
+    sessions: SessionsConfig | None = Field(
+        default=None, description="Multi-turn sessions (docs/sessions.md); none if unset: independent requests.")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
         for field in _PARTS:
             part = getattr(self, field)
+            if self.sessions is not None and self.sessions.trace is not None:
+                continue  # a session trace has its own lengths and times (_check_sessions)
             if isinstance(part, TraceLength | TraceArrival) and part.trace is None and self.trace is None:
                 raise ValueError(f"{field} reads a trace but neither {field}.trace nor workload.trace is set")
         source = self.trace_source("arrival")
         if source is not None and source.sample != "sequential":
             raise ValueError("arrival.process 'trace' needs a trace with sample 'sequential', got 'random'")
-        if self.requests is None and not any(
+        if self.sessions is not None:
+            self._check_sessions(self.sessions)
+        elif self.requests is None and not any(
                 s is not None and s.sample == "sequential" for s in map(self.trace_source, _PARTS)):
             raise ValueError("requests must be set unless lengths or arrivals come from a sequential trace")
         bad = {name: w for name, w in (self.models or {}).items() if not 0 < w <= MAX_WEIGHT}
@@ -332,6 +433,24 @@ class WorkloadConfig(FrozenModel):
         if any(not 0 <= w <= MAX_WEIGHT for w in weights.values()) or (weights and not any(weights.values())):
             raise ValueError(f"templates needs weights in [0, {MAX_WEIGHT:g}], one of them > 0, got {weights}")
         return self
+
+    def _check_sessions(self, sessions: SessionsConfig) -> None:
+        if self.requests is not None:
+            raise ValueError("requests counts independent requests: with sessions, set sessions.count")
+        unsupported = [name for name in ("templates", "models", "lora", "classes") if getattr(self, name)]
+        if unsupported:
+            raise ValueError(f"sessions do not combine with {', '.join(unsupported)} yet")
+        from_file = sessions.trace is not None
+        for field in ("input_tokens", "output_tokens"):
+            part = getattr(self, field)
+            if from_file != isinstance(part, TraceLength) or (from_file and (part.trace or part.column)):
+                raise ValueError(f"{field}: with sessions.trace, write {{dist: trace}} (the session file's lengths); "
+                                 "without, a synthetic distribution (each turn's new tokens)")
+        trace = sessions.trace
+        if isinstance(self.arrival, TraceArrival) and (trace is None or trace.format != "llmservingsim"
+                                                       or self.arrival.trace is not None):
+            raise ValueError("arrival.process 'trace' with sessions reads the start times of a sessions.trace of "
+                             "format llmservingsim")
 
     def trace_source(self, field: str) -> TraceSource | None:
         """The trace that ``arrival``, ``input_tokens`` or ``output_tokens`` reads, if any."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from cosim.hub.bounds import MAX_TIME_NS, MAX_TIME_S, MAX_TOKENS
 from cosim.hub.errors import ScenarioError
 from cosim.hub.workload.config import (
     DEFAULT_LORA_RANK,
+    MOONCAKE_BLOCK_TOKENS,
     LengthDist,
     TraceArrival,
     TraceLength,
@@ -26,6 +28,7 @@ from cosim.hub.workload.config import (
     WorkloadConfig,
 )
 from cosim.hub.workload.sampling import clip_lengths, sample_arrivals_ns, sample_lengths, sample_prefixes
+from cosim.hub.workload.token_ids import MAX_HASH_ID, SegmentIds, block_ids
 from cosim.hub.workload.traces import TraceTable, load_trace
 
 logger = logging.getLogger(__name__)
@@ -50,7 +53,7 @@ class RequestSpec:
     model: str | None = None
     prefix_id: str | None = None
     prefix_tokens: int = 0
-    prompt_token_ids: np.ndarray | None = None  # from the trace's token-ids column, if it has one
+    prompt_token_ids: np.ndarray | SegmentIds | None = None  # from the trace's token ids (or block hashes)
     source: str | None = None  # the trace row ("file:line") its lengths were read from, if any
     lora: str | None = None  # the LoRA adapter it names (None: the base model)
     lora_rank: int = 0  # that adapter's rank
@@ -230,9 +233,11 @@ def _token_ids(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSou
                inputs: np.ndarray) -> list[np.ndarray]:
     """Each request's prompt token ids, where the input lengths come from a trace that has them."""
     source = config.trace_source("input_tokens")
-    if source is None or source.token_ids_column is None:
+    if source is None or (source.token_ids_column is None and source.format != "mooncake"):
         return []
     table = tables.get(source)
+    if source.token_ids_column is None:  # mooncake: ids from the prompt's block hashes
+        return _block_token_ids(source, table, rows[source], inputs)
     every = table.token_ids(source.token_ids_column)
     picked = []
     for length, row in zip(inputs.tolist(), rows[source].tolist()):
@@ -240,6 +245,25 @@ def _token_ids(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSou
             raise ScenarioError(f"{table.label}:{table.line(row)}", f"{source.token_ids_column} has "
                                 f"{len(every[row])} token ids, but the request's input is {length} tokens")
         picked.append(every[row][:length])  # a prompt clipped to the input's max keeps its first tokens
+    return picked
+
+
+def _block_token_ids(source: TraceSource, table: TraceTable, rows: np.ndarray, inputs: np.ndarray) -> list[Any]:
+    """Each request's prompt ids from a Mooncake trace's ``hash_ids``: block k of the prompt is hash
+    ``hash_ids[k]``'s 512 tokens (:func:`~cosim.hub.workload.token_ids.block_ids`)."""
+    hashes = table.token_ids("hash_ids")
+    lengths = table.tokens(source.columns[1])
+    picked: list[Any] = []
+    for length, row in zip(inputs.tolist(), rows.tolist()):
+        blocks, traced = hashes[row], int(lengths[row])
+        where = f"{table.label}:{table.line(row)}"
+        if len(blocks) * MOONCAKE_BLOCK_TOKENS < traced:
+            raise ScenarioError(where, f"hash_ids has {len(blocks)} blocks of {MOONCAKE_BLOCK_TOKENS} tokens, "
+                                       f"too few for its {source.columns[1]}={traced}")
+        if (blocks >= MAX_HASH_ID).any():
+            raise ScenarioError(where, f"hash_ids has {int(blocks.max())}, beyond the {MAX_HASH_ID} cosim maps")
+        ids = block_ids(blocks.tolist()[:-(-traced // MOONCAKE_BLOCK_TOKENS)], traced, MOONCAKE_BLOCK_TOKENS)
+        picked.append(ids.head(length) if length < traced else ids)
     return picked
 
 

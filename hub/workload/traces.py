@@ -128,7 +128,7 @@ def load_trace(source: TraceSource, base_dir: Path) -> TraceTable:
     label = str(path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = _read_jsonl if source.format == "jsonl" else _read_csv
+            reader = _read_jsonl if source.format in ("jsonl", "mooncake") else _read_csv
             columns, rows, lines = reader(handle, label)
     except FileNotFoundError:
         raise ScenarioError(label, f"trace file not found (looked for {path.resolve()})") from None
