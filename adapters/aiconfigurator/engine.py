@@ -31,20 +31,29 @@ LOGITS_OP = "logits_gemm"  # the LM head runs once per sequence, not per token
 
 @contextlib.contextmanager
 def _quiet_table_loading() -> Iterator[None]:
-    """Silences the library's warnings while it loads a database: it loads every operator family of the
-    system (MLA, sparse attention, ...) and warns about their fallback rows whatever the model."""
-    logger = logging.getLogger("aiconfigurator_core.sdk.perf_database")
-    level = logger.level
-    logger.setLevel(max(level, logging.ERROR))
+    """Silences the library's warnings while it loads a database and compiles an engine: it loads every
+    operator family of the system (MLA, sparse attention, ...) and warns about their fallback rows
+    whatever the model, and warns that it pins no default attention kernel for some GPU generations
+    (RTX PRO 6000's sm_120 on vLLM 0.24), then takes its own default table."""
+    loggers = [logging.getLogger(f"aiconfigurator_core.sdk.{name}") for name in ("perf_database", "attention_lanes")]
+    levels = [logger.level for logger in loggers]
+    for logger, level in zip(loggers, levels):
+        logger.setLevel(max(level, logging.ERROR))
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 @dataclasses.dataclass(frozen=True)
 class OpIndex:
-    """Positions of one phase's operators in the compiled op list, by role."""
+    """Positions of one phase's operators in the compiled op list, by role.
+
+    ``attention`` holds every attention operator of the phase, each over its share of the layers:
+    one for most models, two for gpt-oss (its banded layers with a 128-token window, and its global
+    ones), all evaluated at a chunk's or the decodes' shape.
+    """
 
     attention: tuple[int, ...]
     logits: tuple[int, ...]
@@ -57,9 +66,9 @@ class OpIndex:
         names = [op._name for op in ops]
         attention = tuple(i for i, k in enumerate(kinds) if k == ATTENTION_OPS[phase])
         logits = tuple(i for i, n in enumerate(names) if n.endswith(LOGITS_OP))
-        if len(attention) != 1:
-            raise InvalidArgument("spec.model", phase, f"aiconfigurator's {phase} operators hold {len(attention)} "
-                                  f"{ATTENTION_OPS[phase]} operators ({names}); the backend needs exactly one")
+        if not attention:
+            raise InvalidArgument("spec.model", phase, f"aiconfigurator's {phase} operators hold no "
+                                  f"{ATTENTION_OPS[phase]} operator ({names}); the backend needs one at least")
         rest = tuple(i for i in range(len(ops)) if i not in attention and i not in logits)
         return cls(attention=attention, logits=logits, token_wise=rest,
                    communication=frozenset(n for n, k in zip(names, kinds) if k in COMMUNICATION_OPS))
@@ -113,8 +122,8 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         spec_json = build_engine_spec_json(model, model_path=model_path, system=system, backend=engine,
                                            backend_version=database.version, kv_block_size=None,
                                            systems_path=database.systems_root, nextn=0, database=database)
-    handle = EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec_json)),
-                         systems_path=database.systems_root)
+        handle = EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec_json)),
+                             systems_path=database.systems_root)
     log.info("aiconfigurator engine compiled: %s", label)
     return Engine(handle=handle, context=OpIndex.of(model.context_ops, "context"),
                   generation=OpIndex.of(model.generation_ops, "generation"), label=label)

@@ -6,7 +6,7 @@ aiconfigurator (PyPI ``aiconfigurator-core``) keys its measured tables by
 from a Hugging Face ``config.json``. Here a cosim device preset becomes a
 system (:data:`SYSTEMS`; ``options.system`` names one directly), a model
 preset becomes the library's shipped config where it has one
-(:data:`LIBRARY_MODELS`, checked against the ModelSpec's shape) or a config
+(:data:`~.catalog.LIBRARY_MODELS`, checked against the ModelSpec's shape) or a config
 written from the ModelSpec's own shape (dense gated-MLP and MoE decoders),
 and TP/PP/EP plus the data-parallel ranks of a lock-step batch become its
 ``tp_size``/``pp_size``/``moe_ep_size``/``moe_tp_size``/``attention_dp_size``.
@@ -26,43 +26,39 @@ from typing import Any
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
+from .catalog import FAMILY_REFUSALS, LIBRARY_MODELS, SCHEDULABLE_FAMILIES
+
 ENGINES = ("vllm", "sglang", "trtllm")
 DATABASE_MODES = ("SILICON", "HYBRID", "EMPIRICAL", "SOL")
 VERSION_ALIASES = ("current", "previous", "next")
 
-# cosim device preset (hub/presets/devices.yaml) -> aiconfigurator system (its systems/*.yaml).
-# A100-80GB: the library's a100_sxm.yaml is the 80 GB part (mem_capacity 80 GiB, 2039 GB/s).
-# RTX-PRO-6000: the library measured the Server Edition; cosim's preset quotes the Workstation
-# Edition's datasheet, the same GB202 chip, 1792 GB/s GDDR7 and 600 W (both NVIDIA datasheets).
+# cosim device preset (hub/presets/devices.yaml) -> aiconfigurator system (its systems/*.yaml): every
+# system the library ships measured tables for. A100-80GB: the library's a100_sxm.yaml is the 80 GB
+# part (mem_capacity 80 GiB, 2039 GB/s). RTX-PRO-6000: the library measured the Server Edition;
+# cosim's preset quotes the Workstation Edition's datasheet, the same GB202 chip, 1792 GB/s GDDR7
+# and 600 W (both NVIDIA datasheets). docs/aiconfigurator.md, "Presets", lists where the figures differ.
 SYSTEMS: dict[str, str] = {
     "A100-80GB": "a100_sxm",
     "H100-SXM": "h100_sxm",
     "H200": "h200_sxm",
     "B200": "b200_sxm",
+    "B300": "b300_sxm",
     "GB200": "gb200",
+    "GB300": "gb300",
     "L40S": "l40s",
     "RTX-PRO-6000": "rtx_pro_6000_server",
+    "Arc-Pro-B60": "b60",
 }
 
-# cosim model preset (hub/presets/models.yaml) -> the Hugging Face id of the config aiconfigurator ships
-# (aiconfigurator_core/model_configs). Other presets are built from the ModelSpec's shape.
-LIBRARY_MODELS: dict[str, str] = {
-    "meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B",
-    "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
-    "Qwen/Qwen3-8B": "Qwen/Qwen3-8B",
-    "Qwen/Qwen3-32B": "Qwen/Qwen3-32B",
-    "Qwen/Qwen3-30B-A3B": "Qwen/Qwen3-30B-A3B",
-    "mistralai/Mixtral-8x7B-v0.1": "mistralai/Mixtral-8x7B-v0.1",
-    "openai/gpt-oss-20b": "openai/gpt-oss-20b",
-    "openai/gpt-oss-120b": "openai/gpt-oss-120b",
-    "deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-V3",  # MLA: refused by family, not timed as another model
-}
-
-# Model families (aiconfigurator's ARCHITECTURE_TO_MODEL_FAMILY) whose KV cache and attention the hub
-# models as GQA; MLA (DeepSeek, Kimi), hybrid (Mamba, linear attention) and multimodal ones are refused.
-SCHEDULABLE_FAMILIES = ("LLAMA", "MOE")
+# The library's estimate-only systems: a spec YAML without measured tables ("for SOL/EMPIRICAL/HYBRID
+# exploration", its comment says), which its engine cannot compile; and cosim's presets of them.
+ESTIMATE_ONLY_SYSTEMS = ("a100_pcie", "a30", "h100_pcie", "l4")
+ESTIMATE_ONLY: dict[str, str] = {"H100-PCIe": "h100_pcie"}
 
 _QUANT_BY_BYTES = {2.0: "bfloat16", 1.0: "fp8"}
+# MXFP4 (gpt-oss's expert weights): 4-bit elements and one 8-bit scale per 32, 4.25 bits. The library
+# measured gpt-oss's MoE layers only so (w4a16_mxfp4); its attention and LM head stay bf16.
+MXFP4_BYTES = 4.25 / 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,6 +116,10 @@ def system_name(spec: pb.SessionSpec, options: AicOptions, supported: dict[str, 
     else:
         field, value = "spec.hardware.device", device
         system = SYSTEMS.get(device, "")
+        if device in ESTIMATE_ONLY:
+            raise InvalidArgument(field, value, f"aiconfigurator ships only an estimate-only spec for it "
+                                  f"({ESTIMATE_ONLY[device]}.yaml, no measured tables); mapped devices: "
+                                  f"{sorted(SYSTEMS)}")
         if not system:
             raise InvalidArgument(field, value, f"has no aiconfigurator system; mapped devices: {sorted(SYSTEMS)} "
                                   f"(or name a system with options.system, one of {sorted(supported)})")
@@ -158,16 +158,21 @@ def engine_version(system: str, options: AicOptions, slots: dict[str, str] | Non
 
 
 def quant_modes(model: pb.ModelSpec) -> dict[str, str]:
-    """aiconfigurator quant modes from the ModelSpec's element sizes (2 bytes: bfloat16, 1: fp8)."""
+    """aiconfigurator quant modes from the ModelSpec's element sizes (2 bytes: bfloat16, 1: fp8; for an
+    MoE model, :data:`MXFP4_BYTES`: MXFP4 experts with bf16 attention, as gpt-oss ships)."""
     weights = _QUANT_BY_BYTES.get(float(model.bytes_per_param or 2.0))
     kv = _QUANT_BY_BYTES.get(float(model.bytes_per_kv_element or 2.0))
+    moe = weights
+    if model.num_experts > 1 and float(model.bytes_per_param) == MXFP4_BYTES:
+        weights, moe = "bfloat16", "w4a16_mxfp4"
     if weights is None:
         raise InvalidArgument("spec.model.bytes_per_param", model.bytes_per_param,
-                              f"has no aiconfigurator quant mode; supported: {sorted(_QUANT_BY_BYTES)}")
+                              f"has no aiconfigurator quant mode; supported: {sorted(_QUANT_BY_BYTES)}, and "
+                              f"{MXFP4_BYTES} (MXFP4 experts) for an MoE model")
     if kv is None:
         raise InvalidArgument("spec.model.bytes_per_kv_element", model.bytes_per_kv_element,
                               f"has no aiconfigurator KV-cache mode; supported: {sorted(_QUANT_BY_BYTES)}")
-    return {"gemm_quant_mode": weights, "moe_quant_mode": weights, "kvcache_quant_mode": kv,
+    return {"gemm_quant_mode": weights, "moe_quant_mode": moe or weights, "kvcache_quant_mode": kv,
             "fmha_quant_mode": "bfloat16"}
 
 
@@ -290,8 +295,9 @@ def model_source(model: pb.ModelSpec, options: AicOptions, shipped_ids: set[str]
     architecture = (config.get("architectures") or [""])[0]
     family = ARCHITECTURE_TO_MODEL_FAMILY.get(architecture, "")
     if family not in SCHEDULABLE_FAMILIES:
+        why = FAMILY_REFUSALS.get(family, "not a family the hub schedules")
         raise InvalidArgument("spec.model", model.name, f"is a {architecture or 'unknown'} model (aiconfigurator "
-                              f"family {family or 'none'}); the hub schedules {list(SCHEDULABLE_FAMILIES)} "
+                              f"family {family or 'none'}: {why}); the hub schedules {list(SCHEDULABLE_FAMILIES)} "
                               "families with GQA attention only")
     if shipped is None:
         return ModelSource(path=_config_folder(config), origin="spec", family=family)

@@ -94,7 +94,7 @@ def time_step(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
     """
     try:
         entries = _evaluate(engine, new_tokens, context_tokens, padded_tokens)
-    except ValueError as err:
+    except (ValueError, RuntimeError) as err:  # the library's PerfDataNotAvailableError is a RuntimeError
         if not str(err).startswith(PERF_MISS):
             raise
         shape = f"new_tokens={list(new_tokens)[:8]}, context_tokens={list(context_tokens)[:8]}"

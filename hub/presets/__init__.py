@@ -39,11 +39,16 @@ def _load(filename: str, key: str) -> list[dict[str, Any]]:
     return entries
 
 
+# models_aiconfigurator.yaml is generated from the model configs aiconfigurator-core ships
+# (cosim.adapters.aiconfigurator.catalog); it follows the hand-written models.
+MODEL_FILES = ("models.yaml", "models_aiconfigurator.yaml")
+
+
 # Cached because the files are immutable package data: one parse per process
 # is a constant, not mutable global state.
 @functools.cache
 def _models() -> PresetRegistry[ModelPreset]:
-    return PresetRegistry("model", (ModelPreset(**e) for e in _load("models.yaml", "models")))
+    return PresetRegistry("model", (ModelPreset(**e) for f in MODEL_FILES for e in _load(f, "models")))
 
 
 @functools.cache
