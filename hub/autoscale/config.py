@@ -15,42 +15,47 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, model_validator
 
-from ..bounds import MAX_DEVICES, MAX_GBPS, MIN_GBPS
+from ..bounds import MAX_GBPS, MIN_GBPS
 from ..frozen import FieldProblem, FrozenModel
 
 if TYPE_CHECKING:
     from ..config import ScenarioConfig
 
-Policy = Literal["queue", "utilization", "slo"]
+Policy = Literal["queue", "concurrency", "utilization", "slo"]
 
-# Longest autoscaler period, window or delay: a day of simulated time.
+# Longest autoscaler period, window or delay: a day of simulated time; the shortest period or window: 1 ms.
 MAX_PERIOD_S = 86_400.0
+MIN_PERIOD_S = 1e-3
+# Most replicas of one pool: each is a whole client (scheduler, KV cache), built when it is added.
+MAX_REPLICAS = 1000
 
 
 class ReplicasConfig(FrozenModel):
     """An autoscaled pool of replicas of one client, named ``<name>-0``, ``<name>-1``, ...
 
     The policy's metric, averaged over the last ``window_s`` and read every
-    ``interval_s``: ``queue`` (requests waiting per ready replica), ``utilization``
+    ``interval_s``: ``queue`` (requests waiting per ready replica), ``concurrency``
+    (requests running or waiting per ready replica, Knative's), ``utilization``
     (the fraction of time a ready replica's steps ran) or ``slo`` (the fraction of
     the pool's requests finished in the window that miss the scenario's ``slo``,
     against ``1 - target``). The wanted count is Kubernetes HPA's,
     ``ceil(ready x metric / target)``, within ``[min, max]``.
     """
 
-    min: int = Field(1, ge=1, le=MAX_DEVICES, description="fewest replicas (at least 1: a pool never scales "
+    min: int = Field(1, ge=1, le=MAX_REPLICAS, description="fewest replicas (at least 1: a pool never scales "
                                                           "to zero)")
-    max: int = Field(ge=1, le=MAX_DEVICES, description="most replicas at once, provisioning and draining ones "
+    max: int = Field(ge=1, le=MAX_REPLICAS, description="most replicas at once, provisioning and draining ones "
                                                        "included")
-    initial: int | None = Field(None, ge=1, le=MAX_DEVICES, description="replicas ready at t=0; default min")
-    policy: Policy = Field(description="queue, utilization or slo: the metric the pool scales on")
-    target: float = Field(gt=0, le=1e9, description="queue: waiting requests per replica; utilization: busy "
-                                                    "fraction in (0, 1]; slo: attainment in (0, 1)")
-    window_s: float = Field(30.0, gt=0, le=MAX_PERIOD_S, description="the metric is averaged over this much "
+    initial: int | None = Field(None, ge=1, le=MAX_REPLICAS, description="replicas ready at t=0; default min")
+    policy: Policy = Field(description="queue, concurrency, utilization or slo: the metric the pool scales on")
+    target: float = Field(ge=1e-3, le=1e9, description="queue: waiting requests per replica; concurrency: running "
+                                                    "and waiting ones; utilization: busy fraction in (0, 1]; "
+                                                    "slo: attainment in (0, 1)")
+    window_s: float = Field(30.0, ge=MIN_PERIOD_S, le=MAX_PERIOD_S, description="the metric is averaged over this much "
                                                                     "recent simulated time, seconds")
-    interval_s: float = Field(15.0, gt=0, le=MAX_PERIOD_S, description="the policy decides every this many "
+    interval_s: float = Field(15.0, ge=MIN_PERIOD_S, le=MAX_PERIOD_S, description="the policy decides every this many "
                                                                       "seconds (HPA's sync period, 15 s)")
-    sample_s: float = Field(1.0, gt=0, le=MAX_PERIOD_S, description="the replicas' queue and busy time are "
+    sample_s: float = Field(1.0, ge=MIN_PERIOD_S, le=MAX_PERIOD_S, description="the replicas' queue and busy time are "
                                                                    "read every this many seconds (at most "
                                                                    "interval_s)")
     tolerance: float = Field(0.1, ge=0, lt=1, description="no change while metric / target is within 1 +- "

@@ -35,12 +35,13 @@ NS_PER_S = 1_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class Sample:
-    """The pool's ready replicas at one time: their waiting requests, and how long their steps ran
-    since the sample before (of the replicas ready at both)."""
+    """The pool's ready replicas at one time: their waiting sequences, all they hold (running and
+    waiting), and how long their steps ran since the sample before (of the replicas ready at both)."""
 
     time_ns: int
     num_ready: int
     num_waiting: int
+    num_held: int
     busy_ns: int  # busy time since the last sample, summed over the replicas ready at both
     ready_ns: int  # time since the last sample, summed over the same replicas
 
@@ -74,10 +75,11 @@ class MetricWindow:
             self.finished.popleft()
 
     def metric(self, now_ns: int, *, pool_holds_requests: bool) -> float | None:
-        """The policy's metric over the window: mean waiting requests per ready replica (``queue``),
-        busy fraction of the ready replicas (``utilization``), or the fraction of the pool's finished
-        requests missing the SLO (``slo``); None where the window has nothing to read (no sample; for
-        ``slo``, no request finished while the pool holds some: they may be late, not absent)."""
+        """The policy's metric over the window: mean waiting sequences per ready replica (``queue``),
+        mean running and waiting ones (``concurrency``), busy fraction of the ready replicas
+        (``utilization``), or the fraction of the pool's finished requests missing the SLO (``slo``);
+        None where the window has nothing to read (no sample; for ``slo``, no request finished while
+        the pool holds some: they may be late, not absent)."""
         self._trim(now_ns)
         policy = self.config.policy
         if policy == "slo":
@@ -87,8 +89,9 @@ class MetricWindow:
             return 1.0 - float(good.sum()) / len(self.finished)
         if not self.samples:
             return None
-        if policy == "queue":
-            return sum(s.num_waiting / s.num_ready for s in self.samples if s.num_ready) / len(self.samples)
+        if policy in ("queue", "concurrency"):
+            held = [s.num_waiting if policy == "queue" else s.num_held for s in self.samples]
+            return sum(n / s.num_ready for n, s in zip(held, self.samples) if s.num_ready) / len(self.samples)
         ready_ns = sum(s.ready_ns for s in self.samples)
         return sum(s.busy_ns for s in self.samples) / ready_ns if ready_ns else None
 
@@ -125,7 +128,7 @@ class Recommender:
         if metric is None or abs(ratio - 1.0) <= cfg.tolerance or ready == 0:
             wanted = current
         else:
-            wanted = math.ceil(ready * ratio)
+            wanted = math.ceil(min(ready * ratio, cfg.max))  # (a tiny target: no overflow)
         wanted = min(max(wanted, cfg.min), cfg.max)
         while self._history and self._history[0][0] <= now_ns - self.stabilization_ns:
             self._history.popleft()

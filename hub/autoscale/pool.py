@@ -233,7 +233,8 @@ class ReplicaPool:
             ready_ns += now - since
             replica.busy_seen_ns = replica.client.busy_ns
         waiting = sum(len(r.client.scheduler.waiting) for r in ready)
-        self.window.add_sample(Sample(now, len(ready), waiting, busy, ready_ns))
+        held = sum(r.client.load("stages") for r in ready)
+        self.window.add_sample(Sample(now, len(ready), waiting, held, busy, ready_ns))
         self._last_sample_ns = now
 
     def _decide(self, now: int) -> None:
