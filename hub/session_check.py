@@ -58,14 +58,17 @@ class BuiltinSessions:
         self._servicers: dict[str, Any] = {}
 
     def problem(self, backend: str, spec: pb.SessionSpec | mem_pb.MemorySessionSpec | net_pb.NetworkSessionSpec,
-                where: str, *, probe_tokens: int = 0) -> ScenarioError | None:
+                where: str, *, probe_tokens: int = 0, dp_ranks: int = 1) -> ScenarioError | None:
         """What ``backend`` says of opening a session of ``spec``, located at ``where`` (as a run
         reports it), or None: it opens, or the backend is not a built-in one (nothing to ask).
 
         ``probe_tokens`` (runtime sessions): also time a step that prefills this many tokens (the
         largest step the client's scheduler forms), which must take at most :data:`MAX_STEP_S`:
         options that make every step overflow, or last for years, are refused here, not mid-run
-        (not on :data:`UNPROBED_KINDS`).
+        (not on :data:`UNPROBED_KINDS`). ``dp_ranks``: the ranks of the client's ``dp_group`` (1: none);
+        the probe then carries every rank's tokens, as a lock-step run's steps do (``dp_rank_tokens``),
+        so a backend that sizes the MoE layers by the ranks (aiconfigurator's EP over DP x TP) is asked
+        what a run asks it.
         """
         servicer = self._servicer(backend, spec)
         if servicer is None:
@@ -84,7 +87,8 @@ class BuiltinSessions:
             reply = servicer.OpenSession(request, _Context())
             try:
                 if probe_tokens and isinstance(spec, pb.SessionSpec):
-                    batch = pb.StepBatch(new_tokens=[probe_tokens], context_tokens=[0])
+                    batch = pb.StepBatch(new_tokens=[probe_tokens], context_tokens=[0],
+                                         dp_rank_tokens=[probe_tokens] * dp_ranks if dp_ranks > 1 else [])
                     timing = servicer.PredictSteps(rt_pb.PredictStepsRequest(session_id=reply.session_id,
                                                                              batches=[batch]), _Context()).timings[0]
                     if not 0 <= timing.duration_ns <= MAX_STEP_S * 1e9:

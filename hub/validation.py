@@ -294,8 +294,9 @@ def session_problems(config: ScenarioConfig) -> list[ScenarioError]:
         if key not in asked:
             asked.add(key)
             step = client.scheduler.max_num_batched_tokens if client.kind == "llm" else 1
+            ranks = sum(c.dp_group == client.dp_group for c in config.clients) if client.dp_group else 1
             problems += filter(None, [sessions.problem(client.backend, spec, f"clients[{index}]",
-                                                       probe_tokens=min(step, _MAX_PROBE_TOKENS))])
+                                                       probe_tokens=min(step, _MAX_PROBE_TOKENS), dp_ranks=ranks)])
     llm = next((c for c in config.clients if c.kind == "llm" and c.model is not None), None)
     for index, client in enumerate(config.clients):
         if client.kind == "kv_retrieval" and client.backend is not None and llm is not None:

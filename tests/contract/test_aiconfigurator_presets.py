@@ -199,10 +199,11 @@ BATCH, ISL, OSL = 4, 512, 16
 
 @pytest.mark.parametrize("name", list(DONE_WHEN))
 def test_the_example_runs_and_its_static_batch_is_the_librarys_estimate(name: str, tmp_path: Path) -> None:
-    """Each example runs as written (a handful of requests); then ``BATCH`` requests per DP rank arriving
+    """Each example validates and runs as written (a handful of requests); then ``BATCH`` requests per DP rank arriving
     at once, batched statically, give TTFT = the library's prefill of the batch and TPOT = its static
     estimate's decode phase per token (it samples the context every 32 tokens; cosim times each step)."""
     path = EXAMPLES / f"{name}.yaml"
+    assert cosim.validate(path) == []  # the DP x EP ranks' probe carries both ranks' tokens, as a run's steps
     result = cosim.run(path, overrides=["workload.requests=8"], output_dir=tmp_path / "as-written")
     assert len(result.requests) == 8 and all(r.finish_ns > r.first_token_ns > r.arrival_ns for r in result.requests)
 
