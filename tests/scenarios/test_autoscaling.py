@@ -12,10 +12,12 @@ import pytest
 import cosim
 from cosim.hub.autoscale.config import ReplicasConfig
 from cosim.hub.autoscale.policy import Recommender
+from cosim.hub.cli import main
 from cosim.hub.config import ScenarioProblems, parse_config
 from cosim.hub.records import RequestRecord
 from tests.scenarios.helpers import scenario
 
+REPO = Path(__file__).resolve().parents[2]
 # Llama-3-8B's weights, by hand: embeddings and LM head 128256 x 4096 each; per layer q and o 4096^2,
 # k and v 4096 x 1024, the MLP 3 x 4096 x 14336, two norms of 4096; a final norm; 2 bytes each (fp16).
 LAYER_PARAMS = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096
@@ -147,8 +149,9 @@ def test_draining_replicas_finish_what_they_hold_and_take_nothing_new(tmp_path: 
         assert result.clients[[c.name for c in result.clients].index(name)].existed_ns == max(ends)
 
 
-def test_utilization_and_slo_policies_scale_up_under_the_step(tmp_path: Path) -> None:
-    for replicas in ({"policy": "utilization", "target": 0.6}, {"policy": "slo", "target": 0.9}):
+def test_every_policy_scales_up_under_the_step(tmp_path: Path) -> None:
+    for replicas in ({"policy": "utilization", "target": 0.6}, {"policy": "slo", "target": 0.9},
+                     {"policy": "concurrency", "target": 3}):
         config = pool_config(tmp_path, STEP[:2], **replicas)
         config["slo"] = {"ttft_s": {"p90": 0.5}}
         block = cosim.run(config).summary["autoscaling"]["pool"]
@@ -220,3 +223,16 @@ def test_hysteresis_by_hand() -> None:
     assert rec.decide(10 * NS, metric=0.0, target=2.0, ready=5, current=5) == 5  # 5 was wanted 10 s ago
     assert rec.decide(26 * NS, metric=0.0, target=2.0, ready=5, current=5) == 1  # 21 s later: min
     assert rec.decide(30 * NS, metric=100.0, target=2.0, ready=1, current=1) == 10  # ceil(50), capped at max
+
+
+def test_the_example_runs_from_yaml(tmp_path: Path) -> None:
+    """examples/autoscaling.yaml's first 700 requests: the quiet start and the first 4 minutes' burst."""
+    args = ["run", str(REPO / "examples" / "autoscaling.yaml"), "-o", str(tmp_path / "run"), "--no-progress",
+            "--set", "workload.requests=700"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    block = summary["autoscaling"]["llama"]
+    assert block["provisioning_s"] == pytest.approx(WEIGHT_BYTES / 5e9 + 30, rel=1e-9)  # 5 GB/s, 30 s start-up
+    assert block["scale_ups"] >= 1 and 1 < block["max_replicas"] <= 8
+    assert '"replicas llama"' in (tmp_path / "run" / "trace.json").read_text()
+    assert (tmp_path / "run" / "plots" / "replicas.png").exists()
