@@ -70,6 +70,15 @@ def _energy_row(summary: Mapping[str, Any]) -> list[str]:
             f"tokens/J, mean {_num(energy.get('mean_power_w'), ' W')}"]
 
 
+def _replica_rows(summary: Mapping[str, Any]) -> list[str]:
+    """A line per autoscaled pool: its replicas over the run and its scaling decisions."""
+    return [f"  replicas    {pool}: mean {_num(block.get('mean_replicas'))}, max {_num(block.get('max_replicas'))} "
+            f"of {_num(block.get('min'))}..{_num(block.get('max'))} ({_num(block.get('scale_ups'))} up, "
+            f"{_num(block.get('scale_downs'))} down), {_num(block.get('replica_seconds'), ' replica-s')}, "
+            f"provisioning {_num(block.get('provisioning_s'), ' s')}"
+            for pool, block in sorted((summary.get("autoscaling") or {}).items())]
+
+
 def format_table(summary: Mapping[str, Any]) -> str:
     """A few lines with the key metrics of a summary (missing values show as "-")."""
     reqs = summary.get("requests", {})
@@ -88,4 +97,4 @@ def format_table(summary: Mapping[str, Any]) -> str:
     ]
     if cost.get("usd"):
         lines.append(f"  cost        ${_num(cost.get('usd'))}, {_num(cost.get('tokens_per_usd'))} tokens/$")
-    return "\n".join(lines + _energy_row(summary) + _client_rows(summary))
+    return "\n".join(lines + _replica_rows(summary) + _energy_row(summary) + _client_rows(summary))
