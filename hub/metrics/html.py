@@ -26,6 +26,7 @@ PLOT_CAPTIONS = {
     "kv_usage.png": "KV-cache usage per client",
     "batch_size.png": "Batch size per client",
     "queue.png": "Waiting requests per client",
+    "replicas.png": "Replicas of each autoscaled pool (solid: paid for, dashed: ready) below the load",
 }
 LATENCY_ROWS = (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL (per token)"), ("e2e_s", "E2E"),
                 ("queue_s", "Queue"), ("tbt_max_s", "TBT max (per request)"))
