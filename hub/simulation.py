@@ -18,7 +18,7 @@ import numpy as np
 from cosim.v1 import types_pb2 as pb
 
 from .admission import ClientLimits
-from .autoscale import ReplicaPool, autoscaling_block, provisioning_ns
+from .autoscale import Autoscaler, ReplicaPool, autoscaling_block, provisioning_ns
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
 from .clients.drafter import Drafter
@@ -334,8 +334,8 @@ class Simulation:
             self.coordinator.schedule_sessions(self.session_driver, specs, pipelines, spill=spill)
         else:
             self.coordinator.schedule_arrivals(specs, pipelines, spill=spill)
-        for pool in self.pools:
-            pool.start()
+        if self.pools:  # one chain of samples and decisions for every pool
+            Autoscaler(self.kernel, self.pools).start()
         del specs, pipelines  # the coordinator keeps them as columns (hub/arrivals.py)
         bar = ProgressBar(total, enabled=progress)
         state = {"last": 0}

@@ -3,12 +3,12 @@
 - :class:`ReplicasConfig`: a client's ``replicas:`` section; :func:`replica_problems`
   checks it against the scenario.
 - :class:`ReplicaPool`: the replicas, their provisioning, routing and draining, and
-  the policy's decisions (:mod:`.policy`).
+  the policy's decisions (:mod:`.policy`); :class:`Autoscaler` runs every pool's.
 - :func:`autoscaling_block`: summary.json's ``autoscaling`` block.
 """
 
 from .config import ReplicasConfig, replica_problems
-from .pool import ReplicaPool, provisioning_ns
+from .pool import Autoscaler, ReplicaPool, provisioning_ns
 from .report import autoscaling_block
 
-__all__ = ["ReplicaPool", "ReplicasConfig", "autoscaling_block", "provisioning_ns", "replica_problems"]
+__all__ = ["Autoscaler", "ReplicaPool", "ReplicasConfig", "autoscaling_block", "provisioning_ns", "replica_problems"]

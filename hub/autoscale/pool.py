@@ -16,8 +16,9 @@ Every ``sample_s`` the pool reads its ready replicas (waiting requests, busy
 time); every ``interval_s`` it decides (:mod:`.policy`): up, new replicas start
 provisioning; down, provisioning replicas are cancelled first (newest first),
 then the least loaded ready ones drain. Its events run after every other event
-of the same time (:data:`AUTOSCALE`), and stop when nothing else is left to
-happen (the simulation's run also stops once every request has finished).
+of the same time (:data:`AUTOSCALE`), one chain for every pool (:class:`Autoscaler`),
+which stops when nothing else is left to happen (the simulation's run also stops once
+every request has finished).
 """
 
 from __future__ import annotations
@@ -200,27 +201,24 @@ class ReplicaPool:
             self.counts.record(self.kernel.now_ns, self.replicas)
 
     # -- sampling and deciding -----------------------------------------------
-    def start(self) -> None:
-        """Schedules the first sample (call once the arrivals are scheduled)."""
-        self.kernel.call_at(min(self._next_sample_ns, self._next_decision_ns), AUTOSCALE, self._tick,
-                            label=f"autoscale {self.name}")
-
     def on_request_done(self, request: RequestRecord) -> None:
         """A finished request: the ``slo`` policy's, when one of the pool's replicas served a stage of it."""
         if any(stage.client in self._names for stage in request.stages):
             self.window.add_finished(request)
 
-    def _tick(self) -> None:
-        now = self.kernel.now_ns
+    @property
+    def next_due_ns(self) -> int:
+        """When the pool next samples or decides."""
+        return min(self._next_sample_ns, self._next_decision_ns)
+
+    def tick(self, now: int) -> None:
+        """Samples and decides, whichever is due at ``now``."""
         if now >= self._next_sample_ns:
             self._sample(now)
             self._next_sample_ns += self._sample_ns
         if now >= self._next_decision_ns:
             self._decide(now)
             self._next_decision_ns += self._interval_ns
-        if self.kernel.num_pending:  # else nothing is left to happen: sampling would never end
-            self.kernel.call_at(min(self._next_sample_ns, self._next_decision_ns), AUTOSCALE, self._tick,
-                                label=f"autoscale {self.name}")
 
     def _sample(self, now: int) -> None:
         if now == self._last_sample_ns and self.window.samples:
@@ -274,3 +272,32 @@ class ReplicaPool:
     def lifetimes_ns(self, end_ns: int) -> dict[str, int]:
         """How long each replica existed by ``end_ns``, by name."""
         return {r.name: r.lifetime_ns(end_ns) for r in self.replicas}
+
+
+class Autoscaler:
+    """Every pool's samples and decisions, as one chain of events (at :data:`AUTOSCALE` priority).
+
+    The chain ends when nothing else is left to happen (no event pending but its own): a run whose
+    requests can no longer progress then ends as it would without pools, instead of sampling forever.
+
+    Args:
+        kernel: the event kernel.
+        pools: the scenario's pools, in config order.
+    """
+
+    def __init__(self, kernel: Kernel, pools: list[ReplicaPool]) -> None:
+        self.kernel, self.pools = kernel, pools
+
+    def start(self) -> None:
+        """Schedules the first sample (call once the arrivals are scheduled)."""
+        self._schedule()
+
+    def _schedule(self) -> None:
+        self.kernel.call_at(min(pool.next_due_ns for pool in self.pools), AUTOSCALE, self._tick, label="autoscale")
+
+    def _tick(self) -> None:
+        now = self.kernel.now_ns
+        for pool in self.pools:
+            pool.tick(now)
+        if self.kernel.num_pending:
+            self._schedule()

@@ -236,3 +236,15 @@ def test_the_example_runs_from_yaml(tmp_path: Path) -> None:
     assert block["scale_ups"] >= 1 and 1 < block["max_replicas"] <= 8
     assert '"replicas llama"' in (tmp_path / "run" / "trace.json").read_text()
     assert (tmp_path / "run" / "plots" / "replicas.png").exists()
+
+
+def test_two_pools_scale_side_by_side(tmp_path: Path) -> None:
+    """Each pool has its own block; the run's cost is theirs together."""
+    config = pool_config(tmp_path, STEP[:2], max=3)
+    config["clients"].append({**config["clients"][0], "name": "other"})
+    result = cosim.run(config)
+    blocks = result.summary["autoscaling"]
+    assert sorted(blocks) == ["other", "pool"]
+    assert all(b["scale_ups"] >= 1 and b["max_replicas"] <= 3 for b in blocks.values())
+    assert result.summary["cost"]["usd"] == pytest.approx(sum(b["cost_usd"] for b in blocks.values()), rel=1e-8)
+    assert result.summary["requests"]["completed"] == len(result.requests)
