@@ -54,6 +54,9 @@ def validate_system(spec: net_pb.NetworkSessionSpec, *, field: str = "spec") -> 
                 raise InvalidArgument(where, algorithm, "must be RING, DIRECT, HALVING_DOUBLING or DOUBLE_BINARY_TREE")
             if algorithm == DBT_ALG and name != "all_reduce":
                 raise InvalidArgument(where, "DOUBLE_BINARY_TREE", "is only implemented for all_reduce")
+            if algorithm == HD_ALG and name == "all_to_all":
+                raise InvalidArgument(where, "HALVING_DOUBLING", "does not run all_to_all (ASTRA-sim has no "
+                                      "halving-doubling all-to-all and exits on it); use RING or DIRECT")
             npus = spec.dims[d].npus
             if algorithm == HD_ALG and npus & (npus - 1):
                 raise InvalidArgument(where, "HALVING_DOUBLING",
@@ -136,7 +139,13 @@ class AnalyticalNetworkBackend(NetworkBackend):
 
     @staticmethod
     def _chains(model: NetworkModel, op: net_pb.CollectiveOp) -> list[list[Stage]]:
-        """One chain of stages per chunk; each round of the plan is a stage."""
+        """One chain of stages per chunk; each round of the plan is a stage.
+
+        In one dimension, ASTRA-sim runs ``active_chunks_per_dimension`` chunks
+        at a time: chunk i then follows chunk i - active on the same chain.
+        Across several dimensions (which ASTRA-sim's congestion-aware backend
+        does not model) every chunk starts at once and the links arbitrate.
+        """
         group = model.group(op.endpoint)
         ep = model.costs.endpoint_delay_ns
         chains = []
@@ -148,6 +157,9 @@ class AnalyticalNetworkBackend(NetworkBackend):
                     stages += [Stage(messages, r.delay_ns)] * r.repeat
                 stages[-1] = Stage(stages[-1].messages, stages[-1].delay_ns + ep)  # the phase's closing delay
             chains.append(stages)
+        if len(model.topology.dims) == 1 and len(chains) > model.active_chunks:
+            return [[stage for chain in chains[first::model.active_chunks] for stage in chain]
+                    for first in range(model.active_chunks)]
         return chains
 
     @staticmethod

@@ -13,7 +13,7 @@ endpoint delay. Both modes share this plan:
 - congestion-aware (:mod:`.congestion`): every message crosses its links.
 
 Algorithms per dimension: ring, direct (all peers at once), halving-doubling
-(recursive halving then doubling; power-of-two groups) and double binary tree
+(recursive halving then doubling; power-of-two groups; not all-to-all) and double binary tree
 (all-reduce only; two mirrored trees each carrying half the data).
 """
 
@@ -129,19 +129,34 @@ def _xor_pairs(lines: Sequence[Sequence[int]], distance: int) -> tuple[Pair, ...
 
 
 def _all_pairs(lines: Sequence[Sequence[int]]) -> tuple[Pair, ...]:
-    return tuple((a, b) for line in lines for a in line for b in line if a != b)
+    """Every ordered pair; each NPU sends to the next peer along the line first, then the one after
+    (ASTRA-sim's direct order), so in the congestion-aware mode no two NPUs send to one peer at once."""
+    return tuple((line[i], line[(i + k) % len(line)]) for line in lines for i in range(len(line))
+                 for k in range(1, len(line)))
 
 
-def _tree_pairs(lines: Sequence[Sequence[int]], level: int, up: bool) -> tuple[Pair, ...]:
-    """Child→parent (or parent→child) pairs of level ``level`` of two mirrored heaps."""
-    pairs: list[Pair] = []
-    for line in lines:
-        n = len(line)
-        for order in (line, line[::-1]):
-            for i in range(2 ** level - 1, min(2 ** (level + 1) - 1, n)):
-                child, parent = order[i], order[(i - 1) // 2]
-                pairs.append((child, parent) if up else (parent, child))
-    return tuple(pairs)
+def _tree_edges(n: int) -> list[tuple[int, int, int]]:
+    """(parent, child, child's depth) of ASTRA-sim's ``BinaryTree`` (RootMax) over positions 0..n-1.
+
+    The root (position n-1) has one child, the root of a complete binary tree
+    over positions 0..n-2 numbered in order (``BinaryTree::build_tree``): a
+    node at height h has its children h/2 positions either side.
+    """
+    edges = [(n - 1, n // 2 - 1, 1)]
+    stack = [(n // 2 - 1, n // 4, 1)]  # (position, distance to its children, depth)
+    while stack:
+        position, step, depth = stack.pop()
+        if step:
+            for child in (position - step, position + step):
+                edges.append((position, child, depth + 1))
+                stack.append((child, step // 2, depth + 1))
+    return edges
+
+
+def _tree_pairs(lines: Sequence[Sequence[int]], depth: int, up: bool) -> tuple[Pair, ...]:
+    """Child→parent (or parent→child) pairs of the tree edges whose child is at ``depth``."""
+    edges = [(p, c) for p, c, d in _tree_edges(len(lines[0])) if d == depth]
+    return tuple((line[c], line[p]) if up else (line[p], line[c]) for line in lines for p, c in edges)
 
 
 def phase_rounds(op: int, algorithm: int, lines: Sequence[Sequence[int]], data_bytes: int,
@@ -153,28 +168,36 @@ def phase_rounds(op: int, algorithm: int, lines: Sequence[Sequence[int]], data_b
 
     Raises:
         UnsupportedCollective: halving-doubling on a group that is not a power
-            of two, or double binary tree for anything but all-reduce.
+            of two or for all-to-all, or double binary tree for anything but
+            all-reduce.
     """
     n = len(lines[0])
     msg = data_bytes // n
     reduce_, plain = costs.after(msg, reduces=True), costs.after(msg, reduces=False)
     if algorithm == DIRECT_ALG:
+        # ASTRA-sim reduces the n-1 incoming messages in parallel: one reduction on the critical path.
         pairs = _all_pairs(lines)
         if op == ALL_REDUCE:
-            return (Round(pairs, msg, costs.after(msg, reduces=True, num_reductions=n - 1)), Round(pairs, msg, plain))
+            return (Round(pairs, msg, reduce_), Round(pairs, msg, plain))
         if op == REDUCE_SCATTER:
-            return (Round(pairs, msg, costs.after(msg, reduces=True, num_reductions=n - 1)),)
+            return (Round(pairs, msg, reduce_),)
         return (Round(pairs, data_bytes if op == ALL_GATHER else msg, costs.endpoint_delay_ns),)
     if algorithm == HD_ALG:
         return _halving_doubling(op, lines, data_bytes, costs)
     if algorithm == DBT_ALG:
         if op != ALL_REDUCE:
             raise UnsupportedCollective("double binary tree only runs all-reduce")
-        half = data_bytes // 2
-        depth = max(1, math.ceil(math.log2(n)))
-        up = tuple(Round(_tree_pairs(lines, lvl, True), half, costs.after(half, reduces=True))
-                   for lvl in range(depth - 1, -1, -1))
-        down = tuple(Round(_tree_pairs(lines, lvl, False), half, costs.endpoint_delay_ns) for lvl in range(depth))
+        if n & (n - 1):
+            raise UnsupportedCollective(f"double binary tree needs a power-of-two group, got {n} NPUs")
+        # ASTRA-sim's DoubleBinaryTreeAllReduce: the whole chunk goes up one tree (reduced at each
+        # parent) and back down; its two trees alternate between chunks, mirror images of each other.
+        # A parent reduces what each child sends: two children below depth 1, one at the root.
+        depth = n.bit_length() - 1
+        up = tuple(Round(_tree_pairs(lines, d, True), data_bytes,
+                         costs.after(data_bytes, reduces=True, num_reductions=1 if d == 1 else 2))
+                   for d in range(depth, 0, -1))
+        down = tuple(Round(_tree_pairs(lines, d, False), data_bytes, costs.endpoint_delay_ns)
+                     for d in range(1, depth + 1))
         return up + down
     pairs = _ring_pairs(lines)
     if op == ALL_REDUCE:
@@ -188,22 +211,27 @@ def phase_rounds(op: int, algorithm: int, lines: Sequence[Sequence[int]], data_b
 
 def _halving_doubling(op: int, lines: Sequence[Sequence[int]], data_bytes: int,
                       costs: StepCosts) -> tuple[Round, ...]:
-    """Recursive halving (RS: far peer first, half the data each step), then
-    recursive doubling (AG: near peer first, twice the data each step)."""
+    """Recursive halving (RS: near peer first, half the data each step), then
+    recursive doubling (AG: far peer first, twice the data each step), in
+    ASTRA-sim's order (``HalvingDoubling.cc``: the rank offset starts at 1 and
+    doubles for RS, starts at n/2 and halves for AG). The order does not change
+    congestion-unaware times; it does the congestion-aware ones, where a far
+    peer is several store-and-forward hops away on a ring."""
     n = len(lines[0])
     if n & (n - 1):
         raise UnsupportedCollective(f"halving-doubling needs a power-of-two group, got {n} NPUs")
-    steps = n.bit_length() - 1
     if op == ALL_TO_ALL:
-        half = data_bytes // 2
-        return tuple(Round(_xor_pairs(lines, 1 << k), half, costs.endpoint_delay_ns) for k in range(steps))
+        raise UnsupportedCollective("halving-doubling does not run all-to-all (ASTRA-sim exits on it)")
+    steps = n.bit_length() - 1
     rs: list[Round] = []
     size = data_bytes
-    for k in range(steps - 1, -1, -1):
+    for k in range(steps):
         size //= 2
-        rs.append(Round(_xor_pairs(lines, 1 << k), size, costs.after(size, reduces=True)))
+        # ASTRA-sim's first packet is a "zero-latency" one, sent unreduced: the first step reduces nothing.
+        rs.append(Round(_xor_pairs(lines, 1 << k), size, costs.after(size, reduces=k > 0)))
     shard = data_bytes if op == ALL_GATHER else size
-    ag = [Round(_xor_pairs(lines, 1 << k), shard << k, costs.endpoint_delay_ns) for k in range(steps)]
+    ag = [Round(_xor_pairs(lines, 1 << k), shard << j, costs.endpoint_delay_ns)
+          for j, k in enumerate(range(steps - 1, -1, -1))]
     if op == REDUCE_SCATTER:
         return tuple(rs)
     if op == ALL_GATHER:
