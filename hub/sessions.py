@@ -225,6 +225,7 @@ class SessionDriver:
         self.next_session = 0
         self.next_id = 0
         self.num_started = 0
+        self._starts_due = 0  # session starts scheduled, not yet happened
         # Per finished session: (index, first arrival ns, last finish ns, turns); a few numbers each.
         self.finished: list[tuple[int, int, int, int]] = []
 
@@ -245,11 +246,17 @@ class SessionDriver:
         if session is None:
             return
         self.next_session += 1
+        self._starts_due += 1
         self.kernel.call_at(at_ns, ARRIVAL, self._start, session, user, label="session start")
+
+    def idle(self) -> bool:
+        """Every session that will start has ended (no session live, none due to start)."""
+        return not self.live and not self._starts_due
 
     def _start(self, session: SessionSpec, user: int) -> None:
         now = self.kernel.now_ns
         self.num_started += 1
+        self._starts_due -= 1
         live = self.live[session.index] = _Live(session, user, now)
         if user < 0:  # open loop: the next session's start
             self._schedule_start(self.source.start_ns(session.index + 1), -1)

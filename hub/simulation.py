@@ -353,7 +353,11 @@ class Simulation:
         self._progress = report
         try:
             if self.pools:  # their sampling would go on: the run ends when the last request finishes
-                self.kernel.run(stop=lambda: self.coordinator.num_finished >= total)
+                # (sessions: when the last session ends; a closed loop run for a time has more turns
+                # than are known before the run)
+                driver = self.session_driver
+                self.kernel.run(stop=driver.idle if driver is not None
+                                else lambda: self.coordinator.num_finished >= total)
             else:
                 self.kernel.run()
         except CosimError as err:

@@ -84,6 +84,22 @@ def test_closed_loop_keeps_at_most_users_sessions_in_flight() -> None:
     assert all(start in ends for start, _ in spans[3:])
 
 
+def test_a_closed_loop_run_for_a_time_ends_with_its_last_session_on_an_autoscaled_pool_too() -> None:
+    """duration_s: users start sessions until then, and the run ends when the last one has; a pool
+    (min = max = 1, whose sampling would go on forever) serves exactly the same sessions."""
+    config = sessions_config(count=None, users=2, duration_s=6.0)
+    config["workload"]["arrival"] = {"process": "constant"}
+    plain = cosim.run(config)
+    config["clients"][0]["replicas"] = {"min": 1, "max": 1, "policy": "concurrency", "target": 4}
+    pooled = cosim.run(config)
+    assert plain.summary["sessions"]["completed"] == pooled.summary["sessions"]["completed"] > 2
+    assert [(r.session, r.turn, r.arrival_ns, r.finish_ns) for r in plain.requests] == \
+        [(r.session, r.turn, r.arrival_ns, r.finish_ns) for r in pooled.requests]
+    assert all(r.is_finished for r in pooled.requests)
+    starts = [turns[0].arrival_ns for turns in by_session(pooled.requests).values()]
+    assert max(starts) < 6e9 <= max(r.finish_ns for r in pooled.requests)
+
+
 def test_sticky_keeps_a_session_on_one_client_and_raises_hits() -> None:
     rr = cosim.run(sessions_config(clients=2, policy="round_robin"))
     sticky = cosim.run(sessions_config(clients=2, policy="sticky"))
