@@ -4,7 +4,7 @@
 ASTRA-sim's own inputs for each transfer or collective (``network.yml``,
 ``system.json``, ``remote_memory.json``, a communicator group and one Chakra
 ET per NPU; :mod:`.inputs`, :mod:`.chakra`), running the binary named by
-``AstraSimBackend(binary=...)`` or ``$ASTRASIM_BIN`` in a per-session
+``AstraSimBackend(binary=...)``, ``$COSIM_ASTRA_SIM`` or PATH in a per-session
 temporary folder, and reading the latest ``sys[i] finished, N cycles`` line
 it logs (:mod:`.runner`; one cycle is one ns). Answers are cached per
 (operation, size, endpoints): ASTRA-sim is deterministic.
@@ -18,7 +18,7 @@ documents the mapping.
 from .backend import AstraSimBackend
 from .chakra import read_et, write_et
 from .inputs import network_yml, system_json, write_collective, write_transfer
-from .runner import ENV_BINARY, parse_finish_ns, resolve_binary
+from .runner import ENV_BINARY, is_congestion_aware, parse_finish_ns, resolve_binary
 
-__all__ = ["ENV_BINARY", "AstraSimBackend", "network_yml", "parse_finish_ns", "read_et", "resolve_binary",
-           "system_json", "write_collective", "write_transfer", "write_et"]
+__all__ = ["ENV_BINARY", "AstraSimBackend", "is_congestion_aware", "network_yml", "parse_finish_ns", "read_et",
+           "resolve_binary", "system_json", "write_collective", "write_transfer", "write_et"]

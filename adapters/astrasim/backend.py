@@ -47,7 +47,7 @@ class AstraState:
 
 
 def _spec_options(spec: net_pb.NetworkSessionSpec) -> dict[str, Any]:
-    """The session's options (``binary``, ``extra_args``, ``timeout_s``, ``keep_files``)."""
+    """The session's options (``binary``, ``extra_args``, ``timeout_s``, ``keep_files``, ``congestion_aware``)."""
     return MessageToDict(spec.options) if spec.HasField("options") else {}
 
 
@@ -55,7 +55,10 @@ class AstraSimBackend(NetworkBackend):
     """ASTRA-sim 2.0 (analytical network) run as a subprocess per transfer or collective.
 
     Args:
-        binary: path or command name of the ASTRA-sim binary; default ``$ASTRASIM_BIN``.
+        binary: path or command name of the ASTRA-sim binary; default ``$COSIM_ASTRA_SIM`` (or
+            ``$ASTRASIM_BIN``), else ``AstraSim_Analytical_Congestion_Unaware`` on PATH. A
+            congestion-aware binary (``AstraSim_Analytical_Congestion_Aware``, or the session option
+            ``congestion_aware: true``) takes one-dimensional topologies only.
         extra_args: options appended to every run.
         timeout_s: wall-clock limit of one run.
         keep_files: keep each run's inputs and logs (for debugging) until the session closes.
@@ -83,6 +86,11 @@ class AstraSimBackend(NetworkBackend):
                                   "or the network backend for congestion-aware time-synchronized mode")
         options = _spec_options(spec)
         path = runner.resolve_binary(options.get("binary") or self._binary)
+        is_aware = bool(options.get("congestion_aware", runner.is_congestion_aware(path)))
+        if is_aware and len(spec.dims) > 1:
+            raise InvalidArgument("spec.dims", f"{len(spec.dims)} dimensions",
+                                  f"ASTRA-sim's congestion-aware analytical backend ({path}) models one dimension "
+                                  "only and exits on more; use AstraSim_Analytical_Congestion_Unaware")
         binary = runner.Binary(path=path, extra_args=tuple(options.get("extra_args", self._extra_args)),
                                timeout_s=float(options.get("timeout_s", self._timeout_s)))
         keep_files = bool(options.get("keep_files", self._keep_files))

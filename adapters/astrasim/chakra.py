@@ -7,7 +7,7 @@ messages are built here from a hand-written descriptor holding the subset of
 fields cosim writes, with Chakra's field numbers, so the bytes are what
 Chakra's own generator writes and no ``chakra`` package is needed.
 
-Main names: :func:`collective_node`, :func:`send_node`, :func:`recv_node`,
+Main names: :func:`collective_node`, :func:`send_node`, :func:`recv_node`, :func:`idle_node`,
 :func:`write_et`, :func:`read_et`.
 """
 
@@ -22,7 +22,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 ET_VERSION = "0.0.4"  # the version Chakra's microbenchmark generator stamps
 
 # Chakra NodeType values.
-COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = 5, 6, 7
+COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = 4, 5, 6, 7
 # Chakra CollectiveCommType values.
 ALL_REDUCE, ALL_GATHER, ALL_TO_ALL, REDUCE_SCATTER = 0, 2, 6, 7
 
@@ -79,10 +79,27 @@ def _node(node_id: int, name: str, node_type: int, deps: Iterable[int], **attrs:
     return node
 
 
-def collective_node(node_id: int, comm_type: int, size_bytes: int) -> Any:
-    """A COMM_COLL_NODE; ``size_bytes`` is ASTRA-sim's per-NPU ``comm_size``."""
-    return _node(node_id, f"COLL_{comm_type}", COMM_COLL_NODE, (),
-                 comm_type=("int64_val", comm_type), comm_size=("int64_val", size_bytes))
+def collective_node(node_id: int, comm_type: int, size_bytes: int, comm_group: int | None = None) -> Any:
+    """A COMM_COLL_NODE; ``size_bytes`` is ASTRA-sim's per-NPU ``comm_size``.
+
+    ``comm_group`` names a group of ``--comm-group-configuration`` in the
+    ``pg_name`` attribute (ASTRA-sim's ``Workload::extract_comm_group``); None
+    (or 0) is every NPU.
+    """
+    attrs: dict[str, tuple[str, Any]] = {"comm_type": ("int64_val", comm_type), "comm_size": ("int64_val", size_bytes)}
+    if comm_group is not None:
+        attrs["pg_name"] = ("string_val", str(comm_group))
+    return _node(node_id, f"COLL_{comm_type}", COMM_COLL_NODE, (), **attrs)
+
+
+def idle_node(node_id: int = 0) -> Any:
+    """A GPU COMP_NODE of no duration, which ASTRA-sim replays as 1 ns.
+
+    An NPU with nothing to do gets one: ASTRA-sim's feeder stops the run ("No
+    dependancy free nodes found") on a trace without nodes, and its statistics
+    refuse an INVALID_NODE ("Only GPU and COMM types are supported").
+    """
+    return _node(node_id, "IDLE", COMP_NODE, ())
 
 
 def send_node(node_id: int, src: int, dst: int, size_bytes: int, tag: int, deps: Iterable[int] = ()) -> Any:

@@ -24,6 +24,7 @@ from cosim.v1 import network_service_pb2 as net_pb
 from . import chakra
 
 WORKLOAD_PREFIX = "workload"
+COMM_GROUP_ID = 1  # the one group of comm_group.json, named by each node's pg_name (0 means every NPU)
 # ASTRA-sim divides by local-mem-bw; a spec without one means "reductions are free",
 # which a bandwidth this large gives (3 x floor(m / 1e21 x 1e9) = 0 for any real m).
 FREE_LOCAL_MEM_GBPS = 1e12
@@ -109,7 +110,7 @@ def _write_common(folder: Path, spec: net_pb.NetworkSessionSpec, comm_group: Seq
     files.system.write_text(json.dumps(system_json(spec), indent=2) + "\n")
     files.remote_memory.write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}) + "\n")
     if files.comm_group is not None:
-        files.comm_group.write_text(json.dumps({"1": list(comm_group or [])}) + "\n")
+        files.comm_group.write_text(json.dumps({str(COMM_GROUP_ID): list(comm_group or [])}) + "\n")
     return files
 
 
@@ -125,14 +126,17 @@ def write_collective(folder: Path, spec: net_pb.NetworkSessionSpec, kind: int, s
                      npus: Sequence[int] | None) -> RunFiles:
     """Inputs for one collective of ``size_bytes`` per NPU over ``npus`` (None: all).
 
-    NPUs outside the group get a trace with no nodes; a group smaller than
-    the topology is named in ``comm_group.json``.
+    NPUs outside the group get a trace with one node ASTRA-sim skips
+    (:func:`.chakra.idle_node`); a group smaller than the topology is written
+    to ``comm_group.json`` and named in each node's ``pg_name``.
     """
     total = num_npus(spec)
     group = set(range(total)) if npus is None else set(npus)
     files = _write_common(folder, spec, None if npus is None or len(group) == total else sorted(group))
+    comm_group = None if files.comm_group is None else COMM_GROUP_ID
     for npu in range(total):
-        nodes = [chakra.collective_node(0, _COMM_TYPES[kind], size_bytes)] if npu in group else []
+        nodes = [chakra.collective_node(0, _COMM_TYPES[kind], size_bytes, comm_group) if npu in group
+                 else chakra.idle_node()]
         chakra.write_et(f"{files.workload_prefix}.{npu}.et", nodes)
     return files
 
@@ -161,7 +165,7 @@ def write_transfer(folder: Path, spec: net_pb.NetworkSessionSpec, src_npus: Sequ
         return None
     files = _write_common(folder, spec, None)
     for npu in range(num_npus(spec)):
-        chakra.write_et(f"{files.workload_prefix}.{npu}.et", per_npu.get(npu, []))
+        chakra.write_et(f"{files.workload_prefix}.{npu}.et", per_npu.get(npu) or [chakra.idle_node()])
     return files
 
 

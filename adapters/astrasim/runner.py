@@ -26,12 +26,14 @@ from .inputs import RunFiles
 
 log = logging.getLogger(__name__)
 
-ENV_BINARY = "ASTRASIM_BIN"
+ENV_BINARY = "COSIM_ASTRA_SIM"
+LEGACY_ENV_BINARY = "ASTRASIM_BIN"  # read when COSIM_ASTRA_SIM is unset (older setups)
+DEFAULT_NAMES = ("AstraSim_Analytical_Congestion_Unaware", "AstraSim_Analytical_Congestion_Aware")
 HOW_TO_PROVIDE = (
-    f"set the environment variable {ENV_BINARY} to the path of an ASTRA-sim 2.0 analytical binary "
-    "(build https://github.com/astra-sim/astra-sim with ./build/astra_analytical/build.sh; the binary is "
-    "build/astra_analytical/build/bin/AstraSim_Analytical_Congestion_Unaware), or pass "
-    "AstraSimBackend(binary=...) when serving it from Python")
+    f"set the environment variable {ENV_BINARY} to the path of an ASTRA-sim 2.0 analytical binary, or put "
+    f"{DEFAULT_NAMES[0]} on PATH (build https://github.com/astra-sim/astra-sim with "
+    "./build/astra_analytical/build.sh, or from a local checkout with adapters/astrasim/build.sh; "
+    "docs/astrasim.md), or pass AstraSimBackend(binary=...) when serving it from Python")
 _FINISHED = re.compile(r"sys\[(\d+)\]\s+(?:iteration \d+ )?finished,\s+(\d+)\s+cycles")
 
 
@@ -55,22 +57,32 @@ class Binary:
 
 
 def resolve_binary(explicit: str | None = None) -> str:
-    """The binary to run: ``explicit`` if given, else ``$ASTRASIM_BIN``.
+    """The binary to run: ``explicit`` if given, else ``$COSIM_ASTRA_SIM`` (or
+    ``$ASTRASIM_BIN``), else ``AstraSim_Analytical_Congestion_Unaware`` on PATH.
 
     Raises:
-        Unavailable: none configured, or it is missing or not executable; the
+        Unavailable: none found, or it is missing or not executable; the
             message says how to provide one.
     """
-    name = explicit or os.environ.get(ENV_BINARY, "")
-    where = "the binary option" if explicit else f"${ENV_BINARY}"
+    env = ENV_BINARY if os.environ.get(ENV_BINARY) else LEGACY_ENV_BINARY
+    name = explicit or os.environ.get(env, "")
+    where = "the binary option" if explicit else f"${env}"
     if not name:
-        raise Unavailable(f"astrasim backend has no ASTRA-sim binary: {HOW_TO_PROVIDE}")
+        found = shutil.which(DEFAULT_NAMES[0])
+        if found is None:
+            raise Unavailable(f"astrasim backend has no ASTRA-sim binary: {HOW_TO_PROVIDE}")
+        return os.path.abspath(found)
     path = shutil.which(name) or (name if os.path.isfile(name) else None)
     if path is None:
         raise Unavailable(f"astrasim backend: {where}={name!r} does not exist; {HOW_TO_PROVIDE}")
     if not os.access(path, os.X_OK):
         raise Unavailable(f"astrasim backend: {where}={name!r} is not executable (chmod +x it); {HOW_TO_PROVIDE}")
     return os.path.abspath(path)
+
+
+def is_congestion_aware(path: str) -> bool:
+    """True for ASTRA-sim's congestion-aware analytical binary (by its name, as ASTRA-sim builds it)."""
+    return "congestion_aware" in os.path.basename(path).lower()
 
 
 def parse_finish_ns(output: str) -> int:

@@ -66,10 +66,14 @@ group = list(range(total))
 if "comm-group-configuration" in opts:
     (group,) = json.loads(Path(opts["comm-group-configuration"]).read_text()).values()
 finish = {npu: 0 for npu in range(total)}
-colls = {npu: ns for npu, ns in nodes.items() if ns and ns[0].type == 7}
+if any(not ns for ns in nodes.values()):
+    fail("an empty ET: ASTRA-sim's feeder stops on a trace without nodes")
+colls = {npu: ns for npu, ns in nodes.items() if ns[0].type == 7}
 if colls:
     if sorted(colls) != sorted(group):
         fail(f"collective on {sorted(colls)} but comm group {group}")
+    if "comm-group-configuration" in opts and {attributes(n[0]).get("pg_name") for n in colls.values()} != {"1"}:
+        fail("a collective on a comm group must name it in pg_name")
     (kind, size), = {(attributes(n[0])["comm_type"], attributes(n[0])["comm_size"]) for n in colls.values()}
     spec.endpoints.add(name="g", npu_ids=group)
     kind = {0: 1, 2: 2, 7: 3, 6: 4}[kind]
@@ -81,6 +85,8 @@ else:
     for npu, ns in nodes.items():
         for n in ns:
             a = attributes(n)
+            if n.type == 4 and n.name == "IDLE" and len(ns) == 1:
+                continue  # the one node an NPU with nothing to do gets
             if a["is_cpu_op"] is not False:
                 fail("is_cpu_op must be False")
             table = sends if n.type == 5 else recvs
@@ -110,7 +116,7 @@ def fake_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.write_text(f"#!{sys.executable}\n{FAKE_ASTRASIM}")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("FAKE_ASTRASIM_LOG", str(tmp_path / "runs.log"))
-    monkeypatch.setenv("ASTRASIM_BIN", str(path))
+    monkeypatch.setenv("COSIM_ASTRA_SIM", str(path))
     return path
 
 
@@ -184,17 +190,20 @@ def test_transfer_within_one_endpoint_takes_no_time(stub: net_grpc.NetworkBacken
     assert not (tmp_path / "runs.log").exists()
 
 
-def test_no_binary_is_unavailable_and_says_how_to_provide_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_binary_is_unavailable_and_says_how_to_provide_one(monkeypatch: pytest.MonkeyPatch,
+                                                              tmp_path: Path) -> None:
+    monkeypatch.delenv("COSIM_ASTRA_SIM", raising=False)
     monkeypatch.delenv("ASTRASIM_BIN", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ASTRA-sim on PATH either
     with (BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel,
           pytest.raises(grpc.RpcError) as err):
         open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
     assert err.value.code() == grpc.StatusCode.UNAVAILABLE
-    assert "ASTRASIM_BIN" in err.value.details() and "astra-sim" in err.value.details()
+    assert "COSIM_ASTRA_SIM" in err.value.details() and "astra-sim" in err.value.details()
 
 
 def test_missing_binary_path_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ASTRASIM_BIN", str(tmp_path / "nope"))
+    monkeypatch.setenv("COSIM_ASTRA_SIM", str(tmp_path / "nope"))
     with (BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel,
           pytest.raises(grpc.RpcError) as err):
         open_session(net_grpc.NetworkBackendServiceStub(channel), ring8_spec())
@@ -220,6 +229,19 @@ def test_time_synchronized_mode_is_rejected_naming_the_field(stub: net_grpc.Netw
         open_session(stub, spec)
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "spec.mode" in err.value.details()
+
+
+def test_congestion_aware_binary_refuses_several_dimensions(fake_binary: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """ASTRA-sim's congestion-aware backend exits on a 2-D network.yml: the session is refused first."""
+    aware = fake_binary.with_name("AstraSim_Analytical_Congestion_Aware")
+    aware.symlink_to(fake_binary)
+    monkeypatch.setenv("COSIM_ASTRA_SIM", str(aware))
+    with (BackendServer(AstraSimBackend()) as server, grpc.insecure_channel(server.address) as channel,
+          pytest.raises(grpc.RpcError) as err):
+        open_session(net_grpc.NetworkBackendServiceStub(channel), two_node_spec())
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "spec.dims" in err.value.details() and "one dimension" in err.value.details()
 
 
 def test_bad_topology_is_invalid_argument(stub: net_grpc.NetworkBackendServiceStub) -> None:

@@ -49,7 +49,7 @@ def test_builtin_backend_passes_the_conformance_suite(name: str, tmp_path: Path,
         binary.write_text(f"#!{sys.executable}\n{FAKE_ASTRASIM}")
         binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
         monkeypatch.setenv("FAKE_ASTRASIM_LOG", str(tmp_path / "runs.log"))
-        monkeypatch.setenv("ASTRASIM_BIN", str(binary))
+        monkeypatch.setenv("COSIM_ASTRA_SIM", str(binary))
     backend = load_backend(BUILTIN_BACKENDS[name])
     expected = (RUNTIME_CHECKS if isinstance(backend, RuntimeBackend)
                 else MEMORY_CHECKS if isinstance(backend, MemoryBackend) else NETWORK_CHECKS)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from cosim.adapters.astrasim import network_yml, parse_finish_ns, read_et, system_json, write_transfer
+from cosim.adapters.astrasim import (
+    network_yml,
+    parse_finish_ns,
+    read_et,
+    system_json,
+    write_collective,
+    write_transfer,
+)
 from cosim.adapters.astrasim.chakra import attributes
 from cosim.adapters.network.astra_inputs import load_network_yml, load_system_json
 from cosim.v1 import network_service_pb2 as net_pb
@@ -49,7 +56,20 @@ def test_layered_transfer_is_a_chain_of_matched_sends_and_receives(tmp_path: Pat
     assert [attributes(n)["comm_size"] for n in sends] == [1000] * 3
     assert [list(n.ctrl_deps) for n in sends] == [[], [0], [1]]
     assert [(attributes(n)["comm_src"], attributes(n)["comm_tag"]) for n in recvs] == [(0, 0), (0, 1), (0, 2)]
-    assert read_et(f"{files.workload_prefix}.1.et")[1] == []
+    (idle,) = read_et(f"{files.workload_prefix}.1.et")[1]  # ASTRA-sim stops on a trace without nodes
+    assert (idle.type, attributes(idle)["is_cpu_op"]) == (4, False)
+
+
+def test_collective_on_a_group_names_it_in_pg_name(tmp_path: Path) -> None:
+    """ASTRA-sim runs a collective on its default group (all NPUs) unless the node names the comm group."""
+    files = write_collective(tmp_path, make_spec(), net_pb.COLLECTIVE_KIND_ALL_REDUCE, 4096, [4, 5])
+    assert files.comm_group is not None and json.loads(files.comm_group.read_text()) == {"1": [4, 5]}
+    (node,) = read_et(f"{files.workload_prefix}.4.et")[1]
+    assert (attributes(node)["pg_name"], attributes(node)["comm_size"]) == ("1", 4096)
+    assert [n.name for n in read_et(f"{files.workload_prefix}.0.et")[1]] == ["IDLE"]
+    everyone = write_collective(tmp_path / "all", make_spec(), net_pb.COLLECTIVE_KIND_ALL_REDUCE, 4096, None)
+    assert everyone.comm_group is None
+    assert "pg_name" not in attributes(read_et(f"{everyone.workload_prefix}.0.et")[1][0])
 
 
 def test_finish_time_is_the_latest_npu() -> None:
