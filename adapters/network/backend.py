@@ -61,6 +61,11 @@ def validate_system(spec: net_pb.NetworkSessionSpec, *, field: str = "spec") -> 
             if algorithm == HD_ALG and npus & (npus - 1):
                 raise InvalidArgument(where, "HALVING_DOUBLING",
                                       f"needs a power-of-two dimension, dims[{d}] has {npus}")
+    if (DBT_ALG in system.all_reduce and len(spec.dims) > 1
+            and system.collective_optimization == net_pb.COLLECTIVE_OPTIMIZATION_LOCAL_BW_AWARE):
+        raise InvalidArgument(f"{field}.system.all_reduce", "DOUBLE_BINARY_TREE",
+                              "cannot run the reduce-scatter and all-gather phases of a localBWAware all-reduce "
+                              "(ASTRA-sim runs its tree all-reduce on a ring there); use BASELINE or another algorithm")
     for name in ("endpoint_delay_ns", "local_mem_bandwidth_gbps"):
         if getattr(system, name) < 0:
             raise InvalidArgument(f"{field}.system.{name}", getattr(system, name), "must be >= 0")

@@ -268,9 +268,11 @@ def plan_chunk(group: Group, kind: int, chunk_bytes: int, *, algorithms: dict[in
         steps = [(d, ALL_REDUCE) for d in dims]
     phases: list[Phase] = []
     data = chunk_bytes
+    # Every phase takes the collective's own algorithm for its dimension: the RS and AG phases of a
+    # localBWAware all-reduce run all-reduce-implementation's, as ASTRA-sim's Sys::generate_collective.
+    per_dim = algorithms.get(kind, ())
     for dim, op in steps:
         lines = group.lines[dim]
-        per_dim = algorithms.get(op, ())
         algorithm = RING_ALG if group.is_flat else _algorithm(per_dim, dim)
         phases.append(Phase(dim, phase_rounds(op, algorithm, lines, data, costs)))
         n = len(lines[0])
