@@ -6,6 +6,7 @@
 #
 #   containers/build.sh                          # local base image
 #   BASE=python:3.11-slim containers/build.sh    # where a registry exists
+#   ASTRA_SIM_SRC=/path/to/astra-sim containers/build.sh   # also cosim-astrasim:local (ASTRA-sim from that checkout)
 #
 # Reruns are fast: the base image and the dependency wheels are kept (refreshed when
 # pyproject.toml changes) and Docker caches the dependency layer.
@@ -87,3 +88,9 @@ NEW=$(docker image inspect -f '{{.Id}}' "$IMAGE")
 if [[ "$OLD" == *" $BUILD_ID" && "${OLD%% *}" != "$NEW" ]]; then docker rmi "${OLD%% *}" >/dev/null 2>&1 || true; fi
 docker images -q --filter label=cosim.stage=deps --filter "label=cosim.build=$BUILD_ID" | tail -n +2 \
   | xargs -r docker rmi >/dev/null 2>&1 || true
+
+# Optional: ASTRA_SIM_SRC=/path/to/astra-sim (a checkout with its submodules) also builds cosim-astrasim:local,
+# the cosim image with ASTRA-sim's analytical binaries (containers/build-astrasim.sh, docs/astrasim.md).
+if [[ -n "${ASTRA_SIM_SRC:-}" ]]; then
+  COSIM_IMAGE="$IMAGE" "$HERE/build-astrasim.sh" "$ASTRA_SIM_SRC"
+fi
