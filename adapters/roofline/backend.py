@@ -96,7 +96,8 @@ class RooflineBackend(RuntimeBackend):
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
-        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), padded)
+        slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
+        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), padded, slim)
         if batch.lora_ranks:
             key += (tuple(batch.lora_ranks), tuple(batch.lora_ids))
         timing = state.cache.get(key)
@@ -106,7 +107,7 @@ class RooflineBackend(RuntimeBackend):
                 stats = dataclasses.replace(stats, tokens=float(padded))
             if batch.lora_ranks:
                 stats = dataclasses.replace(stats, lora=_lora(batch))
-            timing = estimate(state.model, stats)
+            timing = estimate(state.model, stats, with_breakdown=not slim)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:
                 state.cache.popitem(last=False)

@@ -45,13 +45,16 @@ class SessionModel:
     """What ``open_session`` precomputes: shape, parameters and device.
 
     ``memo`` keeps the device times of the operators a decode run leaves
-    unchanged (see :func:`device_times`); it is not part of the model.
+    unchanged (see :func:`device_times`), and ``rates`` the groups' rates by
+    prefill share; neither is part of the model.
     """
 
     shape: Shape
     params: Params
     device: Device
     memo: dict[tuple[float, int, Group], DeviceTimes] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
+    rates: dict[float, tuple[tuple[float, float, float], tuple[float, float, float]]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
 
 
@@ -146,23 +149,32 @@ class DeviceTimes:
 
 
 def _add_ops(times: DeviceTimes, op_list: list[ops.Op], mult: int, rate_c: tuple[float, float, float],
-             rate_m: tuple[float, float, float]) -> None:
-    """Adds each operator's adapted-roofline time to ``times`` (``mult`` instances in the step)."""
+             rate_m: tuple[float, float, float], *, with_breakdown: bool = True) -> None:
+    """Adds each operator's adapted-roofline time to ``times`` (``mult`` instances in the step);
+    ``with_breakdown=False`` leaves ``times.breakdown`` alone."""
     busy, breakdown, totals = times.busy, times.breakdown, times.totals
     for module, key, work, traffic, group in op_list:
         t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
         t = t_c if t_c >= t_m else t_m
         busy[module] += t
-        breakdown[key] += t * mult
+        if with_breakdown:
+            breakdown[key] += t * mult
         totals[t_c < t_m] += t * mult
 
 
 def _rates(m: SessionModel, prefill_share: float) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    """Compute and memory rates (FLOP/s, B/s) of the BLEND, PREFILL and DECODE groups."""
-    pre, dec, dev = m.params.prefill, m.params.decode, m.device
-    w = prefill_share
-    return ((_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops),
-            (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw))
+    """Compute and memory rates (FLOP/s, B/s) of the BLEND, PREFILL and DECODE groups (memoized:
+    every decode-only step has the same)."""
+    rates = m.rates.get(prefill_share)
+    if rates is None:
+        pre, dec, dev = m.params.prefill, m.params.decode, m.device
+        w = prefill_share
+        rates = ((_blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops),
+                 (_blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw))
+        if len(m.rates) >= MEMO_SIZE:
+            m.rates.clear()
+        m.rates[prefill_share] = rates
+    return rates
 
 
 def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
@@ -188,31 +200,36 @@ def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
     return fixed
 
 
-def device_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
-    """Times every operator of a step by the adapted roofline."""
+def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> DeviceTimes:
+    """Times every operator of a step by the adapted roofline (``with_breakdown=False``: all but
+    the breakdown per operator, left empty)."""
     s, p = m.shape, m.params
     num_layers = s.layers_per_stage * s.pp
     fixed = _fixed_times(m, b)
-    times = DeviceTimes(list(fixed.busy), 0.0, 0.0, defaultdict(float, fixed.breakdown), list(fixed.totals))
-    _add_ops(times, ops.decode_attention_ops(s, b), num_layers, *_rates(m, b.prefill_share))
+    times = DeviceTimes(list(fixed.busy), 0.0, 0.0,
+                        defaultdict(float, fixed.breakdown) if with_breakdown else defaultdict(float),
+                        list(fixed.totals))
+    rate_c, rate_m = _rates(m, b.prefill_share)
+    _add_ops(times, ops.decode_attention_ops(s, b), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
     if b.lora:
-        _add_ops(times, ops.lora_ops(s, b.lora), num_layers, *_rates(m, b.prefill_share))
+        _add_ops(times, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
     comm_attn, comm_mlp = _comm_ns(m, b, _blend(p.prefill.comm_eff, p.decode.comm_eff, b.prefill_share))
     times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
     times.busy[ATTENTION] += comm_attn
     times.busy[MLP] += comm_mlp
-    if comm_attn:
+    if with_breakdown and comm_attn:
         times.breakdown["allreduce"] += comm_attn * num_layers
-    if comm_mlp:
+    if with_breakdown and comm_mlp:
         times.breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
     return times
 
 
-def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
-    """Times one step; see the module docstring for the model."""
+def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> pb.StepTiming:
+    """Times one step; see the module docstring for the model. ``with_breakdown=False`` leaves
+    StepTiming.breakdown empty (a caller that reads none saves building it)."""
     s, p, dev = m.shape, m.params, m.device
     pre, dec = p.prefill, p.decode
-    times = device_times(m, b)
+    times = device_times(m, b, with_breakdown=with_breakdown)
     busy, breakdown = times.busy, times.breakdown
     comm = (times.comm_attn + times.comm_mlp) * s.layers_per_stage * s.pp
     comm_eff = _blend(pre.comm_eff, dec.comm_eff, b.prefill_share)
@@ -240,7 +257,8 @@ def estimate(m: SessionModel, b: BatchStats) -> pb.StepTiming:
     duration = total + overhead
     timing = pb.StepTiming(
         duration_ns=round(duration), compute_ns=round(times.compute), memory_ns=round(times.memory),
-        communication_ns=round(comm), dispatch_ns=round(exposed + overhead), breakdown=breakdown)
+        communication_ns=round(comm), dispatch_ns=round(exposed + overhead),
+        breakdown=breakdown if with_breakdown else None)
     if p.tdp_w:  # unset otherwise: the hub's power model weighs compute_ns and memory_ns
         timing.energy_j = p.tdp_w * dev.num_devices * duration / NS
     return timing

@@ -29,11 +29,16 @@ SpecT = TypeVar("SpecT")
 @dataclasses.dataclass
 class Session(Generic[SpecT]):
     """One open session: its id, the spec it was opened with, and the state
-    the backend's ``open_session`` hook returned (precomputed tables, caches)."""
+    the backend's ``open_session`` hook returned (precomputed tables, caches).
+
+    ``omit_breakdown`` is True while the servicer answers a PredictSteps call that asked to
+    leave StepTiming.breakdown out: a backend may then skip computing it (the servicer clears
+    it either way, so a backend that ignores the hint is still correct)."""
 
     id: str
     spec: SpecT
     state: Any = None
+    omit_breakdown: bool = False
 
 
 class Backend(abc.ABC):

@@ -120,7 +120,11 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
             raise InvalidArgument("batches", [], "must hold at least one batch")
         for i, batch in enumerate(request.batches):
             validate_batch(batch, field=f"batches[{i}]")
-        timings = self.backend.predict_many(session, list(request.batches))
+        session.omit_breakdown = request.omit_breakdown
+        try:
+            timings = self.backend.predict_many(session, list(request.batches))
+        finally:
+            session.omit_breakdown = False
         for i, timing in enumerate(timings):
             if timing.duration_ns < 0:
                 raise BackendFault(f"backend {self.backend.name!r} returned duration_ns={timing.duration_ns} "
