@@ -300,6 +300,7 @@ class LLMClient:
 
         def release() -> None:
             self.scheduler.release(seq)
+            self.timer.forget_forecast()  # predicted with those blocks held
             self.wake()  # the freed blocks may admit a waiting prompt
         return release
 

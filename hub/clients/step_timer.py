@@ -10,11 +10,12 @@ how often a backend is asked, never the answer:
 - **timing cache** (:class:`~cosim.hub.backends.proxy.RuntimeSessionProxy`):
   a batch signature timed once is never asked again; clients whose sessions
   are identical share one;
-- **lookahead** (:func:`predict`): on a miss, the batches that will follow if
+- **lookahead** (:mod:`.forecast`): on a miss, the batches that will follow if
   no work arrives ride along in the same call. They come from the client's
   own scheduler policy run on a copy of its state, so there is one model of
   admission, preemption and KV growth; a wrong prediction costs backend work,
-  never a different result;
+  never a different result. The forecast is kept until work arrives, so
+  asking again continues it;
 - **top-ups** (:meth:`StepTimer.top_up`): when another client of the session
   misses, this one's predictions ride along too, where they fall short;
 - **decode runs** (:class:`~cosim.hub.scheduling.DecodeRun`): steps certain to
@@ -25,7 +26,6 @@ how often a backend is asked, never the answer:
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Protocol
@@ -34,57 +34,16 @@ from ..backends.proxy import RuntimeSessionProxy
 from ..energy import StepEnergy, StepJoules
 from ..scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
 from .drafter import Drafter
+from .forecast import Forecast, predict
 from .host import HostTime
+
+__all__ = ["Settled", "StepTimer", "predict"]
 
 
 class Settled(Protocol):
     """Called with a decode run's sequences, its steps applied, their longest step and the last's end."""
 
     def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
-
-
-def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list[Signature]:
-    """The signatures of up to ``depth`` batches that follow ``in_flight`` if no work arrives: the
-    scheduler's own policy, run on a copy, with decode runs taken in bulk.
-
-    A backlog is predicted while it lasts, since arrivals join the queue's tail. Once the
-    predicted steps empty the queue, an arrival could join the next admission, so prediction
-    stops at the next departure.
-    """
-    sim = scheduler.copy()
-    running = scheduler.running
-    if len(in_flight.seqs) == len(running) and all(map(operator.is_, in_flight.seqs, running)):
-        seqs = list(sim.running)  # the common case: the step runs every running sequence, in order
-    else:
-        clones = {id(seq): clone for seq, clone in zip(running, sim.running)}
-        seqs = [clones[id(seq)] for seq in in_flight.seqs]
-    last = ScheduledBatch(seqs=seqs, num_new=in_flight.num_new, draft_tokens=in_flight.draft_tokens,
-                          context=in_flight.context, num_tokens=in_flight.num_tokens,
-                          admitted=in_flight.admitted, queue_blocked=in_flight.queue_blocked,
-                          queue_stamp=in_flight.queue_stamp)
-    outcome = sim.update(last)
-    backlog = bool(sim.waiting)
-    batches: list[Signature] = []
-    while len(batches) < depth:
-        run = sim.decode_run(last, outcome)
-        if run is not None:
-            steps = min(len(run.new_blocks), depth - len(batches))
-            batches += run.signatures(steps)
-            sim.kv.take(sum(run.new_blocks[:steps]))
-            run.taken, run.done = steps, steps - 1
-            sim.settle(run)
-            last = run.step()  # its last step is handed back like any other
-        else:
-            last = sim.schedule()
-            if not last.seqs:
-                break  # nothing can run (a wait is no step)
-            batches.append(last.signature)
-        if len(batches) >= depth:
-            break
-        outcome = sim.update(last)
-        if backlog and not sim.waiting and outcome.finished:
-            break
-    return batches
 
 
 class StepTimer:
@@ -108,6 +67,9 @@ class StepTimer:
             (what the byte-identity tests compare against).
     """
 
+    # A forecast longer than this is made again from the step in flight (bounds its memory).
+    MAX_FORECAST_STEPS = 1024
+
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy, settled: Settled,
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
                  next_arrival_ns: Callable[[int], int | None] | None = None, energy: StepEnergy | None = None,
@@ -123,6 +85,8 @@ class StepTimer:
         self._last_duration_ns = 0
         self._steps_begun = 0
         self._predicted_through = 0  # the step (counted as _steps_begun) up to which batches were predicted
+        self._forecast: Forecast | None = None  # kept until the scheduler changes other than by its steps
+        self._forecast_origin = 0  # the step (counted as _steps_begun) in flight when it was made
         session.join(self)
 
     # -- stepping --------------------------------------------------------------
@@ -134,6 +98,10 @@ class StepTimer:
         else:
             self.settle()
             self._run = None
+            if self.scheduler.waiting:
+                # Forming the step may write queued sequences, which a forecast's copy shares until
+                # it writes them itself (Scheduler.copy): a later prediction needs a fresh copy.
+                self._forecast = None
             batch = self.scheduler.schedule()
             if not batch.seqs:
                 return None
@@ -167,6 +135,11 @@ class StepTimer:
         if run is not None:
             del run.new_blocks[run.taken:]
         self._predicted_through = self._steps_begun
+        self._forecast = None
+
+    def forget_forecast(self) -> None:
+        """The scheduler changed other than by its steps (KV released): predict from a fresh copy."""
+        self._forecast = None
 
     def settle(self) -> None:
         """Applies a decode run's finished steps to its sequences, and has them recorded.
@@ -219,8 +192,15 @@ class StepTimer:
         return self._lookahead(batch, depth)
 
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[Signature]:
-        self.settle()  # the copy is taken from the sequences' state
-        batches = predict(self.scheduler, batch, depth)
+        """The batches after ``batch`` (in flight): the kept forecast's where it holds, else a new one's."""
+        forecast, step = self._forecast, self._steps_begun - self._forecast_origin
+        batches = forecast.after(step, depth, batch) if forecast is not None else None
+        if batches is None or (forecast is not None and forecast.num_steps > self.MAX_FORECAST_STEPS):
+            self.settle()  # the copy is taken from the sequences' state
+            forecast = self._forecast = Forecast(self.scheduler, batch)
+            self._forecast_origin = self._steps_begun
+            batches = forecast.after(0, depth, batch)
+            assert batches is not None  # its origin is the step in flight
         self._predicted_through = self._steps_begun + len(batches)
         return batches
 

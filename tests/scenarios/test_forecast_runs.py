@@ -1,0 +1,52 @@
+"""In whole runs, every prediction a client's kept forecast gives (top-ups, misses) is what a fresh
+copy of its scheduler would predict at that moment: keeping it changes no call to a backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from cosim.hub.clients.forecast import predict
+from cosim.hub.clients.step_timer import StepTimer
+from cosim.hub.scheduling import ScheduledBatch, Signature
+from tests.scenarios.helpers import client, scenario
+from tests.scenarios.test_properties import scenarios, simulate
+
+
+@pytest.fixture
+def checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Checks every lookahead against a fresh prediction; counts those a kept forecast answered."""
+    counts = {"calls": 0, "kept": 0}
+    lookahead = StepTimer._lookahead
+
+    def check(self: StepTimer, batch: ScheduledBatch, depth: int) -> list[Signature]:
+        before = self._forecast
+        got = lookahead(self, batch, depth)
+        self.settle()  # as the fresh copy needs (settling earlier changes no result)
+        assert got == predict(self.scheduler, batch, depth)
+        counts["calls"] += 1
+        counts["kept"] += self._forecast is before
+        return got
+
+    monkeypatch.setattr(StepTimer, "_lookahead", check)
+    return counts
+
+
+def test_shared_session_top_ups_continue_the_forecast(checked: dict[str, int]) -> None:
+    sched: dict[str, Any] = {"batching": "continuous", "block_size": 16, "num_gpu_blocks": 400}
+    raw = scenario(clients=[client("a", **sched), client("b", **sched), client("c", **sched)], per_token_ns=11,
+                   workload={"requests": 60, "arrival": {"process": "poisson", "rate_per_s": 200_000},
+                             "input_tokens": {"dist": "uniform", "low": 20, "high": 300},
+                             "output_tokens": {"dist": "uniform", "low": 20, "high": 200}},
+                   router={"policy": "least_outstanding"})
+    simulate(raw)
+    assert checked["calls"] > 100 and checked["kept"] > checked["calls"] // 4
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(scenarios())
+def test_kept_forecasts_predict_as_fresh_copies_in_random_scenarios(checked: dict[str, int], raw: dict) -> None:
+    simulate(raw)
