@@ -31,6 +31,7 @@ from .config import ClientConfig, ScenarioConfig
 from .coordinator import Coordinator
 from .energy import StepEnergy, device_power, model_intensity
 from .errors import CosimError, HubError, ScenarioError, open_or_blame
+from .interrupts import held_between_events
 from .kernel import Kernel
 from .memory import lora_adapter_bytes
 from .metrics import ProgressBar
@@ -351,15 +352,16 @@ class Simulation:
                     on_progress(done, total, self.kernel.now_ns)
 
         self._progress = report
+        # Pools' sampling would go on: their run ends when the last request finishes (sessions: when the
+        # last session ends; a closed loop run for a time has more turns than are known before the run).
+        done = self.session_driver.idle if self.session_driver is not None else \
+            lambda: self.coordinator.num_finished >= total
         try:
-            if self.pools:  # their sampling would go on: the run ends when the last request finishes
-                # (sessions: when the last session ends; a closed loop run for a time has more turns
-                # than are known before the run)
-                driver = self.session_driver
-                self.kernel.run(stop=driver.idle if driver is not None
-                                else lambda: self.coordinator.num_finished >= total)
-            else:
-                self.kernel.run()
+            with held_between_events() as held:  # Ctrl-C stops between events: a partial run's records are whole
+                self.kernel.run(stop=(lambda: held.interrupt is not None or done()) if self.pools
+                                else lambda: held.interrupt is not None)
+            if held.interrupt is not None:
+                raise held.interrupt
         except CosimError as err:
             return err
         finally:
