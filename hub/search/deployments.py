@@ -15,7 +15,8 @@ import numpy as np
 
 from ..config import parse_config
 from ..workload import generate_requests
-from .prune import MONOTONE, mark_pruned, prunable
+from .planner import search_bounded
+from .prune import MONOTONE
 from .report import rank, write_report
 from .space import SearchSpace, enumerate_candidates, load_space
 from .sweep import Checkpoint, Row, payload, run_sweep
@@ -38,12 +39,14 @@ class SearchResult:
         objective: what ``rows`` is ranked by.
         output_dir: the folder with results.csv, results.md, pareto.png and results.jsonl, if any.
         num_evaluated: deployments simulated in this call (the rest came from the checkpoint or were infeasible).
+        num_simulations: simulations this call ran (T_min runs included).
     """
 
     rows: list[dict[str, Any]]
     objective: str
     output_dir: Path | None = None
     num_evaluated: int = 0
+    num_simulations: int = 0
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -110,11 +113,15 @@ def search(space: str | Path | Mapping[str, Any] | SearchSpace, *, output_dir: s
     options: dict[str, Any] = {"workers": workers, "ray_address": ray, "progress": progress, "on_row": count}
     if keep <= 0 or parsed.objective not in MONOTONE:
         rows = run_sweep([_continued(job, checkpoint) for job in jobs], checkpoint, **options)
+        simulations = sum(r.get("runs") or 0 for r in rows if r["key"] in simulated)
     else:
-        rows = _in_rounds(jobs, checkpoint, parsed.objective, keep, mean_out, options)
+        rows, simulations, evaluated = search_bounded(jobs, checkpoint, objective=parsed.objective, keep=keep,
+                                                      workers=workers, ray_address=ray)
+        simulated.update(evaluated)
     ranked = rank([{k: v for k, v in row.items() if k not in ("state", "paused")} for row in rows],
                   parsed.objective)
-    result = SearchResult(rows=ranked, objective=parsed.objective, output_dir=out_dir, num_evaluated=len(simulated))
+    result = SearchResult(rows=ranked, objective=parsed.objective, output_dir=out_dir, num_evaluated=len(simulated),
+                          num_simulations=simulations)
     if out_dir is not None:
         title = f"deployments ranked by {parsed.objective}"
         result.files = write_report(out_dir, ranked, title)
@@ -127,29 +134,6 @@ def _continued(job: Row, checkpoint: Checkpoint, pause_after: int | None = None)
     if row is not None and row.get("paused"):
         return {**job, "state": row["state"], "wall_s": row["wall_s"], "pause_after": pause_after}
     return {**job, "pause_after": pause_after}
-
-
-def _in_rounds(jobs: list[Row], checkpoint: Checkpoint, objective: str, keep: int, mean_out: float,
-               options: dict[str, Any]) -> list[Row]:
-    """Every deployment's bracket, then rounds of one bisection rate each for the deployments that can
-    still reach the top ``keep``; after each round the bounds tighten and more are pruned (:mod:`.prune`).
-
-    The rounds are synchronized (each is one sweep), so which deployments are pruned depends only on
-    seeded results. A pruned row stays paused in the checkpoint: an exhaustive search resumed from it
-    finishes its bisection without rerunning what it ran.
-    """
-    pruned: dict[str, float] = {}
-    live = jobs
-    pause_after = 0
-    while live:
-        run_sweep([_continued(job, checkpoint, pause_after) for job in live], checkpoint, **options)
-        rows = [checkpoint.rows[job["key"]] for job in jobs]
-        pruned = prunable(rows, objective, keep, mean_out)
-        live = [job for job in jobs if checkpoint.rows[job["key"]].get("paused") and job["key"] not in pruned]
-        log.info("round: %d deployments pruned, %d still bisecting", len(pruned), len(live))
-        pause_after = 1
-    rows = [checkpoint.rows[job["key"]] for job in jobs]
-    return [mark_pruned(row, pruned[row["key"]], keep, objective) if row["key"] in pruned else row for row in rows]
 
 
 class _MemoryCheckpoint(Checkpoint):

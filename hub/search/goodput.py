@@ -41,7 +41,8 @@ from .stats import Bound, Verdict, bounds, judge, point_feasible
 
 log = logging.getLogger(__name__)
 
-Mapper = Callable[[Callable[..., dict[str, float]], Sequence[tuple[Any, ...]]], list[dict[str, float]]]
+# Runs a rate's replications (each as scenario.replicate's arguments) and returns their statistics, in order.
+Mapper = Callable[[Sequence[tuple[Any, ...]]], list[dict[str, float]]]
 # What :attr:`GoodputResult.state` holds: T_min, the runs so far, and each tested rate's replications.
 SearchState = dict[str, Any]
 
@@ -66,7 +67,7 @@ class RatePoint:
     @property
     def worst_ratio(self) -> float:
         """max over SLO statistics of mean / target (<= 1: the point estimate meets every SLO)."""
-        return max(b.mean / b.target for b in self.bounds)
+        return max((b.mean / b.target for b in self.bounds), default=0.0)  # none: a rate taken as feasible
 
 
 @dataclass
@@ -138,57 +139,100 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _serial_map(fn: Callable[..., dict[str, float]], args: Sequence[tuple[Any, ...]]) -> list[dict[str, float]]:
-    return [fn(*a) for a in args]
+def judge_runs(slo: dict[str, dict[str, float]], rate: float, runs: list[dict[str, float]],
+               confidence: float) -> RatePoint:
+    """The verdict at ``rate`` from its replications' statistics (as :func:`cosim.hub.search.scenario.replicate`
+    returns them)."""
+    keys = [(m, s) for m, stats in slo.items() for s in stats]
+    samples = {key: [r[f"{key[0]}.{key[1]}"] for r in runs] for key in keys}
+    found = bounds(samples, slo, confidence)
+    energy = [r.get(sc.TOKENS_PER_J, math.nan) for r in runs]
+    per_j = math.fsum(energy) / len(energy) if energy and not any(map(math.isnan, energy)) else None
+    return RatePoint(rate, judge(found), tuple(found), tokens_per_j=per_j)
+
+
+def _serial_map(args: Sequence[tuple[Any, ...]]) -> list[dict[str, float]]:
+    """Runs the replications here, one after another, sharing one parsed config and in-process backends."""
+    if not args:
+        return []
+    replicator = sc.Replicator(args[0][0], args[0][1])
+    return [replicator(seed, stop_on) for _, _, seed, stop_on in args]
+
+
+class NeedRate(Exception):
+    """A replay (:func:`replay`) reached a rate whose replications it has not got."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__(f"no replications at {rate} requests/s")
+        self.rate = rate
 
 
 class _RateSearch:
-    """The bisection state of one scenario: every rate tested so far and its verdict."""
+    """The bisection state of one scenario: every rate tested so far and its verdict.
+
+    ``memo``: replications already run, by rate; a rate found there is judged from them, not rerun
+    (it still counts its runs: the search made them). ``assumed``: rates taken as feasible without
+    runs (a conditional replay, :func:`replay`). ``can_run`` False: a rate in neither raises
+    :class:`NeedRate`.
+    """
 
     def __init__(self, data: dict[str, Any], base_dir: Path, *, seeds: list[int], confidence: float,
-                 mapper: Mapper, trace_rate: float | None, early_stop: bool = True) -> None:
+                 mapper: Mapper | None, trace_rate: float | None, early_stop: bool = True,
+                 memo: dict[float, list[dict[str, float]]] | None = None,
+                 assumed: frozenset[float] = frozenset()) -> None:
         self.data, self.base_dir, self.seeds, self.early_stop = data, base_dir, seeds, early_stop
         self.confidence, self.mapper, self.trace_rate = confidence, mapper, trace_rate
+        self.memo, self.assumed = memo or {}, assumed
         self.points: dict[float, RatePoint] = {}
         self.runs: dict[float, list[dict[str, float]]] = {}  # each rate's replications, as replicate returns them
         self.num_runs = 0
-
-    def resume(self, state: SearchState) -> None:
-        """Takes over the rates an earlier call tested (their replications are judged again, not rerun)."""
-        self.num_runs = state["num_runs"]
-        for entry in state["rates"]:
-            self.judge(float(entry["rate_per_s"]), [dict(run) for run in entry["runs"]])
+        self.bracketed = False  # the bracket's ends are found (bisection from here on)
 
     def state(self, t_min: float) -> SearchState:
-        """Plain data (JSON-ready) from which :meth:`resume` rebuilds this search exactly."""
+        """Plain data (JSON-ready) from which ``goodput(..., state=...)`` rebuilds this search exactly."""
         return {"t_min": t_min, "num_runs": self.num_runs, "seeds": list(self.seeds),
                 "rates": [{"rate_per_s": r, "runs": self.runs[r]} for r in sorted(self.runs)]}
+
+    def known(self, rate: float) -> bool:
+        """Whether ``rate``'s verdict needs no new simulation."""
+        return rate in self.points or rate in self.memo or rate in self.assumed
 
     def test(self, rate: float) -> RatePoint:
         """Runs every seed at ``rate`` (once; repeats are looked up) and judges the result."""
         if rate in self.points:
             return self.points[rate]
+        if rate in self.memo:
+            runs = self.memo[rate]
+        elif rate in self.assumed:
+            point = RatePoint(rate, Verdict.FEASIBLE, ())
+            self.points[rate] = point
+            return point
+        elif self.mapper is None:
+            raise NeedRate(rate)
+        else:
+            runs = self.mapper(self.run_args(rate))
+            self.num_runs += len(runs)
+            point = self.judge(rate, runs)
+            log.info("rate %.4g/s: %s (%s)", rate, point.verdict.value,
+                     ", ".join(f"{b.metric}.{b.statistic} {b.mean:.4g} [{b.lower:.4g}, {b.upper:.4g}] vs {b.target:g}"
+                               for b in point.bounds))
+            return point
+        self.num_runs += len(runs)
+        return self.judge(rate, runs)
+
+    def run_args(self, rate: float) -> list[tuple[dict[str, Any], str, int, tuple[str, ...]]]:
+        """The replications of ``rate``: :func:`cosim.hub.search.scenario.replicate`'s arguments."""
         scenario = sc.with_rate(self.data, rate, trace_rate=self.trace_rate)
         # One replication's verdict is the rate's (stats.judge), so its run may stop once it fails; with
         # more, the interval needs each run's value, which a stopped run only bounds from below.
         stop_on = ("fail",) if self.early_stop and len(self.seeds) == 1 else ()
-        runs = self.mapper(sc.replicate, [(scenario, str(self.base_dir), s, stop_on) for s in self.seeds])
-        self.num_runs += len(runs)
-        return self.judge(rate, runs)
+        return [(scenario, str(self.base_dir), s, stop_on) for s in self.seeds]
 
     def judge(self, rate: float, runs: list[dict[str, float]]) -> RatePoint:
         """The verdict at ``rate`` from its replications' statistics."""
         self.runs[rate] = runs
-        keys = [(m, s) for m, stats in self.data["slo"].items() for s in stats]
-        samples = {key: [r[f"{key[0]}.{key[1]}"] for r in runs] for key in keys}
-        found = bounds(samples, self.data["slo"], self.confidence)
-        energy = [r.get(sc.TOKENS_PER_J, math.nan) for r in runs]
-        per_j = math.fsum(energy) / len(energy) if energy and not any(map(math.isnan, energy)) else None
-        point = RatePoint(rate, judge(found), tuple(found), tokens_per_j=per_j)
+        point = judge_runs(self.data["slo"], rate, runs, self.confidence)
         self.points[rate] = point
-        log.info("rate %.4g/s: %s (%s)", rate, point.verdict.value,
-                 ", ".join(f"{b.metric}.{b.statistic} {b.mean:.4g} [{b.lower:.4g}, {b.upper:.4g}] vs {b.target:g}"
-                           for b in found))
         return point
 
     def sorted_points(self) -> list[RatePoint]:
@@ -274,6 +318,43 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
     if replications < 1 or tolerance <= 0:
         raise ScenarioError("replications", f"need replications >= 1 and tolerance > 0, got {replications}, "
                                             f"{tolerance}")
+    data, folder, trace_rate, seeds = prepare(config, overrides=overrides, base_dir=base_dir, requests=requests,
+                                              seed=seed, replications=replications)
+    if executor is None:
+        mapper: Mapper = _serial_map
+    else:
+        def mapper(args: Sequence[tuple[Any, ...]]) -> list[dict[str, float]]:
+            return list(executor.map(sc.replicate, *zip(*args)))
+    memo: dict[float, list[dict[str, float]]] = {}
+    if state is not None:
+        if state["seeds"] != seeds:
+            raise ScenarioError("state", f"was found with seeds {state['seeds']}, not {seeds}")
+        t_min = float(state["t_min"])
+        memo = {float(entry["rate_per_s"]): [dict(run) for run in entry["runs"]] for entry in state["rates"]}
+    else:
+        t_min = sc.single_request_s(data, folder)
+    search = _RateSearch(data, folder, seeds=seeds, confidence=confidence, mapper=mapper, trace_rate=trace_rate,
+                         early_stop=early_stop, memo=memo)
+    ends = ladder(t_min, tolerance=tolerance, lower_rate=lower_rate, upper_rate=upper_rate, max_doublings=0)
+    note, paused = _drive(search, ends[0], ends[1], tolerance=tolerance, refine_upper=refine_upper,
+                          max_doublings=max_doublings, max_runs=max_runs, pause_after=pause_after)
+    result = _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
+    if paused:
+        result.paused, result.state = True, search.state(t_min)
+        # Rates run before but not (yet) needed stay in the state, so that a resumed search finds them.
+        result.state["rates"] = [{"rate_per_s": r, "runs": (search.runs | memo)[r]} for r in sorted(search.runs | memo)]
+    return result
+
+
+def prepare(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: str | Path | None = None,
+            requests: int | None = None, seed: int | None = None, replications: int = 5
+            ) -> tuple[dict[str, Any], Path, float | None, list[int]]:
+    """The scenario a goodput search varies, as :func:`goodput` takes it: (mapping, base folder, a trace's
+    own rate or None, the replications' seeds).
+
+    Raises:
+        ScenarioError: no SLO, or an arrival process without a rate.
+    """
     data, folder = sc.as_mapping(config, overrides=tuple(overrides), base_dir=base_dir)
     validate_slo(data["slo"], needed_by="goodput")  # the scenario's own check, plus: some bound must be set
     if requests is not None:
@@ -281,38 +362,45 @@ def goodput(config: sc.ConfigLike, *, overrides: Sequence[str] = (), base_dir: s
     trace_rate = sc.base_rate(data, folder) if data["workload"]["arrival"]["process"] == "trace" else None
     sc.with_rate(data, 1.0, trace_rate=trace_rate)  # fails early for a process without a rate
     first = data["seed"] if seed is None else seed
-    seeds = [first + k for k in range(replications)]
-    mapper: Mapper = _serial_map if executor is None else (lambda fn, args: list(executor.map(fn, *zip(*args))))
-    search = _RateSearch(data, folder, seeds=seeds, confidence=confidence, mapper=mapper, trace_rate=trace_rate,
-                         early_stop=early_stop)
+    return data, folder, trace_rate, [first + k for k in range(replications)]
 
-    if state is not None:
-        if state["seeds"] != seeds:
-            raise ScenarioError("state", f"was found with seeds {state['seeds']}, not {seeds}")
-        t_min, note = float(state["t_min"]), ""
-        search.resume(state)
-    else:
-        t_min = sc.single_request_s(data, folder)
-        search.num_runs += 1
-        low = lower_rate if lower_rate is not None else 0.1 / t_min
-        high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
-        note = _bracket(search, low, high, max_doublings)
+
+def ladder(t_min: float, *, tolerance: float, lower_rate: float | None = None, upper_rate: float | None = None,
+           max_doublings: int = 12) -> list[float]:
+    """The bracket's rates, as the search computes them: the low end, then the high end and each doubling
+    of it (``max_doublings`` of them); the search tests the low end, then the others in turn until one is
+    infeasible. Each is the same float :func:`goodput` tests (doubling a float is exact)."""
+    low = lower_rate if lower_rate is not None else 0.1 / t_min
+    high = max(upper_rate if upper_rate is not None else 1.2 / t_min, low * (1 + 2 * tolerance))
+    rates = [low]
+    for _ in range(max_doublings + 1):
+        rates.append(high)
+        high *= 2
+    return rates
+
+
+def _drive(search: _RateSearch, low: float, high: float, *, tolerance: float, refine_upper: bool,
+           max_doublings: int, max_runs: int, pause_after: int | None) -> tuple[str, bool]:
+    """The search (BestServe's bracket, then bisection), each rate run or looked up by ``search``;
+    returns its note and whether it paused (``pause_after`` new bisection rates run)."""
+    note = _bracket(search, low, high, max_doublings)
+    search.bracketed = True
     tested = 0
     while not note and (rate := search.next_rate(tolerance, refine_upper)) is not None:
-        if pause_after is not None and tested >= pause_after:
-            result = _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
-            result.paused, result.state = True, search.state(t_min)
-            return result
-        tested += 1
-        if search.num_runs + replications > max_runs:
+        if not search.known(rate):
+            if pause_after is not None and tested >= pause_after:
+                return note, True
+            tested += 1
+        if search.num_runs + len(search.seeds) > max_runs:
             note = f"stopped after {search.num_runs} runs (max_runs); the interval is wider than the tolerance"
             break
         search.test(rate)
-    return _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
+    return note, False
 
 
 def _bracket(search: _RateSearch, low: float, high: float, max_doublings: int) -> str:
     """Tests the bracket's ends, doubling the upper one until an SLO fails; a note if the search must stop."""
+    search.num_runs += 1  # T_min's run
     if search.test(low).verdict is not Verdict.FEASIBLE:
         return f"the SLOs are not shown to hold even at {low:.4g} requests/s (the pessimistic rate)"
     for _ in range(max_doublings + 1):
@@ -321,6 +409,55 @@ def _bracket(search: _RateSearch, low: float, high: float, max_doublings: int) -
         high *= 2
     return (f"the SLOs still hold at {high / 2:.4g} requests/s: the deployment serves the whole workload "
             f"as one burst within the SLOs; raise workload.requests (or max_doublings)")
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Where the search stands given the replications run so far (:func:`replay`).
+
+    Attributes:
+        result: the search as far as it can go (``paused`` unless it is finished).
+        needed: the next rate it must test; None when finished.
+        lower_rps, upper_rps: the finished search's goodput g satisfies ``lower_rps <= g < upper_rps``
+            (``upper_rps`` may equal g's bound ``inf``); a finished replay has ``lower_rps == g``.
+    """
+
+    result: GoodputResult
+    needed: float | None
+    lower_rps: float
+    upper_rps: float
+
+
+def replay(data: dict[str, Any], *, t_min: float, memo: dict[float, list[dict[str, float]]], seeds: list[int],
+           confidence: float, tolerance: float, refine_upper: bool = False, max_runs: int = 400,
+           max_doublings: int = 12, assume_feasible: frozenset[float] = frozenset()) -> Replay:
+    """The goodput search of ``data`` (the same decisions :func:`goodput` makes with these settings), run
+    against replications already made (``memo``, by rate) until it needs a rate the memo lacks.
+
+    With ``assume_feasible`` (rates of :func:`ladder` below some tested ones), those rates count as
+    feasible without runs: a *conditional* replay. Its ``upper_rps`` still bounds the real search's
+    goodput: the real search differs only if one of them is not feasible, and then its goodput is
+    below that rate (an infeasible one caps it; below one that is not feasible, no bisection runs
+    above the highest feasible rate under it), hence below every rate the conditional one tested above
+    them. Its ``lower_rps`` bounds nothing and is not used so.
+    """
+    search = _RateSearch(data, Path(), seeds=seeds, confidence=confidence, mapper=None, trace_rate=None,
+                         memo=memo, assumed=assume_feasible)
+    ends = ladder(t_min, tolerance=tolerance, max_doublings=0)
+    needed: float | None = None
+    try:
+        note, _ = _drive(search, ends[0], ends[1], tolerance=tolerance, refine_upper=refine_upper,
+                         max_doublings=max_doublings, max_runs=max_runs, pause_after=None)
+    except NeedRate as need:
+        note, needed = "", need.rate
+    result = _result(search, confidence=confidence, tolerance=tolerance, t_min=t_min, note=note)
+    if needed is None:
+        return Replay(result, None, result.goodput_rps, result.goodput_rps)
+    result.paused = True
+    # Before the bracket's high end fails, a higher rate may still hold; after, bisection only tests
+    # rates below the lowest failing one tested (see GoodputResult.upper_bound_rps).
+    upper = result.upper_bound_rps if search.bracketed else result.interval_rps[1]
+    return Replay(result, needed, result.goodput_rps, upper)
 
 
 def _result(search: _RateSearch, *, confidence: float, tolerance: float, t_min: float, note: str) -> GoodputResult:

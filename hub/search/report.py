@@ -3,8 +3,9 @@
 Main names: :func:`rank`, :func:`pareto_front`, :func:`write_report`.
 
 Ranking: deployments that ran, by the objective (descending), then goodput,
-then label, so ties order the same on every machine; deployments with zero
-goodput follow, then infeasible ones and errors, each with its reason.
+then label, so ties order the same on every machine (a pruned deployment by
+its lower bound); deployments with zero goodput follow, then infeasible ones
+and errors, each with its reason.
 """
 
 from __future__ import annotations
@@ -50,15 +51,17 @@ def rank(rows: Sequence[Row], objective: str) -> list[Row]:
     """Rows in table order with ``rank`` (1.. for deployments with goodput) and ``pareto`` set."""
     front = pareto_front(rows)
 
+    def is_alive(row: Row) -> bool:  # a pruned row is ranked by its lower bound, which may still be 0
+        return row["status"] == "ok" and ((row.get("goodput_rps") or 0) > 0 or bool(row.get("pruned")))
+
     def order(row: Row) -> tuple[Any, ...]:
-        alive = row["status"] == "ok" and (row.get("goodput_rps") or 0) > 0
+        alive = is_alive(row)
         return (0 if alive else 1, _STATUS_ORDER.get(row["status"], 3), -_objective(row, objective),
                 -(row.get("goodput_rps") or 0.0), row["label"])
 
     ranked = []
     for i, row in enumerate(sorted(rows, key=order)):
-        alive = row["status"] == "ok" and (row.get("goodput_rps") or 0) > 0
-        ranked.append({**row, "rank": i + 1 if alive else None, "pareto": row["key"] in front})
+        ranked.append({**row, "rank": i + 1 if is_alive(row) else None, "pareto": row["key"] in front})
     return ranked
 
 

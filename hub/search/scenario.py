@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from ..config import ScenarioConfig, load_config, parse_config
-from ..errors import HubError, ScenarioError
-from ..runner import run
+from ..errors import CosimError, HubError, ScenarioError
+from ..runner import backend_names, run, started_backends
+from ..simulation import Simulation
 from ..workload import generate_requests
 from .early_stop import SloWatch, StopRun
 
@@ -104,34 +105,64 @@ TOKENS_PER_J = "energy.tokens_per_j"
 
 
 def replicate(data: Mapping[str, Any], base_dir: str, seed: int, stop_on: tuple[str, ...] = ()) -> dict[str, float]:
-    """Runs the scenario with ``seed``; returns each SLO statistic it observed, keyed ``metric.statistic``,
-    and its output tokens per joule under :data:`TOKENS_PER_J` (NaN when the run has no energy total).
+    """Runs the scenario with ``seed``; returns each SLO statistic it observed (see :class:`Replicator`)."""
+    return Replicator(data, base_dir)(seed, stop_on)
 
-    A statistic with no completed request behind it is inf (the SLO is not
-    met); one the workload cannot have (TPOT of one-token answers) is 0. A run
-    whose requests never finish counts as inf for every statistic.
 
-    ``stop_on`` (``"fail"``, ``"pass"``): stop the run once its SLO verdict is decided that way
-    (:mod:`.early_stop`); each statistic is then the bound that decided it (the lowest value the full
-    run could have on a fail, the highest on a pass), so the verdict is the full run's, and there
-    is no energy figure (NaN).
+class Replicator:
+    """Seeded runs of one scenario, reduced to the SLO statistics a goodput search judges.
+
+    What many runs of one scenario can share is built once: the config is parsed once (each seed is
+    a copy with its seed replaced), and the runtime backends a config names by ``kind`` or ``python``
+    are called in this process, without a gRPC server per run (the same servicer code answers, so
+    every timing is the one a run over gRPC gets; :func:`cosim.hub.runner.started_backends`). Other
+    backends (``command``, ``image``, ``address``) are started or attached per run, as ``cosim run``
+    does. No run folder is written.
+
+    Args:
+        data: the scenario mapping (validated already, e.g. by :func:`as_mapping`).
+        base_dir: the folder its relative paths resolve against.
     """
-    scenario = {**data, "seed": seed}
-    watch = SloWatch(data["slo"], int(data["workload"]["requests"]), stop_on) if stop_on else None
-    try:
-        summary = run(scenario, base_dir=base_dir, on_request=watch.add if watch else None).summary
-    except StopRun as stop:
-        assert watch is not None
-        log.debug("seed %d: %s", seed, stop)
-        return {f"{m}.{s}": watch.bounds(m, s)[0 if not stop.passed else 1] for m, s, _ in watch.targets} | {
-            TOKENS_PER_J: math.nan}
-    except HubError as err:
-        log.info("seed %d: run did not finish (%s); counting the SLO as violated", seed, err)
-        return {f"{m}.{s}": math.inf for m, stats in data["slo"].items() for s in stats} | {TOKENS_PER_J: math.nan}
-    completed = summary["requests"]["completed"]
-    values: dict[str, float] = {TOKENS_PER_J: float(summary.get("energy", {}).get("tokens_per_j") or math.nan)}
-    for metric, stats in summary["slo"].items():
-        for stat, entry in stats.items():
-            observed = entry["observed"]
-            values[f"{metric}.{stat}"] = math.inf if not completed else float(observed or 0.0)
-    return values
+
+    def __init__(self, data: Mapping[str, Any], base_dir: str | Path) -> None:
+        self.data, self.base_dir = data, Path(base_dir)
+        self.config = parse_config(data)
+        self.names = backend_names(self.config)
+
+    def __call__(self, seed: int, stop_on: tuple[str, ...] = ()) -> dict[str, float]:
+        """The run with ``seed``: each SLO statistic it observed, keyed ``metric.statistic``, and its
+        output tokens per joule under :data:`TOKENS_PER_J` (NaN when the run has no energy total).
+
+        A statistic with no completed request behind it is inf (the SLO is not
+        met); one the workload cannot have (TPOT of one-token answers) is 0. A run
+        whose requests never finish counts as inf for every statistic.
+
+        ``stop_on`` (``"fail"``, ``"pass"``): stop the run once its SLO verdict is decided that way
+        (:mod:`.early_stop`); each statistic is then the bound that decided it (the lowest value the full
+        run could have on a fail, the highest on a pass), so the verdict is the full run's, and there
+        is no energy figure (NaN).
+        """
+        data = self.data
+        config = self.config.model_copy(update={"seed": seed})
+        watch = SloWatch(data["slo"], int(data["workload"]["requests"]), stop_on) if stop_on else None
+        with started_backends(config, self.names, in_process=True) as backends:
+            simulation = Simulation(config, self.base_dir, backends)
+            error = simulation.run(progress=False, on_request=watch.add if watch else None)
+            summary = simulation.summarize(0.0) if error is None else {}
+        if isinstance(error, StopRun):
+            assert watch is not None
+            log.debug("seed %d: %s", seed, error)
+            return {f"{m}.{s}": watch.bounds(m, s)[0 if not error.passed else 1] for m, s, _ in watch.targets} | {
+                TOKENS_PER_J: math.nan}
+        if isinstance(error, HubError):
+            log.info("seed %d: run did not finish (%s); counting the SLO as violated", seed, error)
+            return {f"{m}.{s}": math.inf for m, stats in data["slo"].items() for s in stats} | {TOKENS_PER_J: math.nan}
+        if isinstance(error, CosimError):
+            raise error
+        completed = summary["requests"]["completed"]
+        values: dict[str, float] = {TOKENS_PER_J: float(summary.get("energy", {}).get("tokens_per_j") or math.nan)}
+        for metric, stats in summary["slo"].items():
+            for stat, entry in stats.items():
+                observed = entry["observed"]
+                values[f"{metric}.{stat}"] = math.inf if not completed else float(observed or 0.0)
+        return values

@@ -23,14 +23,12 @@ from typing import Any
 from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs in the venv
 
 from ..errors import CosimError, ScenarioError
-from .goodput import goodput
+from .goodput import GoodputResult, goodput
 from .space import Candidate
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
-
-
 
 
 def payload(candidate: Candidate, base_dir: Path, settings: dict[str, Any], mean_output_tokens: float) -> Row:
@@ -63,8 +61,7 @@ def evaluate(job: Row) -> Row:
     Status ``ok``; ``infeasible`` (does not fit in memory, or the backend
     rejects the cluster) with the reason; or ``error`` with the message.
     """
-    row: Row = {"key": job["key"], "label": job["label"], **job["facts"],
-                "cost_per_hour_usd": job["cost_per_hour_usd"], "status": "ok", "reason": ""}
+    row = base_row(job)
     if job["infeasible"]:
         return {**row, "status": "infeasible", "reason": job["infeasible"]}
     settings, started = job["settings"], time.perf_counter()
@@ -78,6 +75,19 @@ def evaluate(job: Row) -> Row:
         return {**row, "status": "infeasible", "reason": str(err)}
     except CosimError as err:
         return {**row, "status": "error", "reason": str(err)}
+    return result_row(job, result, time.perf_counter() - started + job.get("wall_s", 0.0))
+
+
+def base_row(job: Row) -> Row:
+    """The columns of a deployment's row that come from the job alone."""
+    return {"key": job["key"], "label": job["label"], **job["facts"],
+            "cost_per_hour_usd": job["cost_per_hour_usd"], "status": "ok", "reason": ""}
+
+
+def result_row(job: Row, result: GoodputResult, wall_s: float) -> Row:
+    """A deployment's row from its goodput search (``paused``, with its bounds and ``state``, if the
+    search paused)."""
+    row = base_row(job)
     upper = result.upper_bound_rps if result.paused else result.interval_rps[1]
     per_hour = job["cost_per_hour_usd"]
     rate = result.goodput_rps
@@ -87,7 +97,7 @@ def evaluate(job: Row) -> Row:
                tokens_per_usd=rate * job["mean_output_tokens"] * 3600 / per_hour if per_hour > 0 else None,
                tokens_per_j=result.tokens_per_j,
                single_request_s=result.single_request_s, runs=result.num_runs, reason=result.note,
-               wall_s=round(time.perf_counter() - started + job.get("wall_s", 0.0), 3))
+               wall_s=round(wall_s, 3))
     if result.paused:
         row.update(paused=True, state=result.state)
     return row
@@ -135,7 +145,9 @@ def _local(jobs: Sequence[Row], workers: int) -> Iterator[Row]:
                 future.cancel()
 
 
-def _ray(jobs: Sequence[Row], address: str) -> Iterator[Row]:
+def ray_remote(fn: Callable[[Row], Row], address: str) -> Any:
+    """``fn`` as a Ray task of one CPU, on the cluster at ``address`` (``local``: start Ray here; a Ray
+    session already initialized is used as it is)."""
     try:
         import ray  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
@@ -143,7 +155,13 @@ def _ray(jobs: Sequence[Row], address: str) -> Iterator[Row]:
                                      "on a Ray cluster") from None
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, log_to_driver=False)
-    task = ray.remote(num_cpus=1)(evaluate)
+    return ray.remote(num_cpus=1)(fn)
+
+
+def _ray(jobs: Sequence[Row], address: str) -> Iterator[Row]:
+    task = ray_remote(evaluate, address)  # says so when Ray is not installed
+    import ray  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
     pending = [task.remote(job) for job in jobs]
     try:
         while pending:

@@ -14,6 +14,7 @@ from cosim.hub.metrics.stats import request_metrics, statistic
 from cosim.hub.runner import run
 from cosim.hub.search import goodput
 from cosim.hub.search.early_stop import SloWatch, StopRun
+from cosim.hub.search.goodput import ladder, prepare, replay
 
 from .test_search import SPACE, ranking
 
@@ -124,3 +125,52 @@ def test_exhaustive_search_resumes_the_rounds_a_pruned_one_left(tmp_path: Any) -
     assert ranking(resumed.rows) == ranking(exhaustive.rows)
     assert [r.get("runs") for r in resumed.rows] == [r.get("runs") for r in exhaustive.rows]
     assert np.isfinite([r["wall_s"] for r in resumed.rows if r["status"] == "ok"]).all()
+
+
+def _memo(result: Any) -> dict[float, list[dict[str, float]]]:
+    return {float(e["rate_per_s"]): e["runs"] for e in result.state["rates"]}
+
+
+def test_replay_of_a_finished_search_is_that_search() -> None:
+    """The planner's replay makes goodput's decisions: against all of a search's runs it ends where it ended."""
+    data, _, _, seeds = prepare(SCENARIO, replications=2)
+    full = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False)
+    runs = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False, pause_after=0)
+    memo = _memo(runs)
+    while True:
+        again = replay(data, t_min=full.single_request_s, memo=memo, seeds=seeds, confidence=0.9, tolerance=0.05)
+        if again.needed is None:
+            break
+        assert again.lower_rps <= full.goodput_rps < again.upper_rps
+        memo[again.needed] = _runs_at(again.needed, data, seeds)
+    assert again.result.to_dict() == full.to_dict()
+    assert again.lower_rps == again.upper_rps == full.goodput_rps
+
+
+def _runs_at(rate: float, data: dict[str, Any], seeds: list[int]) -> list[dict[str, float]]:
+    from cosim.hub.search import scenario as sc
+    replicator = sc.Replicator(sc.with_rate(data, rate), ".")
+    return [replicator(seed) for seed in seeds]
+
+
+@pytest.mark.parametrize("start", [1, 2, 3, 4])
+def test_a_conditional_replay_bounds_the_goodput_from_above(start: int) -> None:
+    """Bisecting above the bracket's lower rates before running them (taking them as feasible) never
+    bounds the goodput below its true value, and ends in the true search when they are feasible."""
+    full = goodput(SCENARIO, replications=2, tolerance=0.05, refine_upper=False)
+    data, _, _, seeds = prepare(SCENARIO, replications=2)
+    rungs = ladder(full.single_request_s, tolerance=0.05)
+    known = {p.rate_per_s: _runs_at(p.rate_per_s, data, seeds) for p in full.points}
+    first = rungs[start]
+    memo = {r: runs for r, runs in known.items() if r >= first}
+    assumed = frozenset(r for r in rungs if r < first)
+    while True:
+        step = replay(data, t_min=full.single_request_s, memo=memo, seeds=seeds, confidence=0.9, tolerance=0.05,
+                      assume_feasible=assumed)
+        assert full.goodput_rps < step.upper_rps or step.needed is None
+        if step.needed is None:
+            break
+        memo[step.needed] = known.get(step.needed) or _runs_at(step.needed, data, seeds)
+    if all(p.verdict.value == "feasible" for p in full.points if p.rate_per_s < first):
+        assert step.result.goodput_rps == full.goodput_rps
+        assert step.result.interval_rps == full.interval_rps
