@@ -18,8 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="run as Ray tasks: auto, host:port, ray://..., or local (start Ray here)")
     parser.add_argument("--no-resume", action="store_true", help="ignore the folder's checkpoint")
     parser.add_argument("--exhaustive", action="store_true",
-                        help="bisect every deployment (default: prune those that cannot reach the space's keep_top "
-                             "best after their bracket; the top rows are the same)")
+                        help="finish every deployment's goodput search (default: branch and bound, which leaves "
+                             "unfinished those that cannot reach the space's keep_top best; the top rows are the same)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--json", action="store_true", help="print every row as JSON")
@@ -39,7 +39,7 @@ def search_command(args: argparse.Namespace) -> int:
     feasible = sum(1 for r in result.rows if r["status"] == "ok")
     print(markdown(result.rows[:args.top]), end="")
     pruned = sum(1 for r in result.rows if r.get("pruned"))
-    print(f"{len(result.rows)} deployments: {feasible} evaluated ({pruned} pruned after their bracket), "
+    print(f"{len(result.rows)} deployments: {feasible} evaluated ({pruned} pruned), "
           f"{len(result.infeasible)} infeasible ({result.num_evaluated} simulated now)")
     if result.output_dir is not None:
         print(f"results: {result.output_dir}")
