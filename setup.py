@@ -18,6 +18,6 @@ for name, folder in ROOTS.items():
         packages.append(f"{name}.{sub}")
         package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
 
-# Data files of every package (presets, roofline profiles, regression artifacts, stub types).
-DATA = ["*.pyi", "*.yaml", "*.json", "*.csv", "*.md", "py.typed"]
+# Data files of every package (presets, roofline profiles, regression artifacts, stub types, build scripts).
+DATA = ["*.pyi", "*.yaml", "*.json", "*.csv", "*.md", "*.sh", "py.typed"]
 setup(packages=packages, package_dir=package_dir, package_data={"": DATA})
