@@ -18,15 +18,34 @@ from .params import resolve_params
 
 log = logging.getLogger(__name__)
 
-CACHE_SIZE = 4096  # step timings kept per session (BestServe §3.3.4)
+CACHE_SIZE = 16384  # step timings kept per session (BestServe §3.3.4)
+SHARED_STATES = 32  # models and their caches kept for later sessions of an equal model
 
 
 class _State:
-    """A session's precomputed model and its timing cache."""
+    """A session's precomputed model and its timing cache, keyed by the batch's sums (a step's
+    time depends on nothing else, so batches that sum alike share an entry)."""
 
     def __init__(self, model: SessionModel) -> None:
         self.model = model
         self.cache: OrderedDict[tuple[object, ...], pb.StepTiming] = OrderedDict()
+
+
+# A step's time is a pure function of the session's model and the batch, so sessions opened in this
+# process whose models are equal share one state: the runs of a goodput search or a sweep, which
+# open the same sessions again and again, reuse each other's timings.
+_states: OrderedDict[SessionModel, _State] = OrderedDict()
+
+
+def _shared_state(model: SessionModel) -> _State:
+    """The state of the sessions whose model equals ``model`` (device, parameters and shape)."""
+    state = _states.get(model)
+    if state is None:
+        state = _states[model] = _State(model)
+        if len(_states) > SHARED_STATES:
+            _states.popitem(last=False)
+    _states.move_to_end(model)
+    return state
 
 
 def _device(spec: pb.SessionSpec) -> Device:
@@ -91,22 +110,20 @@ class RooflineBackend(RuntimeBackend):
     def open_session(self, spec: pb.SessionSpec) -> _State:
         model = open_model(spec)
         log.debug("roofline session for %s on %s: %s", spec.model.name, spec.hardware.device, model.params)
-        return _State(model)
+        return _shared_state(model)
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
-        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), padded, slim)
+        stats = batch_stats(batch.new_tokens, batch.context_tokens)
+        if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
+            stats = dataclasses.replace(stats, tokens=float(padded))
         if batch.lora_ranks:
-            key += (tuple(batch.lora_ranks), tuple(batch.lora_ids))
+            stats = dataclasses.replace(stats, lora=_lora(batch))
+        key = (stats, slim)
         timing = state.cache.get(key)
         if timing is None:
-            stats = batch_stats(key[0], key[1])
-            if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
-                stats = dataclasses.replace(stats, tokens=float(padded))
-            if batch.lora_ranks:
-                stats = dataclasses.replace(stats, lora=_lora(batch))
             timing = estimate(state.model, stats, with_breakdown=not slim)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:

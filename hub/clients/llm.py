@@ -175,12 +175,24 @@ class LLMClient:
     # -- stepping --------------------------------------------------------
     def _on_wake(self) -> None:
         self._wake_pending = False
-        batch = self.begin_step()
-        if batch is None:
-            return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
-        now = self.kernel.now_ns
-        duration = self.time_step(batch, now)
-        self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+        kernel = self.kernel
+        while True:
+            batch = self.begin_step()
+            if batch is None:
+                return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
+            now = kernel.now_ns
+            duration = self.time_step(batch, now)
+            if self.micro_batches > 1 or not kernel.comes_next(now + duration):
+                break
+            # Nothing happens before the step ends: its end, and the wake-up after it, are the next
+            # events; handled here, in the heap's order, without the heap.
+            kernel.handle_inline(now + duration, self._done_label)
+            self.end_step(batch, now)
+            if self._wake_pending or not kernel.comes_next(kernel.now_ns):
+                self.wake()  # the step's end scheduled other events first (or this wake-up)
+                return
+            kernel.handle_inline(kernel.now_ns, self._wake_label)
+        kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
         if self.micro_batches > 1:
             # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
             # a stage's share of its time, and the first stage takes the next micro-batch.

@@ -17,7 +17,9 @@ hash) over the tokens a request has:
   next turn's prompt repeats, so that it finds them in the cache, as vLLM
   finds a multi-turn chat's history.
 
-Hashes are computed once per sequence, as far as they are asked for.
+Hashes are computed once per sequence, as far as they are asked for, and a
+declared prefix's blocks once per process: every request naming it starts
+with the same chain.
 """
 
 from __future__ import annotations
@@ -30,16 +32,37 @@ from .sequence import Sequence
 
 ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block
 
+# The chain of a declared prefix's full blocks, by (prefix, block size): the same for every request
+# naming it, in every run (a pure function of its name), so hashed once per process.
+_PREFIX_CHAINS: dict[tuple[str, int], list[bytes]] = {}
+
 
 def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
     """The hashes of ``seq``'s first ``num_blocks`` full blocks (a list it keeps and extends)."""
     chain = seq.block_hashes
     if len(chain) < num_blocks:
+        if not chain and seq.prefix_id is not None and seq.request.prompt_token_ids is None:
+            # the whole prefix at once: the cache's lookups ask for one more block at a time
+            chain += _prefix_chain(seq.prefix_id, min(seq.request.prefix_tokens, seq.prompt_tokens) // block_size,
+                                   block_size)
         parent = chain[-1] if chain else ROOT
         for i in range(len(chain), num_blocks):
             parent = hashlib.sha256(parent + _content(seq, i * block_size, (i + 1) * block_size)).digest()
             chain.append(parent)
     return chain
+
+
+def _prefix_chain(prefix_id: str, num_blocks: int, block_size: int) -> list[bytes]:
+    """The hashes of the first ``num_blocks`` full blocks of declared prefix ``prefix_id``."""
+    chain = _PREFIX_CHAINS.setdefault((prefix_id, block_size), [])
+    for i in range(len(chain), num_blocks):
+        content = _prefix_content(prefix_id, i * block_size, (i + 1) * block_size)
+        chain.append(hashlib.sha256((chain[-1] if chain else ROOT) + content).digest())
+    return chain[:num_blocks]
+
+
+def _prefix_content(prefix_id: str, start: int, stop: int) -> bytes:
+    return f"prefix {prefix_id} {start}:{stop};".encode()
 
 
 def _content(seq: Sequence, start: int, stop: int) -> bytes:
@@ -53,9 +76,10 @@ def _content(seq: Sequence, start: int, stop: int) -> bytes:
         if ids is not None and end <= len(ids):
             parts.append(np.asarray(ids[start:end], dtype=np.int64).tobytes())
         else:
-            shared = request.prefix_tokens if seq.prefix_id is not None else 0
-            if start < shared:
-                parts.append(f"prefix {seq.prefix_id} {start}:{min(end, shared)};".encode())
+            prefix = seq.prefix_id
+            shared = request.prefix_tokens if prefix is not None else 0
+            if prefix is not None and start < shared:
+                parts.append(_prefix_content(prefix, start, min(end, shared)))
             if end > shared:
                 parts.append(f"request {request.id} {max(start, shared)}:{end};".encode())
     if stop > prompt:

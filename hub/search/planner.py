@@ -11,17 +11,21 @@ and a row is final only when the replay finishes. What changes is the order in
 which rates are simulated, and which deployments are never finished:
 
 1. **Probe.** One task per deployment runs T_min, guesses its sustainable rate from the step
-   model (:func:`capacity_rps`) and simulates the two bracket rates (:func:`.goodput.ladder`)
-   around the guess. High rates are cheap to simulate (few, large steps); the bracket's low
+   model (:func:`capacity_rps`) and simulates the bracket rate (:func:`.goodput.ladder`) at or
+   above the guess. High rates are cheap to simulate (few, large steps); the bracket's low
    rates, one request at a time, are the expensive ones.
 2. **Bound from above.** A *conditional* replay takes the bracket's untested lower rates as
    feasible, so its bisection can run before them; its upper end bounds the real goodput
    whatever those rates turn out to be (see :func:`.goodput.replay`). An infeasible bracket rate
    bounds it too (the bracket stops at or below the first one).
-3. **Verify from below.** The lower rates are simulated only for the deployments whose upper
-   bound ranks among the best ``keep``; the real replay then bounds the goodput from below.
+3. **Verify from below.** Once its conditional bisection is done, a deployment whose upper bound
+   ranks among the best ``keep`` has its lower rates simulated; the real replay then bounds the
+   goodput from below.
 4. **Prune** (:func:`.prune.prunable`): a deployment that ``keep`` others beat for sure is not in
    the top ``keep``; it stops, with its bounds.
+
+Steps 2 and 3 go best first: only the deployments whose upper bounds rank among the best
+``keep`` are simulated in a round, so that the others are mostly pruned on their probes.
 
 Work runs in rounds (every task of a round, then the decisions), so which
 deployments are pruned depends only on seeded results: the rows are the same
@@ -86,7 +90,7 @@ def run_task(task: Row) -> Row:
             rungs = ladder(t_min, tolerance=task["tolerance"], max_doublings=task["max_doublings"])[1:]
             guess = capacity_rps(data, base_dir, t_min)
             top = next((j for j, r in enumerate(rungs) if r >= guess), len(rungs) - 1)
-            rates = rungs[max(0, top - 1):top + 1]
+            rates = rungs[top:top + 1]
         for rate in rates:
             scenario = sc.with_rate(data, rate, trace_rate=task["trace_rate"])
             replicator = sc.Replicator(scenario, base_dir)
@@ -183,9 +187,13 @@ def _plan(deps: list[_Deployment], objective: str, keep: int, settings: Mapping[
     tasks = [_probe(d, settings) for d in deps if d.row is None and d.t_min is None]
     for dep in live:
         ahead = sum(1 for v in finals if v > _worth(dep, dep.upper, objective)) + best.index(dep)
-        # Not before an upper bound is found: the lower rates are the costly ones, and a deployment
-        # bounded low may never need them.
-        rates = set(dep.needed) | (dep.verify if ahead < keep and math.isfinite(dep.upper) else set())
+        if ahead >= keep:
+            # Best first: `keep` others may be worth more; their searches go on first, and theirs may
+            # prune this one unsimulated (or lower their bounds below it, when it goes on).
+            continue
+        # The lower rates are the costly ones: they wait until the cheap conditional bisection has
+        # brought the upper bound down as far as it goes, which may drop the deployment from the top.
+        rates = set(dep.needed) or (dep.verify if math.isfinite(dep.upper) else set())
         tasks += [t for r in sorted(rates - dep.memo.keys()) for t in _rate_tasks(dep, r, settings)]
     if not tasks and best:  # every live search waits on its lower rates: the most promising goes on
         tasks = [t for r in sorted(best[0].verify - best[0].memo.keys()) for t in _rate_tasks(best[0], r, settings)]

@@ -10,6 +10,7 @@ import cosim
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.errors import ScenarioError
+from cosim.hub.kernel import Kernel
 from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
 
@@ -45,6 +46,31 @@ def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
     step_by_step = cosim.run(config(lookahead=False)).summary["backends"]
     assert with_lookahead["steps_timed"] == step_by_step["steps_timed"]
     assert with_lookahead["rpcs"] < 0.5 * step_by_step["rpcs"]
+
+
+@pytest.mark.parametrize("rate", [20, 4000], ids=["mostly_alone", "bursty"])
+def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate: int,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's step end and wake-up, handled in place when nothing comes before them
+    (Kernel.comes_next), are the events the heap would have handled, in the same order."""
+    raw = config()
+    raw["workload"]["arrival"]["rate_per_s"] = rate
+
+    def run(name: str) -> tuple[Path, list[tuple[int, str]], int]:
+        result = cosim.run(raw, output_dir=tmp_path / name, log_events=10**6)
+        return result.output_dir, result.events, len(result.events)
+
+    handled = []
+    handle_inline = Kernel.handle_inline
+    monkeypatch.setattr(Kernel, "handle_inline", lambda self, *args: handled.append(handle_inline(self, *args)))
+    inline, inline_events, inline_count = run("inline")
+    assert len(handled) > inline_count / 4  # most of the steps when they are alone, some when bursty
+    monkeypatch.setattr(Kernel, "comes_next", lambda self, time_ns: False)
+    heap, heap_events, heap_count = run("heap")
+    assert inline_count == heap_count > 2 * 120
+    assert inline_events == heap_events
+    for name in ("requests.csv", "clients.csv", "trace.json"):
+        assert (inline / name).read_bytes() == (heap / name).read_bytes(), name
 
 
 class JitteryBackend(LinearBackend):

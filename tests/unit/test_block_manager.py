@@ -3,8 +3,10 @@ free queue, tail blocks first), preempted sequences' blocks, forks."""
 
 from __future__ import annotations
 
+import hashlib
+
 from cosim.hub.records import RequestRecord, StageRecord
-from cosim.hub.scheduling import BlockManager, Sequence
+from cosim.hub.scheduling import BlockManager, Sequence, block_hash
 
 
 def seq(prompt: int, *, prefix: tuple[str, int] | None = None, rid: int = 0,
@@ -54,6 +56,23 @@ def test_declared_prefixes_give_identical_leading_blocks_without_token_ids() -> 
     assert kv.num_free == 10  # released, cached, evictable
     assert len(kv.cache_hit(seq(20, prefix=("sys", 6), rid=2))) == 1  # the prefix's one full block
     assert kv.cache_hit(seq(20, prefix=("doc", 6), rid=3)) == []
+
+
+def test_a_declared_prefix_is_hashed_once_and_chains_as_its_contents_do() -> None:
+    """The prefix's chain, shared by every request naming it (block_hash._PREFIX_CHAINS), is the
+    chain of the same contents hashed one by one; the request's own tokens chain on from it."""
+    block_hash._PREFIX_CHAINS.clear()
+    first = block_hash.block_hashes(seq(50, prefix=("doc", 37), rid=1), 1, 8)[:]
+    assert len(block_hash._PREFIX_CHAINS[("doc", 8)]) == 4  # 37 tokens: 4 full blocks, computed at once
+    second = seq(50, prefix=("doc", 37), rid=2)
+    chain, parent = [], block_hash.ROOT
+    for i in range(6):
+        parent = hashlib.sha256(parent + block_hash._content(second, 8 * i, 8 * i + 8)).digest()
+        chain.append(parent)
+    assert block_hash.block_hashes(second, 6, 8) == chain
+    assert first == chain[:4]
+    other = block_hash.block_hashes(seq(50, prefix=("doc", 37), rid=3), 5, 8)
+    assert other[:4] == chain[:4] and other[4] != chain[4]  # block 4 holds each request's own tokens
 
 
 def test_the_free_queue_evicts_least_recently_freed_blocks_tail_first() -> None:

@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from cosim.adapters.roofline import estimator, open_model
-from cosim.adapters.sdk import InvalidArgument
+from cosim.adapters.roofline import RooflineBackend, estimator, open_model
+from cosim.adapters.sdk import InvalidArgument, Session
+from cosim.v1 import types_pb2 as pb
 
 from .roofline_helpers import LLAMA2_70B, make_model, make_spec, time_step
 
@@ -174,3 +175,18 @@ def test_one_prediction_takes_well_under_a_millisecond() -> None:
         time_step(model, batch)
     per_call_s = (time.perf_counter() - start) / len(batches)
     assert per_call_s < 1e-3, f"{per_call_s * 1e6:.0f} µs per prediction"
+
+
+def test_sessions_of_equal_models_share_their_timings_keyed_by_the_batch_sums() -> None:
+    """A step's time is a function of the model and the batch's sums: sessions whose models are
+    equal (another client, another run) share one cache, and batches summing alike one entry."""
+    backend = RooflineBackend()
+    first = Session("a", make_spec(tp=2), backend.open_session(make_spec(tp=2)))
+    again = Session("b", make_spec(tp=2), backend.open_session(make_spec(tp=2)))
+    other = Session("c", make_spec(tp=4), backend.open_session(make_spec(tp=4)))
+    assert again.state is first.state and other.state is not first.state
+    decodes = pb.StepBatch(new_tokens=[1, 1], context_tokens=[100, 300])
+    timing = backend.predict(first, decodes)
+    assert timing == time_step(first.state.model, [(1, 100), (1, 300)])
+    assert backend.predict(again, pb.StepBatch(new_tokens=[1, 1], context_tokens=[200, 200])) is timing
+    assert backend.predict(other, decodes) != timing
