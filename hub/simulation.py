@@ -20,7 +20,7 @@ from cosim.v1 import types_pb2 as pb
 from .admission import ClientLimits
 from .autoscale import Autoscaler, ReplicaPool, autoscaling_block, provisioning_ns
 from .backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
-from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy
+from .backends.proxy import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
 from .clients.drafter import Drafter
 from .clients.host import HostTime
 from .clients.llm import LLMClient
@@ -85,12 +85,15 @@ class Simulation:
         spill_requests: whether finished requests' records go to a temporary file rather than memory
             (:mod:`cosim.hub.request_log`); None: for runs of more than
             :data:`~cosim.hub.request_log.KEEP_IN_MEMORY` requests.
+        shared_timings: step timings shared with earlier runs of this process that opened equal
+            sessions (a search's replications); None: this run's own.
     """
 
     def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient], *,
-                 log_events: int = 0, spill_requests: bool | None = None) -> None:
+                 log_events: int = 0, spill_requests: bool | None = None,
+                 shared_timings: SharedTimings | None = None) -> None:
         self.config, self.base_dir, self.backends = config, base_dir, backends
-        self.spill_requests = spill_requests
+        self.spill_requests, self.shared_timings = spill_requests, shared_timings
         self._table: tuple[int, RequestTable] | None = None  # (events handled, the table then)
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel(log_limit=log_events)
@@ -153,8 +156,13 @@ class Simulation:
             raise ScenarioError(f"backends.{cfg.backend}.cache_bucket_tokens",
                                 f"{bucket}: backend {opened.info.name!r} does not declare {BUCKETED_CACHE_SAFE!r} "
                                 "(its timings may change within a bucket); use 0 for exact keys")
+        shared = None
+        if self.shared_timings is not None and backend_config.cache:
+            # The same backend (as configured, and as it describes itself) and the same session spec.
+            shared = self.shared_timings.cache((backend_config.model_dump_json(exclude={"deadline_s", "reconnect_s"}),
+                                                opened.info.SerializeToString(deterministic=True), key[1], bucket))
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
-                                    lookahead=backend_config.lookahead, bucket_tokens=bucket)
+                                    lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared)
         self.sessions[key] = proxy, opened
         return proxy, opened
 

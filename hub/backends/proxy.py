@@ -20,7 +20,7 @@ which would each cost a round trip, mostly never happen.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +61,33 @@ def _convert(timing: pb.StepTiming) -> Timing:
                   compute_ns=timing.compute_ns, memory_ns=timing.memory_ns, dispatch_ns=timing.dispatch_ns)
 
 
+class SharedTimings:
+    """Step timings kept across the runs of one process, by backend and session spec.
+
+    A backend's timings are a function of its session's spec and the batch (what the cache of a
+    single run relies on already), so runs that open equal sessions, such as the replications and
+    rates of a goodput search, can share one cache: a run then asks the backend only for the
+    batches no earlier run timed. Results are the same; only the backend work differs.
+
+    Args:
+        max_sessions: the sessions' caches kept, the least recently used dropped first.
+    """
+
+    def __init__(self, max_sessions: int = 16) -> None:
+        self.max_sessions = max_sessions
+        self._caches: OrderedDict[Hashable, OrderedDict[Signature, Timing]] = OrderedDict()
+
+    def cache(self, key: Hashable) -> OrderedDict[Signature, Timing]:
+        """The cache of the sessions identified by ``key`` (backend and spec), empty at first."""
+        cache = self._caches.get(key)
+        if cache is None:
+            cache = self._caches[key] = OrderedDict()
+            if len(self._caches) > self.max_sessions:
+                self._caches.popitem(last=False)
+        self._caches.move_to_end(key)
+        return cache
+
+
 class Rider(Protocol):
     """A client timing its steps through a shared session (:meth:`RuntimeSessionProxy.join`)."""
 
@@ -84,18 +111,21 @@ class RuntimeSessionProxy:
         max_cache_entries: LRU bound, so long runs keep bounded memory.
         bucket_tokens: time every batch with its contexts rounded up to a multiple of this
             (0: exact); the caller checked the backend declares BUCKETED_CACHE_SAFE.
+        shared_cache: the cache to use, shared with earlier runs' proxies of an equal session
+            (:class:`SharedTimings`); None: its own.
     """
 
     # At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
     MIN_LOOKAHEAD, MAX_LOOKAHEAD = 8, 256
 
     def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
-                 lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0) -> None:
+                 lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
+                 shared_cache: OrderedDict[Signature, Timing] | None = None) -> None:
         self.client, self.session_id, self.client_name = client, session_id, client_name
         self.use_cache, self.max_cache_entries = cache, max_cache_entries
         self.bucket_tokens = bucket_tokens
         self.lookahead = lookahead and cache
-        self._cache: OrderedDict[Signature, Timing] = OrderedDict()
+        self._cache: OrderedDict[Signature, Timing] = shared_cache if shared_cache is not None else OrderedDict()
         self._hits_since_miss: Counter[Rider | None] = Counter()  # per rider: its own predictions used
         self.num_lookups = 0
         self.num_hits = 0

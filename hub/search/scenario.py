@@ -20,6 +20,7 @@ import numpy as np
 from ..config import ScenarioConfig, load_config, parse_config
 from ..errors import CosimError, HubError, ScenarioError
 from ..runner import backend_names, run, started_backends
+from ..backends.proxy import SharedTimings
 from ..simulation import Simulation
 from ..workload import generate_requests
 from .early_stop import SloWatch, StopRun
@@ -109,6 +110,11 @@ def replicate(data: Mapping[str, Any], base_dir: str, seed: int, stop_on: tuple[
     return Replicator(data, base_dir)(seed, stop_on)
 
 
+# The step timings of this process's replications: the runs of one deployment (its seeds and rates)
+# open equal sessions, and at low rates time mostly the same batches (common random numbers).
+SHARED_TIMINGS = SharedTimings()
+
+
 class Replicator:
     """Seeded runs of one scenario, reduced to the SLO statistics a goodput search judges.
 
@@ -117,7 +123,8 @@ class Replicator:
     are called in this process, without a gRPC server per run (the same servicer code answers, so
     every timing is the one a run over gRPC gets; :func:`cosim.hub.runner.started_backends`). Other
     backends (``command``, ``image``, ``address``) are started or attached per run, as ``cosim run``
-    does. No run folder is written.
+    does. Step timings are shared with the process's earlier runs of equal sessions
+    (:data:`SHARED_TIMINGS`). No run folder is written.
 
     Args:
         data: the scenario mapping (validated already, e.g. by :func:`as_mapping`).
@@ -146,7 +153,7 @@ class Replicator:
         config = self.config.model_copy(update={"seed": seed})
         watch = SloWatch(data["slo"], int(data["workload"]["requests"]), stop_on) if stop_on else None
         with started_backends(config, self.names, in_process=True) as backends:
-            simulation = Simulation(config, self.base_dir, backends)
+            simulation = Simulation(config, self.base_dir, backends, shared_timings=SHARED_TIMINGS)
             error = simulation.run(progress=False, on_request=watch.add if watch else None)
             summary = simulation.summarize(0.0) if error is None else {}
         if isinstance(error, StopRun):

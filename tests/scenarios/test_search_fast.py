@@ -174,3 +174,29 @@ def test_a_conditional_replay_bounds_the_goodput_from_above(start: int) -> None:
     if all(p.verdict.value == "feasible" for p in full.points if p.rate_per_s < first):
         assert step.result.goodput_rps == full.goodput_rps
         assert step.result.interval_rps == full.interval_rps
+
+
+def test_replications_share_step_timings_and_get_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's runs share step timings across runs (scenario.SHARED_TIMINGS): a later run asks
+    the backend only for batches no earlier one timed, and every statistic is a run's own."""
+    from cosim.hub.backends import proxy
+    from cosim.hub.search import scenario as sc
+    data, _, _, seeds = prepare(SCENARIO, replications=2)
+    shared = proxy.SharedTimings()
+    predicted: list[int] = []
+    predict_steps = proxy.RuntimeClient.predict_steps
+
+    def counting(self: Any, session_id: str, batches: list[Any], **kwargs: Any) -> Any:
+        predicted.append(len(batches))
+        return predict_steps(self, session_id, batches, **kwargs)
+
+    monkeypatch.setattr(proxy.RuntimeClient, "predict_steps", counting)
+    monkeypatch.setattr(sc, "SHARED_TIMINGS", shared)
+    together = [sc.Replicator(sc.with_rate(data, rate), ".")(seed) for rate in (2.0, 4.0) for seed in seeds]
+    assert len(shared._caches) == 1
+    timed_together = sum(predicted)
+    predicted.clear()
+    monkeypatch.setattr(sc, "SHARED_TIMINGS", None)
+    apart = [sc.Replicator(sc.with_rate(data, rate), ".")(seed) for rate in (2.0, 4.0) for seed in seeds]
+    assert together == apart
+    assert timed_together < 0.7 * sum(predicted)
