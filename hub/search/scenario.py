@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.proxy import SharedTimings
 from ..config import ScenarioConfig, load_config, parse_config
 from ..errors import CosimError, HubError, ScenarioError
 from ..runner import backend_names, run, started_backends
-from ..backends.proxy import SharedTimings
 from ..simulation import Simulation
 from ..workload import generate_requests
 from .early_stop import SloWatch, StopRun
