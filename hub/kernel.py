@@ -87,6 +87,14 @@ class Kernel:
         if self.num_events <= self.log_limit:
             self.log.append((time_ns, label))
 
+    def horizon_ns(self) -> int:
+        """When the next pending event happens (past :data:`MAX_SIM_NS` when none is pending)."""
+        return self._heap[0][0] if self._heap else MAX_SIM_NS + 1
+
+    def stopping(self) -> bool:
+        """Whether the run stops before its next event (:meth:`run`'s ``stop``)."""
+        return self._stop()
+
     @property
     def num_pending(self) -> int:
         """Events scheduled and not yet handled."""

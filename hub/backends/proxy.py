@@ -150,20 +150,12 @@ class RuntimeSessionProxy:
         the tokens of every rank of a data-parallel lock-step group; ``fields``: the batch's
         further StepBatch fields, (name, values) pairs (``ScheduledBatch.fields``: speculative
         drafts, LoRA adapters)."""
-        key: Signature = (tuple(new_tokens), tuple(context_tokens), *fields)  # as ScheduledBatch.signature
-        if dp_rank_tokens:
-            key += (("dp_rank_tokens", tuple(dp_rank_tokens)),)
-        bucket = self.bucket_tokens
-        if bucket:
-            key = bucketed(key, bucket)
+        key = self.key(new_tokens, context_tokens, dp_rank_tokens, fields)
+        hit = self.cached(key, rider)
+        if hit is not None:
+            return hit
         self.num_lookups += 1
-        if self.use_cache:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self.num_hits += 1
-                self._hits_since_miss[rider] += 1
-                self.num_out_of_range += hit.out_of_range
-                return hit
+        bucket = self.bucket_tokens
         keys = [key]
         if self.lookahead:
             depth = min(self.MAX_LOOKAHEAD, max(self.MIN_LOOKAHEAD, 2 * self._hits_since_miss.pop(rider, 0)))
@@ -185,6 +177,33 @@ class RuntimeSessionProxy:
                 self._store(k, timing)
         self.num_out_of_range += timings[0].out_of_range  # the steps run, not the batches predicted
         return timings[0]
+
+    def key(self, new_tokens: Sequence[int], context_tokens: Sequence[int], dp_rank_tokens: Sequence[int] = (),
+             fields: Sequence[tuple[str, tuple[int, ...]]] = ()) -> Signature:
+        """A batch's cache key: its signature (as ScheduledBatch.signature), bucketed where asked."""
+        key: Signature = (tuple(new_tokens), tuple(context_tokens), *fields)
+        if dp_rank_tokens:
+            key += (("dp_rank_tokens", tuple(dp_rank_tokens)),)
+        return bucketed(key, self.bucket_tokens) if self.bucket_tokens else key
+
+    def cached(self, key: Signature, rider: Rider | None = None) -> Timing | None:
+        """The cached timing of the batch keyed ``key`` (:meth:`key`), counted as a lookup that
+        hit; None, counting nothing, when it is not cached (:meth:`step_time` then asks)."""
+        hit = self.peek(key)
+        if hit is not None:
+            self.count_hit(hit, rider)
+        return hit
+
+    def peek(self, key: Signature) -> Timing | None:
+        """The cached timing of the batch keyed ``key``, if any, not counted as a lookup."""
+        return self._cache.get(key) if self.use_cache else None
+
+    def count_hit(self, hit: Timing, rider: Rider | None) -> None:
+        """Counts a lookup that found ``hit`` (what :meth:`cached` counts)."""
+        self.num_lookups += 1
+        self.num_hits += 1
+        self._hits_since_miss[rider] += 1
+        self.num_out_of_range += hit.out_of_range
 
     @property
     def hit_rate(self) -> float:

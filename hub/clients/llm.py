@@ -192,6 +192,8 @@ class LLMClient:
                 self.wake()  # the step's end scheduled other events first (or this wake-up)
                 return
             kernel.handle_inline(kernel.now_ns, self._wake_label)
+            if self.timer.run_seqs is not None:
+                self._run_alone()
         kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
         if self.micro_batches > 1:
             # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
@@ -201,6 +203,29 @@ class LLMClient:
             self.busy_ns += stage_ns
             self._stage_free_ns = now + stage_ns
             self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self._wake_label)
+
+    def _run_alone(self) -> None:
+        """Takes the decode run's steps that end before anything else happens in the simulation
+        in one go (:meth:`StepTimer.run_ahead`), and records them as :meth:`end_step` records a
+        run's step, each end and the wake-up after it counted as the events they stand for."""
+        kernel, timeline = self.kernel, self.timeline
+        start = kernel.now_ns
+        steps = self.timer.run_ahead(start, kernel.horizon_ns(), kernel.stopping)
+        if not steps:
+            return
+        run_seqs = self.timer.run_seqs
+        assert run_seqs is not None
+        num_seqs, requests, waiting = len(run_seqs), self._num_requests(run_seqs), len(self.scheduler.waiting)
+        gaps = timeline.token_gaps
+        for duration, joules, kv_used in steps:
+            end = start + duration
+            timeline.add_energy(joules)
+            kernel.handle_inline(end, self._done_label)
+            self.busy_ns += duration
+            timeline.append(start, end, num_seqs, 0, num_seqs, kv_used, waiting)
+            gaps[duration] = gaps.get(duration, 0) + requests
+            kernel.handle_inline(end, self._wake_label)
+            start = end
 
     def _on_stage_free(self) -> None:
         if self.kernel.now_ns >= self._stage_free_ns:  # no later micro-batch took the first stage since

@@ -21,7 +21,9 @@ how often a backend is asked, never the answer:
 - **decode runs** (:class:`~cosim.hub.scheduling.DecodeRun`): steps certain to
   be the same sequences decoding skip the scheduler's per-step forming and
   updating; the scheduler applies them in bulk when anyone looks
-  (:meth:`StepTimer.settle`).
+  (:meth:`StepTimer.settle`). Those that end before anything else happens in
+  the simulation, and whose timings are cached, are taken in one go
+  (:meth:`StepTimer.run_ahead`), without a batch or an event each.
 """
 
 from __future__ import annotations
@@ -103,11 +105,24 @@ class StepTimer:
                 # it writes them itself (Scheduler.copy): a later prediction needs a fresh copy.
                 self._forecast = None
             batch = self.scheduler.schedule()
+            while not batch.seqs and batch.preempted:
+                # A step that only preempted admits no one (as vLLM's); vLLM's engine schedules again at
+                # once, and admits then. Idle here, no event would ever wake this client.
+                self._forecast = None
+                again = self.scheduler.schedule()
+                again.preempted[:0] = batch.preempted
+                batch = again
             if not batch.seqs:
                 return None
         self._in_flight = batch
         self._steps_begun += 1
         return batch
+
+    @property
+    def run_seqs(self) -> list[Sequence] | None:
+        """The sequences of the decode run under way with steps left, if any."""
+        run = self._run
+        return run.seqs if run is not None and run.steps_left > 0 else None
 
     def in_run(self, batch: ScheduledBatch) -> bool:
         """Whether ``batch`` is a decode run's step (its effects are pending, see :meth:`settle`)."""
@@ -178,6 +193,47 @@ class StepTimer:
         if self.energy is None:
             return duration, StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None)
         return duration, self.energy.step(timing, duration, batch.num_new, batch.context)
+
+    def run_ahead(self, start_ns: int, horizon_ns: int,
+                  stopping: Callable[[], bool]) -> list[tuple[int, StepJoules, int]]:
+        """Takes the decode run's next steps back to back from ``start_ns``, each as :meth:`begin`,
+        :meth:`duration_ns` and :meth:`end` take it, without forming its batch: while each ends
+        before ``horizon_ns`` (the next event anywhere) and the run is not ``stopping()``, its
+        timing is cached, and it is not the run's last (handed back like any other). Returns each
+        step's duration, energy and the KV blocks in use, for the client to record.
+
+        Only for plain decode runs (no drafter, LoRA adapters or collectives timed by the network
+        backend); none is taken otherwise.
+        """
+        run, scheduler, session = self._run, self.scheduler, self.session
+        if (run is None or self.drafter is not None or run.lora is not None or self.collectives_ns is not None
+                or scheduler.has_retiring):
+            return []
+        host, energy, kv = self.host_time, self.energy, scheduler.kv
+        ones, contexts = tuple(run.ones), run.contexts
+        steps: list[tuple[int, StepJoules, int]] = []
+        while run.steps_left > 1 and not stopping():
+            done = run.done
+            context = [c + done for c in contexts]  # as run.step()
+            timing = session.peek(session.key(ones, context))
+            if timing is None:
+                break  # the backend is asked, with lookahead, by the step taken one by one
+            duration = timing.duration_ns
+            if host is not None:
+                duration += host.exposed_ns(ones, duration)
+            end_ns = start_ns + duration
+            if end_ns >= horizon_ns:
+                break
+            session.count_hit(timing, self)
+            scheduler.take_run_step(run)
+            run.end_step(start_ns, end_ns)
+            self._steps_begun += 1
+            self._last_duration_ns = duration
+            joules = StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None) if energy is None \
+                else energy.step(timing, duration, ones, context)
+            steps.append((duration, joules, kv.num_used))
+            start_ns = end_ns
+        return steps
 
     def top_up(self, now_ns: int, depth: int) -> Seq[Signature]:
         """The batches after the step in flight, when those predicted so far fall short of the

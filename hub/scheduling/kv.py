@@ -127,7 +127,7 @@ class BlockManager:
             self.take(needed)
             seq.num_blocks += needed
         if self.enable_prefix_caching:
-            self._cache_full_blocks(seq, min(seq.num_computed + num_new_tokens, seq.num_tokens))
+            self.cache_full_blocks(seq, min(seq.num_computed + num_new_tokens, seq.num_tokens))
         return True
 
     def grow(self, seq: Sequence, num_new_tokens: int) -> bool:
@@ -166,7 +166,7 @@ class BlockManager:
         its full blocks stay cached, and join the free queue after its tail, as vLLM frees a
         request's blocks in reverse order."""
         if self.enable_prefix_caching:
-            self._cache_full_blocks(seq, seq.num_computed)
+            self.cache_full_blocks(seq, seq.num_computed)
         if seq.num_blocks:
             self.num_free += seq.num_blocks
             if self.enable_prefix_caching:
@@ -188,7 +188,7 @@ class BlockManager:
         vLLM's parallel sampling shares a prompt through the prefix cache); each releases its
         reference when it finishes."""
         full = prompt_tokens // self.block_size
-        self._cache_full_blocks(parent, full * self.block_size)
+        self.cache_full_blocks(parent, full * self.block_size)
         shared = parent.cached[:full]
         for block in shared:
             self._refs[block] += len(children)
@@ -203,7 +203,7 @@ class BlockManager:
             self.num_free -= 1
         self._refs[block] += 1
 
-    def _cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
+    def cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
         """Turns ``seq``'s own full blocks within its first ``num_tokens`` tokens into cached
         blocks; a block someone cached already is shared instead, and ``seq``'s copy freed."""
         full = min(num_tokens // self.block_size, seq.prefix_blocks + seq.num_blocks)

@@ -412,11 +412,20 @@ class Scheduler:
 
     def run_step(self, run: DecodeRun) -> ScheduledBatch:
         """The run's next step, taking the blocks it grows into, as :meth:`schedule` would."""
+        self.take_run_step(run)
+        return run.step()
+
+    def take_run_step(self, run: DecodeRun) -> None:
+        """Takes the run's next step (its blocks) without forming its batch."""
         self.kv.take(run.new_blocks[run.taken])
         run.taken += 1
         if self._retiring:
             self._retire()
-        return run.step()
+
+    @property
+    def has_retiring(self) -> bool:
+        """Whether sequences that finished in the step just done still hold their seats."""
+        return bool(self._retiring)
 
     def settle(self, run: DecodeRun) -> int:
         """Applies the run's finished steps to its sequences (each sampled a token per step) and
@@ -424,7 +433,8 @@ class Scheduler:
         k = run.done
         if not run.taken:
             return 0
-        block_size = self.kv.block_size
+        kv = self.kv
+        block_size, caching = kv.block_size, kv.enable_prefix_caching
         begun = run.taken - k  # a step in flight holds its blocks already
         for seq in run.seqs:
             computed = seq.num_computed = seq.num_computed + k
@@ -433,6 +443,8 @@ class Scheduler:
             held = -(-(computed + begun) // block_size) - seq.prefix_blocks  # blocks_for, inlined: a hot loop
             if held > seq.num_blocks:
                 seq.num_blocks = held
+            if caching:  # the blocks its steps filled are cached, as each step's allocation caches them
+                kv.cache_full_blocks(seq, min(computed + begun, seq.num_tokens))
         if k:
             run.contexts = [c + k for c in run.contexts]
             run.taken -= k

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import cosim
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
+from cosim.hub.clients.step_timer import StepTimer
 from cosim.hub.errors import ScenarioError
 from cosim.hub.kernel import Kernel
 from cosim.v1 import types_pb2 as pb
@@ -52,23 +54,36 @@ def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
 def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate: int,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A client's step end and wake-up, handled in place when nothing comes before them
-    (Kernel.comes_next), are the events the heap would have handled, in the same order."""
+    (Kernel.comes_next), and a decode run's steps taken in one go while nothing else happens
+    (StepTimer.run_ahead), are the events and steps the heap would have handled, in order."""
     raw = config()
     raw["workload"]["arrival"]["rate_per_s"] = rate
 
+    summaries = []
+
     def run(name: str) -> tuple[Path, list[tuple[int, str]], int]:
         result = cosim.run(raw, output_dir=tmp_path / name, log_events=10**6)
+        summaries.append({k: v for k, v in result.summary.items() if k != "wall_time_s"})
         return result.output_dir, result.events, len(result.events)
 
-    handled = []
-    handle_inline = Kernel.handle_inline
+    handled, ahead = [], []
+    handle_inline, run_ahead = Kernel.handle_inline, StepTimer.run_ahead
     monkeypatch.setattr(Kernel, "handle_inline", lambda self, *args: handled.append(handle_inline(self, *args)))
+
+    def counted_run_ahead(self: StepTimer, *args: Any) -> list[Any]:
+        steps = run_ahead(self, *args)
+        ahead.extend(steps)
+        return steps
+
+    monkeypatch.setattr(StepTimer, "run_ahead", counted_run_ahead)
     inline, inline_events, inline_count = run("inline")
     assert len(handled) > inline_count / 4  # most of the steps when they are alone, some when bursty
+    assert len(ahead) > inline_count / 20
     monkeypatch.setattr(Kernel, "comes_next", lambda self, time_ns: False)
     heap, heap_events, heap_count = run("heap")
     assert inline_count == heap_count > 2 * 120
     assert inline_events == heap_events
+    assert summaries[0] == summaries[1]  # energy, cache hits and lookups included
     for name in ("requests.csv", "clients.csv", "trace.json"):
         assert (inline / name).read_bytes() == (heap / name).read_bytes(), name
 
