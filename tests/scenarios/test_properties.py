@@ -91,45 +91,38 @@ def test_same_config_and_seed_give_identical_summary(raw: dict) -> None:
     assert summary_json(first.summarize(0.0)) == summary_json(second.summarize(0.0))
 
 
+def _example(clients: list[dict], workload: dict, *, policy: str, seed: int, templates: dict | None = None) -> dict:
+    """A scenario as :func:`scenarios` draws them (linear backend, no per-token or context time)."""
+    workload = {"arrival": {"process": "poisson", "rate_per_s": 1e7}, **workload}
+    raw = scenario(clients=clients, per_token_ns=0, workload=workload, seed=seed, templates=templates or {},
+                   router={"policy": policy, "load_metric": "input_tokens", "heavy_threshold_tokens": 100})
+    raw["backends"]["lin"]["options"]["per_context_ns"] = 0
+    return raw
+
+
 def _swap_with_prefix_caching() -> dict:
     """Hypothesis found it: a sequence preempted at the end of a decode run was swapped out, where
     stepping one by one recomputes it (with prefix caching its full blocks are cached; the run's
     steps left them uncached until it ended)."""
-    sched = {"batching": "static", "block_size": 16, "num_gpu_blocks": 16, "max_num_seqs": 2,
-             "max_num_batched_tokens": 256, "preemption": "swap", "swap_space_bytes": 1_000_000_000,
-             "enable_prefix_caching": True}
-    return {"seed": 3, "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
-            "hardware": {"h": {"preset": "H100-SXM"}},
-            "backends": {"lin": {"python": "cosim.adapters.sdk.testing:LinearBackend",
-                                 "options": {"step_ns": 1000, "per_token_ns": 0, "per_context_ns": 0}}},
-            "clients": [{"name": f"c{i}", "model": "m", "backend": "lin", "role": "mixed",
-                         "hardware": {"device": "h"}, "scheduler": dict(sched)} for i in range(3)],
-            "workload": {"requests": 13, "arrival": {"process": "poisson", "rate_per_s": 1e7},
-                         "input_tokens": {"dist": "uniform", "low": 1, "high": 200},
-                         "output_tokens": {"dist": "uniform", "low": 1, "high": 40}},
-            "router": {"policy": "load_based", "load_metric": "input_tokens", "heavy_threshold_tokens": 100},
-            "templates": {}}
+    sched = dict(batching="static", block_size=16, num_gpu_blocks=16, max_num_seqs=2, max_num_batched_tokens=256,
+                 preemption="swap", swap_space_bytes=10**9, enable_prefix_caching=True)
+    return _example([client(f"c{i}", **sched) for i in range(3)],
+                    {"requests": 13, "input_tokens": {"dist": "uniform", "low": 1, "high": 200},
+                     "output_tokens": {"dist": "uniform", "low": 1, "high": 40}}, policy="load_based", seed=3)
 
 
 def _forks_preempting_everyone() -> dict:
     """Hypothesis found it: static batches whose reasoning branches fork into a full KV cache; the step
     that preempts every running sequence admits no one, and the client, idle, was never woken again."""
-    sched = {"batching": "static", "block_size": 4, "num_gpu_blocks": 62, "max_num_seqs": 3,
-             "max_num_batched_tokens": 256, "preemption": "recompute", "swap_space_bytes": 0,
-             "enable_prefix_caching": False}
-    return {"seed": 0, "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
-            "hardware": {"h": {"preset": "H100-SXM"}},
-            "backends": {"lin": {"python": "cosim.adapters.sdk.testing:LinearBackend",
-                                 "options": {"step_ns": 1000, "per_token_ns": 0, "per_context_ns": 0}}},
-            "clients": [{"name": "c0", "model": "m", "backend": "lin", "role": "mixed",
-                         "hardware": {"device": "h"}, "scheduler": sched}],
-            "workload": {"requests": 10, "arrival": {"process": "poisson", "rate_per_s": 100000.0},
-                         "input_tokens": {"dist": "uniform", "low": 1, "high": 136},
-                         "output_tokens": {"dist": "uniform", "low": 1, "high": 20},
-                         "prefix": {"num_prefixes": 2, "tokens": 64, "share": 0.5},
-                         "templates": {"chat": 1, "think": 1}},
-            "router": {"policy": "round_robin", "load_metric": "input_tokens", "heavy_threshold_tokens": 100},
-            "templates": {"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": 2}}}}
+    sched = dict(batching="static", block_size=4, num_gpu_blocks=62, max_num_seqs=3, max_num_batched_tokens=256,
+                 preemption="recompute", swap_space_bytes=0, enable_prefix_caching=False)
+    return _example([client("c0", **sched)],
+                    {"requests": 10, "arrival": {"process": "poisson", "rate_per_s": 1e5},
+                     "input_tokens": {"dist": "uniform", "low": 1, "high": 136},
+                     "output_tokens": {"dist": "uniform", "low": 1, "high": 20},
+                     "prefix": {"num_prefixes": 2, "tokens": 64, "share": 0.5}, "templates": {"chat": 1, "think": 1}},
+                    policy="round_robin", seed=0,
+                    templates={"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": 2}}})
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
