@@ -19,7 +19,7 @@ from .params import resolve_params
 log = logging.getLogger(__name__)
 
 CACHE_SIZE = 16384  # step timings kept per session (BestServe §3.3.4)
-SHARED_STATES = 32  # models and their caches kept for later sessions of an equal model
+SHARED_STATES = 8  # models and their caches kept for later sessions of an equal model
 
 
 class _State:

@@ -108,7 +108,6 @@ class StepTimer:
             while not batch.seqs and batch.preempted:
                 # A step that only preempted admits no one (as vLLM's); vLLM's engine schedules again at
                 # once, and admits then. Idle here, no event would ever wake this client.
-                self._forecast = None
                 again = self.scheduler.schedule()
                 again.preempted[:0] = batch.preempted
                 batch = again

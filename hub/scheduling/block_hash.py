@@ -25,6 +25,7 @@ with the same chain.
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 
 import numpy as np
 
@@ -33,8 +34,10 @@ from .sequence import Sequence
 ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block
 
 # The chain of a declared prefix's full blocks, by (prefix, block size): the same for every request
-# naming it, in every run (a pure function of its name), so hashed once per process.
-_PREFIX_CHAINS: dict[tuple[str, int], list[bytes]] = {}
+# naming it, in every run (a pure function of its name), so hashed once per process; the most
+# recently used MAX_PREFIX_CHAINS are kept (a workload may declare up to a million prefixes).
+_PREFIX_CHAINS: OrderedDict[tuple[str, int], list[bytes]] = OrderedDict()
+MAX_PREFIX_CHAINS = 256
 
 
 def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
@@ -54,7 +57,13 @@ def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]
 
 def _prefix_chain(prefix_id: str, num_blocks: int, block_size: int) -> list[bytes]:
     """The hashes of the first ``num_blocks`` full blocks of declared prefix ``prefix_id``."""
-    chain = _PREFIX_CHAINS.setdefault((prefix_id, block_size), [])
+    key = (prefix_id, block_size)
+    chain = _PREFIX_CHAINS.get(key)
+    if chain is None:
+        chain = _PREFIX_CHAINS[key] = []
+        if len(_PREFIX_CHAINS) > MAX_PREFIX_CHAINS:
+            _PREFIX_CHAINS.popitem(last=False)
+    _PREFIX_CHAINS.move_to_end(key)
     for i in range(len(chain), num_blocks):
         content = _prefix_content(prefix_id, i * block_size, (i + 1) * block_size)
         chain.append(hashlib.sha256((chain[-1] if chain else ROOT) + content).digest())
