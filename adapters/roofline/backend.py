@@ -23,8 +23,9 @@ SHARED_STATES = 8  # models and their caches kept for later sessions of an equal
 
 
 class _State:
-    """A session's precomputed model and its timing cache, keyed by the batch's sums (a step's
-    time depends on nothing else, so batches that sum alike share an entry)."""
+    """A session's precomputed model and its timing cache, keyed by the batch (a batch of decodes
+    by its sequence count and context sum: :func:`.operators.batch_stats` reads nothing else of it,
+    so decode batches that sum alike share an entry)."""
 
     def __init__(self, model: SessionModel) -> None:
         self.model = model
@@ -116,14 +117,18 @@ class RooflineBackend(RuntimeBackend):
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
-        stats = batch_stats(batch.new_tokens, batch.context_tokens)
-        if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
-            stats = dataclasses.replace(stats, tokens=float(padded))
-        if batch.lora_ranks:
-            stats = dataclasses.replace(stats, lora=_lora(batch))
-        key = (stats, slim)
+        new, context = batch.new_tokens, batch.context_tokens
+        if max(new) == 1 and min(context) > 0 and not batch.lora_ranks:
+            key: tuple[object, ...] = (len(new), sum(context), padded, slim)  # decodes: timed by count and sum
+        else:
+            key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids))
         timing = state.cache.get(key)
         if timing is None:
+            stats = batch_stats(new, context)
+            if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
+                stats = dataclasses.replace(stats, tokens=float(padded))
+            if batch.lora_ranks:
+                stats = dataclasses.replace(stats, lora=_lora(batch))
             timing = estimate(state.model, stats, with_breakdown=not slim)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:
