@@ -277,28 +277,36 @@ class Coordinator:
         options = self.candidates("decode", request.model)
         decode_only = [c for c in options if "prefill" not in c.serves]
         client = self.router.choose(decode_only or options, request)
+        decode = self._decode_sequence(request, client)
         if client.name == seq.stage.client:
             release_kv()
-            self._start_decode(request, client, 0)
+            self._start_decode(decode, client, 0)
             return
+        # vLLM's decode instance pulls only the prompt blocks its own prefix cache lacks
         kv_tokens = request.input_tokens - (request.retrieved_tokens if request.retrieved_at_decode else 0)
+        kv_tokens -= min(kv_tokens, client.cached_prefix_tokens(decode))
         size = int(self.kv_bytes_per_token[request.model] * kv_tokens)
         self.transfer_bytes += size
 
         def copied(duration_ns: int) -> None:
             release_kv()
-            self._start_decode(request, client, duration_ns)
+            self._start_decode(decode, client, duration_ns)
         self.transfers.start(seq.stage.client, client.name, size, copied)
 
-    def _start_decode(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
-        stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=self.kernel.now_ns,
-                            transfer_ns=transfer_ns)
-        request.stages.append(stage)
+    def _decode_sequence(self, request: RequestRecord, client: LLMClient) -> Sequence:
+        """The sequence that decodes ``request`` on ``client``: its prompt computed (transferred, or
+        found in the client's prefix cache), its first token sampled. Its stage starts with it."""
         self._check_fits(request, client, request.input_tokens, request.output_tokens // request.branches,
                          prefills=False)
-        seq = Sequence(request, stage, num_tokens=request.input_tokens + 1, num_computed=request.input_tokens,
-                       target_generated=request.output_tokens // request.branches, generated=1,
-                       forks=request.branches - 1)
+        stage = StageRecord(kind=decode_kind(request), client=client.name, enqueue_ns=-1)
+        return Sequence(request, stage, num_tokens=request.input_tokens + 1,
+                        num_computed=request.input_tokens, target_generated=request.output_tokens // request.branches,
+                        generated=1, prefix_id=request.prefix_id if not request.retrieved_tokens else None,
+                        forks=request.branches - 1)
+
+    def _start_decode(self, seq: Sequence, client: LLMClient, transfer_ns: int) -> None:
+        seq.stage.enqueue_ns, seq.stage.transfer_ns = self.kernel.now_ns, transfer_ns
+        seq.request.stages.append(seq.stage)
         client.submit(seq)
 
     def _check_fits(self, request: RequestRecord, client: LLMClient, prompt: int, generated: int, *,

@@ -25,11 +25,13 @@ through the same reference counts, with or without prefix caching.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable
+from itertools import compress, repeat, takewhile
+from operator import add, not_, sub
 
 from .block_hash import block_hashes
-from .sequence import Sequence
+from .free_queue import FreeQueue
+from .sequence import SWAPPED, Sequence
 
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
@@ -51,9 +53,7 @@ class BlockManager:
         self.num_free = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
         self._refs: dict[Hashable, int] = {}  # shared or cached block -> sequences holding it
-        # The free queue, head (next to take) first: a cached block (its hash, 1 block) or
-        # a run of blocks with nothing cached (an int key, how many). Prefix caching only.
-        self._free: OrderedDict[Hashable, int] = OrderedDict()
+        self._free = FreeQueue()  # prefix caching only
         self._next_key = 0  # keys of runs; with caching off, of shared blocks too
         if enable_prefix_caching and num_blocks:
             self._free_run(num_blocks)
@@ -63,7 +63,7 @@ class BlockManager:
         copy = BlockManager.__new__(BlockManager)
         copy.num_blocks, copy.block_size, copy.num_free = self.num_blocks, self.block_size, self.num_free
         copy.enable_prefix_caching, copy._next_key = self.enable_prefix_caching, self._next_key
-        copy._refs, copy._free = dict(self._refs), OrderedDict(self._free)
+        copy._refs, copy._free = dict(self._refs), self._free.copy()
         return copy
 
     @property
@@ -84,15 +84,24 @@ class BlockManager:
     def cache_hit(self, seq: Sequence) -> list[Hashable]:
         """The cached blocks holding the longest run of ``seq``'s leading tokens, for a sequence
         that holds no KV (whole blocks; at least one token is always left to compute, as vLLM
-        does). Nothing is taken until :meth:`allocate`."""
-        if not self.enable_prefix_caching or seq.num_computed or seq.num_blocks or seq.prefix_blocks:
+        does). Nothing is taken until :meth:`allocate`.
+
+        A sequence whose whole prompt is computed elsewhere (a disaggregated decode: its KV
+        comes over the network) may hit its prompt's blocks too, all but the prompt's last
+        token, as vLLM's decode instance looks up its own cache before pulling the rest
+        (NIXL connector: "partial prefix cache hit: just read uncomputed blocks")."""
+        if not self.enable_prefix_caching or seq.num_blocks or seq.prefix_blocks or seq.state == SWAPPED:
             return []
-        most = (seq.num_tokens - 1) // self.block_size
+        if not seq.num_computed:
+            most = (seq.num_tokens - 1) // self.block_size
+        elif seq.num_computed >= seq.prompt_tokens:
+            most = (seq.prompt_tokens - 1) // self.block_size
+        else:
+            return []  # part of a prompt retrieved from a KV store: the rest is computed after it
         refs = self._refs
-        hit: list[Hashable] = []
-        known = seq.block_hashes
-        for i in range(most):
-            block = known[i] if i < len(known) else block_hashes(seq, i + 1, self.block_size)[i]
+        hit: list[Hashable] = list(takewhile(refs.__contains__, seq.block_hashes[:most]))
+        for i in range(len(hit), most if len(hit) == len(seq.block_hashes) else 0):  # hashed as far as it hits
+            block = block_hashes(seq, i + 1, self.block_size)[i]
             if block not in refs:
                 break
             hit.append(block)
@@ -103,8 +112,8 @@ class BlockManager:
         ``num_new_tokens`` more tokens after them (a hit block nobody holds is one of the free)."""
         if not hit:
             return self.blocks_needed(seq, num_new_tokens) <= self.num_free
-        needed = blocks_for(len(hit) * self.block_size + num_new_tokens, self.block_size) - len(hit)
-        return needed + sum(1 for block in hit if not self._refs[block]) <= self.num_free
+        needed = blocks_for(self._computed_with(seq, hit) + num_new_tokens, self.block_size) - len(hit)
+        return needed + list(map(self._refs.__getitem__, hit)).count(0) <= self.num_free
 
     def allocate(self, seq: Sequence, num_new_tokens: int, hit: list[Hashable] | None = None) -> bool:
         """Gives ``seq`` the cached blocks ``hit`` (from :meth:`cache_hit`) and the blocks it needs
@@ -113,12 +122,11 @@ class BlockManager:
         if hit:
             if not self.fits(seq, num_new_tokens, hit):
                 return False
-            needed = blocks_for(len(hit) * self.block_size + num_new_tokens, self.block_size) - len(hit)
-            for block in hit:
-                self._hold(block)
+            seq.num_computed = self._computed_with(seq, hit)
+            needed = blocks_for(seq.num_computed + num_new_tokens, self.block_size) - len(hit)
+            self._hold(hit)
             seq.cached = list(hit)
             seq.prefix_blocks = len(hit)
-            seq.num_computed = len(hit) * self.block_size
         else:
             needed = self.blocks_needed(seq, num_new_tokens)
             if needed > self.num_free:
@@ -150,12 +158,11 @@ class BlockManager:
             return
         free, refs = self._free, self._refs
         while num_blocks:
-            key = next(iter(free))
-            count = free[key]
+            key, count = free.head()
             if count > num_blocks:
-                free[key] = count - num_blocks
+                free.shorten_head(num_blocks)
                 return
-            del free[key]
+            free.pop_head()
             if key in refs:
                 del refs[key]  # evicted
             num_blocks -= count
@@ -171,14 +178,17 @@ class BlockManager:
             self.num_free += seq.num_blocks
             if self.enable_prefix_caching:
                 self._free_run(seq.num_blocks)
-        refs = self._refs
-        for block in reversed(seq.cached):
-            refs[block] -= 1
-            if not refs[block]:
-                self.num_free += 1
-                if self.enable_prefix_caching:
-                    self._free[block] = 1
-                else:
+        if seq.cached:
+            refs = self._refs
+            blocks = seq.cached[::-1]
+            counts = list(map(sub, map(refs.__getitem__, blocks), repeat(1)))
+            refs.update(zip(blocks, counts))
+            unheld = list(compress(blocks, map(not_, counts)))
+            self.num_free += len(unheld)
+            if self.enable_prefix_caching:
+                self._free.extend(unheld)
+            else:
+                for block in unheld:
                     del refs[block]  # shared by forks only: nothing keeps it
         seq.num_blocks = seq.prefix_blocks = 0
         seq.cached = []
@@ -196,12 +206,20 @@ class BlockManager:
             child.cached, child.prefix_blocks = list(shared), len(shared)
 
     # -- internals ---------------------------------------------------------------
-    def _hold(self, block: Hashable) -> None:
-        """One more sequence holds a cached block (taken off the free queue if nobody did)."""
-        if not self._refs[block]:
-            del self._free[block]
-            self.num_free -= 1
-        self._refs[block] += 1
+    def _computed_with(self, seq: Sequence, hit: list[Hashable]) -> int:
+        """Tokens ``seq`` has computed once it holds the cached blocks ``hit`` (a transferred
+        prompt was computed already: the hit only spares its blocks)."""
+        return max(seq.num_computed, len(hit) * self.block_size)
+
+    def _hold(self, blocks: list[Hashable]) -> None:
+        """One more sequence holds each of the cached ``blocks`` (taken off the free queue if nobody did)."""
+        refs = self._refs
+        counts = list(map(refs.__getitem__, blocks))
+        if 0 in counts:
+            unheld = list(compress(blocks, map(not_, counts)))
+            self._free.remove_all(unheld)
+            self.num_free -= len(unheld)
+        refs.update(zip(blocks, map(add, counts, repeat(1))))
 
     def cache_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
         """Turns ``seq``'s own full blocks within its first ``num_tokens`` tokens into cached
@@ -216,25 +234,26 @@ class BlockManager:
             keys = list(range(self._next_key, self._next_key + full - start))
             self._next_key += full - start
         refs = self._refs
+        seq.num_blocks -= len(keys)
+        seq.cached += keys
+        seq.prefix_blocks = full
+        if not any(map(refs.__contains__, keys)):
+            refs.update(dict.fromkeys(keys, 1))
+            return
         for block in keys:
-            seq.num_blocks -= 1
             if block in refs:
-                self._hold(block)
+                self._hold([block])
                 self.num_free += 1
                 if self.enable_prefix_caching:
                     self._free_run(1)
             else:
                 refs[block] = 1
-            seq.cached.append(block)
-        seq.prefix_blocks = full
 
     def _free_run(self, count: int) -> None:
         """Appends ``count`` uncached free blocks to the free queue's tail."""
-        free = self._free
-        if free:
-            tail = next(reversed(free))
-            if isinstance(tail, int):
-                free[tail] += count
-                return
-        free[self._next_key] = count
+        tail = self._free.tail_run()
+        if tail is not None:
+            self._free.grow_run(tail, count)
+            return
+        self._free.append_run(self._next_key, count)
         self._next_key += 1

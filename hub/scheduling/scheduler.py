@@ -340,7 +340,7 @@ class Scheduler:
                 continue
             seq = self._writable(i)
             hit = self.kv.cache_hit(seq)  # with prefix caching: blocks cached by content (its own, if preempted)
-            cached = len(hit) * self.kv.block_size
+            cached = max(0, len(hit) * self.kv.block_size - seq.num_computed)  # tokens it need not compute
             need = seq.remaining_tokens - cached
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget, max_chunk_tokens or need)
             fits = num > 0 and not (whole_prompts and num > budget and (batch.seqs or self.running))
@@ -538,7 +538,7 @@ class Scheduler:
         request = parent.request
         children = [Sequence(request, parent.stage, num_tokens=request.input_tokens + 1,
                              num_computed=request.input_tokens, target_generated=parent.target_generated,
-                             generated=1) for _ in range(parent.forks)]
+                             generated=1, prefix_id=parent.prefix_id) for _ in range(parent.forks)]
         parent.forks = 0
         if self.speculation is not None:  # branches share the parent's draws and propose drafts of their own
             for child in children:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+
+import cosim.hub.runner as runner
 from tests.scenarios.helpers import client, run_with_trace, scenario
 
 SIZE = 100 * 131_072  # 100 tokens of Llama-3-8B KV, fp16
@@ -59,3 +62,30 @@ def test_default_topology_keeps_a_clients_all_reduces_on_its_intra_node_link(tmp
     assert r.stages[0].end_ns - r.stages[0].start_ns == 1000 + 2 * 32 * 2 * send
     # the KV: a half per device, node to node through the NIC switch (H100-SXM: 50 GB/s), 2 hops of 5 us
     assert r.stages[1].transfer_ns == 2 * 5000 + SIZE // 2 // 50
+
+
+def test_a_decode_client_receives_only_the_prompt_blocks_its_prefix_cache_lacks(tmp_path) -> None:
+    """vLLM's decode instance looks up its own prefix cache and pulls the rest from the prefill
+    instance. Two 100-token prompts, a second apart, share their first 70 tokens: the second
+    transfers only what follows the 4 shared full blocks (64 tokens)."""
+    caching = {"enable_prefix_caching": True, "block_size": 16}
+    config = scenario(clients=[client("p", role="prefill", **caching), client("d", role="decode", **caching)],
+                      network={"link": {"bandwidth_gbps": 50, "latency_s": 10e-6}})
+    trace = tmp_path / "ids.jsonl"
+    ids = [list(range(70)) + list(range(1000 * t, 1000 * t + 30)) for t in (0, 1)]
+    trace.write_text("".join(f'{{"t": {t}, "ids": {ids[t]}, "n": 100, "out": 3}}\n' for t in (0, 1)))
+    config["workload"] = {"requests": 2, "arrival": {"process": "trace"},
+                          "input_tokens": {"dist": "trace"}, "output_tokens": {"dist": "trace"},
+                          "trace": {"path": str(trace), "format": "jsonl", "arrival_column": "t",
+                                    "token_ids_column": "ids", "input_column": "n",
+                                    "output_column": "out"}}
+    result = runner.run(config)
+    first, second = result.requests
+    assert first.input_tokens == second.input_tokens == 100
+    assert first.stages[1].transfer_ns == 10_000 + 100 * 131_072 // 50
+    assert second.stages[1].transfer_ns == 10_000 + 36 * 131_072 // 50
+    assert result.summary["kv_transfer_bytes"] == (100 + 36) * 131_072
+    assert second.cached_tokens == 64  # the prefill client's hit; the decode client's is not counted twice
+    off = copy.deepcopy(config)
+    off["clients"][1]["scheduler"]["enable_prefix_caching"] = False
+    assert runner.run(off).summary["kv_transfer_bytes"] == 200 * 131_072

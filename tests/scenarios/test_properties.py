@@ -78,7 +78,7 @@ def test_invariants_hold_for_random_scenarios(raw: dict) -> None:
         assert used.size == 0 or used.max() <= kv.num_blocks
         assert kv.num_used == 0 and not any(kv._refs.values()), "every block is free at the end"
         if kv.enable_prefix_caching:
-            assert sum(kv._free.values()) == kv.num_blocks, "the free queue holds every block"
+            assert sum(count for _, count in kv._free.items()) == kv.num_blocks, "the free queue holds every block"
         assert not c.scheduler.running and not c.scheduler.waiting
         ends = c.timeline.columns()["end_ns"]
         assert (ends[1:] >= ends[:-1]).all(), "a client's steps never go back in time"

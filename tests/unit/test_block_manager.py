@@ -119,3 +119,28 @@ def test_forked_branches_share_the_prompt_blocks_until_the_last_leaves() -> None
     assert kv.num_free == 6  # the shared blocks stay while a branch holds them
     kv.release(children[1])
     assert kv.num_free == 8 and not kv._refs  # without prefix caching nothing stays cached
+
+
+def test_a_transferred_prompt_hits_the_blocks_it_shares_and_computes_nothing_again() -> None:
+    """A disaggregated decode's prompt arrives computed: blocks its client caches already are
+    held (not received, not duplicated), all but the prompt's last token at most, and the
+    tokens it computed stay computed."""
+    kv = BlockManager(8, 4, enable_prefix_caching=True)
+    kv.release(computed(kv, seq(10, ids=list(range(10)), rid=1), 10))  # blocks [0-3], [4-7] cached
+    request = RequestRecord(id=2, model="m", arrival_ns=0, input_tokens=9, output_tokens=4,
+                            prompt_token_ids=list(range(8)) + [99])
+    decode = Sequence(request, StageRecord(kind="decode", client="c", enqueue_ns=0), num_tokens=10,
+                      num_computed=9, target_generated=4, generated=1)
+    hit = kv.cache_hit(decode)
+    assert len(hit) == 2
+    assert kv.fits(decode, 1, hit) and kv.allocate(decode, 1, hit)
+    assert decode.num_computed == 9 and decode.prefix_blocks == 2 and decode.num_blocks == 1  # tokens 8-9
+    assert kv.num_free == 5
+    exact = RequestRecord(id=3, model="m", arrival_ns=0, input_tokens=8, output_tokens=4,
+                          prompt_token_ids=list(range(8)))
+    whole = Sequence(exact, StageRecord(kind="decode", client="c", enqueue_ns=0), num_tokens=9,
+                     num_computed=8, target_generated=4, generated=1)
+    assert len(kv.cache_hit(whole)) == 1  # the prompt's last token's block is received, as vLLM's
+    retrieved = seq(12, ids=list(range(12)), rid=4)
+    retrieved.num_computed = 4  # part of a prompt from a KV store: the rest is computed after it
+    assert kv.cache_hit(retrieved) == []
