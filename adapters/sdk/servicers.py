@@ -16,6 +16,7 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -101,6 +102,15 @@ class _Sessions(Generic[B]):
         return pb.CloseSessionResponse()
 
 
+@dataclass
+class DirectPredict:
+    """A PredictSteps request made in-process (:meth:`RuntimeServicer.predict_in_process`)."""
+
+    session_id: str
+    batches: list[pb.StepBatch]
+    omit_breakdown: bool = False
+
+
 class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceServicer,
                       rt_grpc.RuntimeStreamServiceServicer):
     """Serves a :class:`RuntimeBackend` as ``cosim.v1.RuntimeBackendService`` and its
@@ -115,25 +125,36 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
     @_rpc
     def PredictSteps(self, request: rt_pb.PredictStepsRequest,
                      context: grpc.ServicerContext) -> rt_pb.PredictStepsResponse:
-        session = self._get(request.session_id)
-        if not request.batches:
+        timings = self._predict(request.session_id, list(request.batches), request.omit_breakdown)
+        response = rt_pb.PredictStepsResponse(timings=timings)
+        if request.omit_breakdown:
+            for timing in response.timings:  # the response holds copies: a backend's cached timings stay whole
+                timing.ClearField("breakdown")
+        return response
+
+    @_rpc
+    def predict_in_process(self, request: DirectPredict, context: grpc.ServicerContext) -> list[pb.StepTiming]:
+        """PredictSteps for a caller in this process (``cosim.hub.backends.inprocess``): the same
+        checks and timings, without copying the batches into a request and the timings into a
+        response. The timings may be the backend's own (cached) messages: read them, never change them."""
+        return self._predict(request.session_id, request.batches, request.omit_breakdown)
+
+    def _predict(self, session_id: str, batches: list[pb.StepBatch], omit_breakdown: bool) -> list[pb.StepTiming]:
+        session = self._get(session_id)
+        if not batches:
             raise InvalidArgument("batches", [], "must hold at least one batch")
-        for i, batch in enumerate(request.batches):
+        for i, batch in enumerate(batches):
             validate_batch(batch, field=f"batches[{i}]")
-        session.omit_breakdown = request.omit_breakdown
+        session.omit_breakdown = omit_breakdown
         try:
-            timings = self.backend.predict_many(session, list(request.batches))
+            timings = self.backend.predict_many(session, batches)
         finally:
             session.omit_breakdown = False
         for i, timing in enumerate(timings):
             if timing.duration_ns < 0:
                 raise BackendFault(f"backend {self.backend.name!r} returned duration_ns={timing.duration_ns} "
                                    f"for batches[{i}]; durations must be >= 0")
-        response = rt_pb.PredictStepsResponse(timings=timings)
-        if request.omit_breakdown:
-            for timing in response.timings:  # the response holds copies: a backend's cached timings stay whole
-                timing.ClearField("breakdown")
-        return response
+        return timings
 
     def PredictStepsStream(self, requests: Iterator[rt_pb.PredictStepsRequest],
                            context: grpc.ServicerContext) -> Iterator[rt_pb.PredictStepsResponse]:

@@ -1,19 +1,24 @@
 """Calling a backend's servicer directly, without gRPC.
 
-Used by ``cosim bench`` to measure what the gRPC boundary costs: the same
-backend, the same servicer code (sessions, validation), no channel. Runs
-always go over gRPC.
+Used by ``cosim bench`` to measure what the gRPC boundary costs, and by the
+goodput search's replications: the same backend, the same servicer code
+(sessions, validation), no channel. ``cosim run`` goes over gRPC.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from cosim.v1 import types_pb2 as pb
+
 from .clients import LocalRpcError, RuntimeClient
+
+if TYPE_CHECKING:  # the hub imports no adapter at load time
+    from cosim.adapters.sdk.servicers import DirectPredict, RuntimeServicer
 
 
 class _Context:
@@ -37,6 +42,28 @@ class DirectStub:
         return call
 
 
+class InProcessRuntimeClient(RuntimeClient):
+    """A RuntimeClient whose calls go straight to a servicer in this process. Step timings skip
+    the request and response messages (:meth:`RuntimeServicer.predict_in_process`): the same
+    checks, errors and timings, without copying every batch and timing twice."""
+
+    def __init__(self, name: str, servicer: RuntimeServicer) -> None:
+        from cosim.adapters.sdk.servicers import DirectPredict
+
+        super().__init__(name, "in-process", stub=DirectStub(servicer))
+        self._servicer, self._request = servicer, DirectPredict
+
+    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int | None = None,
+                      client: str = "", omit_breakdown: bool = False) -> list[pb.StepTiming]:
+        request = self._request(session_id, list(batches), omit_breakdown)
+        return self.call(self._predict_direct, request, sim_time_ns=sim_time_ns, client=client)
+
+    def _predict_direct(self, request: DirectPredict, timeout: float | None = None) -> list[pb.StepTiming]:
+        return self._servicer.predict_in_process(request, _Context())
+
+    _predict_direct._method = "PredictSteps"  # type: ignore[attr-defined]
+
+
 def in_process_runtime_client(name: str, reference: str, *,
                               search_paths: Sequence[str | os.PathLike[str]] = ()) -> RuntimeClient:
     """A RuntimeClient whose calls go straight to a fresh ``module:Class`` backend's servicer
@@ -46,4 +73,4 @@ def in_process_runtime_client(name: str, reference: str, *,
 
     backend = load_backend(reference, search_paths=search_paths)
     assert isinstance(backend, RuntimeBackend)  # the runtime clients' backends (runner.client_kind)
-    return RuntimeClient(name, "in-process", stub=DirectStub(RuntimeServicer(backend)))
+    return InProcessRuntimeClient(name, RuntimeServicer(backend))

@@ -180,17 +180,18 @@ def test_replications_share_step_timings_and_get_the_same_statistics(monkeypatch
     """A search's runs share step timings across runs (scenario.SHARED_TIMINGS): a later run asks
     the backend only for batches no earlier one timed, and every statistic is a run's own."""
     from cosim.hub.backends import proxy
+    from cosim.hub.backends.inprocess import InProcessRuntimeClient
     from cosim.hub.search import scenario as sc
     data, _, _, seeds = prepare(SCENARIO, replications=2)
     shared = proxy.SharedTimings()
     predicted: list[int] = []
-    predict_steps = proxy.RuntimeClient.predict_steps
+    predict_steps = InProcessRuntimeClient.predict_steps
 
     def counting(self: Any, session_id: str, batches: list[Any], **kwargs: Any) -> Any:
         predicted.append(len(batches))
         return predict_steps(self, session_id, batches, **kwargs)
 
-    monkeypatch.setattr(proxy.RuntimeClient, "predict_steps", counting)
+    monkeypatch.setattr(InProcessRuntimeClient, "predict_steps", counting)
     monkeypatch.setattr(sc, "SHARED_TIMINGS", shared)
     together = [sc.Replicator(sc.with_rate(data, rate), ".")(seed) for rate in (2.0, 4.0) for seed in seeds]
     assert len(shared._caches) == 1

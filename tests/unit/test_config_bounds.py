@@ -297,3 +297,17 @@ def test_cosim_validate_command_reports_what_the_run_would_refuse(tmp_path: Path
     assert "error: clients[0]: backend 'analytical'" in err and "Traceback" not in err, err
     path.write_text(yaml.safe_dump(scenario()))
     assert main(["validate", str(path)]) == 0
+
+
+def test_a_config_is_copied_as_a_yaml_round_trip_copies_it() -> None:
+    """parse_config copies its input without YAML; the copy must be the round trip's, key order
+    included (sorted), for every shipped example and values the examples lack."""
+    from cosim.hub.config import _yaml_copy
+
+    root = Path(__file__).resolve().parents[2]
+    configs = [yaml.safe_load(path.read_text()) for path in sorted((root / "examples").rglob("*.yaml"))]
+    configs.append({"b": (1, [2.5, float("inf")]), "a": {"z": None, 3: "x"}, 1: True})
+    for config in configs:
+        if isinstance(config, dict):
+            assert yaml.safe_dump(_yaml_copy(config), sort_keys=False) == \
+                yaml.safe_dump(yaml.safe_load(yaml.safe_dump(config)), sort_keys=False)
