@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 
@@ -59,7 +59,7 @@ class InProcessRuntimeClient(RuntimeClient):
         return self.call(self._predict_direct, request, sim_time_ns=sim_time_ns, client=client)
 
     def _predict_direct(self, request: DirectPredict, timeout: float | None = None) -> list[pb.StepTiming]:
-        return self._servicer.predict_in_process(request, _Context())
+        return self._servicer.predict_in_process(request, cast(grpc.ServicerContext, _Context()))
 
     _predict_direct._method = "PredictSteps"  # type: ignore[attr-defined]
 
