@@ -5,6 +5,11 @@ stubs/cosim/v1 -> cosim.v1 (so the generated `from cosim.v1 import ...`
 lines resolve unedited). Everything else is in pyproject.toml.
 """
 
+import json
+import os
+import runpy
+from pathlib import Path
+
 from setuptools import find_namespace_packages, setup
 
 ROOTS = {"cosim": "api", "cosim.hub": "hub", "cosim.adapters": "adapters", "cosim.v1": "stubs/cosim/v1"}
@@ -20,4 +25,26 @@ for name, folder in ROOTS.items():
 
 # Data files of every package (presets, roofline profiles, regression artifacts, stub types, build scripts).
 DATA = ["*.pyi", "*.yaml", "*.json", "*.csv", "*.md", "*.sh", "py.typed"]
-setup(packages=packages, package_dir=package_dir, package_data={"": DATA})
+
+
+def native_extensions() -> list:
+    """mypyc's extensions of hub/native.py's NATIVE modules, named as installed (cosim.hub....).
+
+    They are compiled through the links `make lint` type-checks through (build/typecheck/cosim), as
+    the folders are not named so; the sources' hashes are recorded for the check at import.
+    """
+    from mypyc.build import mypycify  # only a native build needs mypy: pip install --no-build-isolation
+
+    native = runpy.run_path("hub/native.py")
+    tree = Path("build/typecheck/cosim")
+    tree.mkdir(parents=True, exist_ok=True)
+    for name, folder in {"__init__.py": "api/__init__.py", "hub": "hub", "adapters": "adapters",
+                         "v1": "stubs/cosim/v1"}.items():
+        if not (tree / name).is_symlink():
+            (tree / name).symlink_to(Path("../../..", folder))
+    Path(native["BUILD_RECORD"]).write_text(json.dumps(native["source_hashes"](Path(".")), indent=1) + "\n")
+    return mypycify([str(tree / path) for path in native["NATIVE"]], group_name="cosim.hub.native")
+
+
+setup(packages=packages, package_dir=package_dir, package_data={"": DATA},
+      ext_modules=native_extensions() if os.environ.get("COSIM_NATIVE") == "1" else [])

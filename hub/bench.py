@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import native
 from .config import load_config
 from .errors import ScenarioError
 from .runner import Simulation, backend_names, started_backends
@@ -70,6 +71,7 @@ def run_bench(name: str, *, requests: int | None = None, compare_in_process: boo
         "grpc_over_inprocess": None,
         "steps": steps,
         "sim_time_s": summary["sim_time_s"],
+        "native": bool(native.compiled()),  # the hot path compiled (make native) or pure Python
     }
     if inproc_walls:
         figures["inprocess_wall_s"] = round(min(inproc_walls), 3)

@@ -116,7 +116,8 @@ class RuntimeSessionProxy:
     """
 
     # At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
-    MIN_LOOKAHEAD, MAX_LOOKAHEAD = 8, 256
+    MIN_LOOKAHEAD = 8
+    MAX_LOOKAHEAD = 256
 
     def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,

@@ -16,6 +16,7 @@ blocks copies 50 times slower.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
+from typing import Self
 
 COMPACT_MIN = 64  # stale slots tolerated before the list is compacted
 
@@ -24,6 +25,11 @@ class FreeQueue:
     """Free blocks in eviction order, head first (see the module)."""
 
     __slots__ = ("_order", "_index", "_start", "_runs")
+
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
+        # copy() makes blank instances with FreeQueue.__new__; compiled by mypyc (setup.py), that needs
+        # a __new__ of the class's own
+        return object.__new__(cls)
 
     def __init__(self) -> None:
         self._order: list[Hashable] = []  # entries by place; stale slots included

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from itertools import compress, repeat, takewhile
 from operator import add, not_, sub
+from typing import Self
 
 from .block_hash import block_hashes
 from .free_queue import FreeQueue
@@ -47,6 +48,11 @@ class BlockManager:
         block_size: tokens per block.
         num_free: blocks no sequence holds (cached ones nobody uses included).
     """
+
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
+        # copy() makes blank instances with BlockManager.__new__; compiled by mypyc (setup.py), that needs
+        # a __new__ of the class's own
+        return object.__new__(cls)
 
     def __init__(self, num_blocks: int, block_size: int, *, enable_prefix_caching: bool = False) -> None:
         self.num_blocks, self.block_size = num_blocks, block_size

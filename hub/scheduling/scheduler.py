@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from typing import Self
 
 from .batch import DecodeRun, ScheduledBatch, StepOutcome
 from .config import SchedulerConfig
@@ -50,6 +51,11 @@ class Scheduler:
         kv: its KV blocks.
         kv_bytes_per_token: KV bytes of one token (swap sizes).
     """
+
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
+        # copy() makes blank instances with Scheduler.__new__; compiled by mypyc (setup.py), that needs
+        # a __new__ of the class's own
+        return object.__new__(cls)
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
                  micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,

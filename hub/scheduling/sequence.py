@@ -12,6 +12,7 @@ prefilled again.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Self
 
 import numpy as np
 
@@ -36,6 +37,11 @@ class Sequence:
     __slots__ = ("request", "stage", "num_tokens", "num_computed", "target_generated", "num_blocks",
                  "prefix_id", "prefix_blocks", "cached", "state", "order", "generated", "forks", "swapped_blocks",
                  "swapped_bytes", "prompt_tokens", "block_hashes", "drafts", "spec_draws", "spec_step")
+
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
+        # copy() makes blank instances with Sequence.__new__; compiled by mypyc (setup.py), that needs
+        # a __new__ of the class's own
+        return object.__new__(cls)
 
     def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
                  target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,

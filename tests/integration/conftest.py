@@ -140,3 +140,22 @@ def compose_stack(cosim_image: str, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         subprocess.run([*base, "down", "-v", "--remove-orphans", "-t", "5"], env=env, capture_output=True,
                        timeout=300)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """cosim's wheel, built as `pip wheel` builds it from a fresh clone; its build prints no warning."""
+    from .wheels import build_wheel, clean_copy
+
+    built, printed = build_wheel(clean_copy(tmp_path_factory.mktemp("src")), tmp_path_factory.mktemp("dist"))
+    # setuptools' warnings (e.g. a data folder "absent from the `packages` configuration") come through pip.
+    assert "Warning" not in printed, printed
+    return built
+
+
+@pytest.fixture(scope="session")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed (not editable); the runtime dependencies are this venv's."""
+    from .wheels import install_wheel
+
+    return install_wheel(wheel, tmp_path_factory.mktemp("venv") / "venv")

@@ -10,7 +10,7 @@ from cosim.hub.bench import SCENARIOS
 from cosim.hub.cli import main
 
 KEYS = {"scenario", "requests", "wall_s", "requests_per_wall_s", "steps_per_wall_s", "rpcs_per_step",
-        "cache_hit_rate", "peak_rss_mb", "grpc_over_inprocess"}
+        "cache_hit_rate", "peak_rss_mb", "grpc_over_inprocess", "native"}
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
