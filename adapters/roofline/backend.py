@@ -117,7 +117,7 @@ class RooflineBackend(RuntimeBackend):
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
-        new, context = batch.new_tokens, batch.context_tokens
+        new, context = batch.new_tokens[:], batch.context_tokens[:]  # lists: a message field is slow to iterate
         if max(new) == 1 and min(context) > 0 and not batch.lora_ranks:
             key: tuple[object, ...] = (len(new), sum(context), padded, slim)  # decodes: timed by count and sum
         else:
