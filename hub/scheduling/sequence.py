@@ -39,7 +39,7 @@ class Sequence:
                  "swapped_bytes", "prompt_tokens", "block_hashes", "drafts", "spec_draws", "spec_step")
 
     def __new__(cls, *args: object, **kwargs: object) -> Self:
-        # copy() makes blank instances with Sequence.__new__; compiled by mypyc (setup.py), that needs
+        # clone() makes blank instances with Sequence.__new__; compiled by mypyc (setup.py), that needs
         # a __new__ of the class's own
         return object.__new__(cls)
 
