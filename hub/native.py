@@ -20,7 +20,7 @@ from pathlib import Path
 NATIVE = (
     "hub/kernel.py", "hub/coordinator.py", "hub/backends/proxy.py",
     "hub/clients/llm.py", "hub/clients/step_timer.py", "hub/clients/forecast.py",
-    "hub/scheduling/batch.py", "hub/scheduling/free_queue.py", "hub/scheduling/kv.py",
+    "hub/scheduling/batch.py", "hub/scheduling/block_hash.py", "hub/scheduling/free_queue.py", "hub/scheduling/kv.py",
     "hub/scheduling/policies.py", "hub/scheduling/scheduler.py", "hub/scheduling/sequence.py",
     "adapters/roofline/backend.py", "adapters/roofline/estimator.py", "adapters/roofline/operators.py",
 )

@@ -27,7 +27,7 @@ import logging
 from pathlib import Path
 from typing import Any, ClassVar
 
-from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
+from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
 from .artifact import DEFAULT_ARTIFACTS, OperatorArtifact, load_artifact
@@ -69,6 +69,7 @@ class RegressionBackend(RuntimeBackend):
     # bucketed_cache_safe: contexts enter through interpolated grids, smooth between knots.
     capabilities: ClassVar[tuple[str, ...]] = ("mixed_batches", "out_of_range_flag", "bucketed_cache_safe")
     file_options: ClassVar[tuple[str, ...]] = ("artifact", "profile_bundle")
+    plain_batches = True
 
     def open_session(self, spec: pb.SessionSpec) -> OperatorStepModel | StepLinearModel | ProfileStepModel:
         """Loads the session's artifact and picks its entry.
@@ -93,7 +94,7 @@ class RegressionBackend(RuntimeBackend):
                  spec.parallelism.tensor or 1, path.name, artifact.kind)
         return model
 
-    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         """Timing of one step; ``out_of_range`` is set outside the training data."""
         model: OperatorStepModel | StepLinearModel | ProfileStepModel = session.state
         if isinstance(model, ProfileStepModel):  # the model with MoE and EP: DP lock-step pads its tokens

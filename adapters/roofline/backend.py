@@ -9,11 +9,11 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
+from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
 from .estimator import Device, SessionModel, estimate
-from .operators import batch_stats, lora_adapters, make_shape
+from .operators import batch_stats, decode_stats, lora_adapters, make_shape
 from .params import resolve_params
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def open_model(spec: pb.SessionSpec) -> SessionModel:
     return SessionModel(shape=shape, params=params, device=device)
 
 
-def _lora(batch: pb.StepBatch) -> tuple[tuple[int, float], ...]:
+def _lora(batch: pb.StepBatch | PlainBatch) -> tuple[tuple[int, float], ...]:
     """The batch's LoRA adapters (rank, tokens) for :func:`.operators.lora_ops`.
 
     Raises:
@@ -107,24 +107,28 @@ class RooflineBackend(RuntimeBackend):
     capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
                     "energy", "bucketed_cache_safe", "lora")
     file_options = ("profile",)  # a path; plain names (auto, none, a shipped profile) are not files
+    plain_batches = True
 
     def open_session(self, spec: pb.SessionSpec) -> _State:
         model = open_model(spec)
         log.debug("roofline session for %s on %s: %s", spec.model.name, spec.hardware.device, model.params)
         return _shared_state(model)
 
-    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         state: _State = session.state
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
-        new, context = batch.new_tokens[:], batch.context_tokens[:]  # lists: a message field is slow to iterate
-        if max(new) == 1 and min(context) > 0 and not batch.lora_ranks:
-            key: tuple[object, ...] = (len(new), sum(context), padded, slim)  # decodes: timed by count and sum
+        new, context = batch.new_tokens[:], batch.context_tokens[:]  # a message field is slow to iterate: lists
+        # Decodes only (as batch_stats tells them, for new tokens > 0), by the quickest tests in C.
+        decodes = new.count(1) == len(new) and 0 not in context and not batch.lora_ranks
+        if decodes:
+            context_sum = sum(context)
+            key: tuple[object, ...] = (len(new), context_sum, padded, slim)  # decodes: timed by count and sum
         else:
             key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids))
         timing = state.cache.get(key)
         if timing is None:
-            stats = batch_stats(new, context)
+            stats = decode_stats(len(new), context_sum) if decodes else batch_stats(new, context)
             if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
                 stats = dataclasses.replace(stats, tokens=float(padded))
             if batch.lora_ranks:

@@ -92,32 +92,33 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
     bound with C >= D the rest add C each, and once the lag repeats the rest
     add D each; both are exact and keep the loop to a few layers.
     """
-    td = tc = 0.0
-
-    def step(dispatch: float, busy: float) -> bool:
-        nonlocal td, tc
+    td = tc = 0.0  # when the CPU has dispatched, and when the device has finished, the modules so far
+    for dispatch, busy in pre:
         td += dispatch
-        bound = td > tc
-        tc = (td if bound else tc) + busy
-        return bound
-
-    for entry in pre:
-        step(*entry)
+        tc = (td if td > tc else tc) + busy
     d_layer = sum(d for d, _ in layer)
     c_layer = sum(c for _, c in layer)
     last_lag = None
     for done in range(1, num_layers + 1):
-        dispatch_bound = [step(d, c) for d, c in layer]
+        dispatch_bound = False  # a module of this layer waited for its dispatch
+        for dispatch, busy in layer:
+            td += dispatch
+            if td > tc:
+                dispatch_bound = True
+                tc = td + busy
+            else:
+                tc += busy
         left, lag = num_layers - done, tc - td
-        if not any(dispatch_bound) and c_layer >= d_layer:
+        if not dispatch_bound and c_layer >= d_layer:
             td, tc = td + left * d_layer, tc + left * c_layer
             break
         if last_lag is not None and abs(lag - last_lag) <= 1e-9 * max(1.0, abs(lag)):
             td, tc = td + left * d_layer, tc + left * d_layer
             break
         last_lag = lag
-    for entry in post:
-        step(*entry)
+    for dispatch, busy in post:
+        td += dispatch
+        tc = (td if td > tc else tc) + busy
     return tc
 
 

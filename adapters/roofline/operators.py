@@ -113,13 +113,18 @@ class BatchStats:
     lora: tuple[tuple[int, float], ...] = ()  # per distinct LoRA adapter in the step: (rank, its tokens)
 
 
+def decode_stats(seqs: int, context_sum: int) -> BatchStats:
+    """A step of ``seqs`` decodes whose contexts sum to ``context_sum`` (all :func:`batch_stats`
+    reads of such a batch)."""
+    ctx = float(context_sum + seqs)
+    return BatchStats(tokens=float(seqs), seqs=seqs, prefill_share=0.0, prefill=NO_PREFILL,
+                      decode=Group(seqs, float(seqs), ctx, ctx, ctx))
+
+
 def batch_stats(new_tokens: Sequence[int], context_tokens: Sequence[int]) -> BatchStats:
     """Sums a batch; a decode is one new token after a non-empty context."""
     if max(new_tokens) == 1 and min(context_tokens) > 0:  # decodes only: the common step, summed in C
-        seqs = len(new_tokens)
-        ctx = float(sum(context_tokens) + seqs)
-        return BatchStats(tokens=float(seqs), seqs=seqs, prefill_share=0.0, prefill=NO_PREFILL,
-                          decode=Group(seqs, float(seqs), ctx, ctx, ctx))
+        return decode_stats(len(new_tokens), sum(context_tokens))
     p_seqs = d_seqs = 0
     p_new = p_ctx = p_pairs = p_causal = d_ctx = 0.0
     for n, c in zip(new_tokens, context_tokens):

@@ -10,12 +10,12 @@
     serve(MyBackend(), port=50051)
 """
 
-from .backend import Backend, MemoryBackend, NetworkBackend, RuntimeBackend, Session
+from .backend import Backend, MemoryBackend, NetworkBackend, PlainBatch, RuntimeBackend, Session
 from .errors import BackendFault, FailedPrecondition, InvalidArgument, SessionNotFound, Unavailable
 from .server import BackendServer, load_backend, serve, service_name
 
 __all__ = [
     "Backend", "BackendFault", "BackendServer", "FailedPrecondition", "InvalidArgument", "MemoryBackend",
-    "NetworkBackend", "RuntimeBackend", "Session", "SessionNotFound", "Unavailable", "load_backend",
+    "NetworkBackend", "PlainBatch", "RuntimeBackend", "Session", "SessionNotFound", "Unavailable", "load_backend",
     "serve", "service_name",
 ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import network_service_pb2 as net_pb
@@ -39,6 +39,19 @@ class Session(Generic[SpecT]):
     spec: SpecT
     state: Any = None
     omit_breakdown: bool = False
+
+
+class PlainBatch(NamedTuple):
+    """A StepBatch's fields as tuples: the batches an in-process caller hands a backend whose
+    :attr:`RuntimeBackend.plain_batches` is True, with nothing to build or to read back.
+    The fields and their meaning are cosim.v1.StepBatch's."""
+
+    new_tokens: tuple[int, ...]
+    context_tokens: tuple[int, ...]
+    dp_rank_tokens: tuple[int, ...] = ()
+    draft_tokens: tuple[int, ...] = ()
+    lora_ranks: tuple[int, ...] = ()
+    lora_ids: tuple[int, ...] = ()
 
 
 class Backend(abc.ABC):
@@ -72,10 +85,15 @@ class RuntimeBackend(Backend):
 
     ``known_devices``, when set, lists the device names the backend can time;
     any other ``hardware.device`` is rejected with INVALID_ARGUMENT.
+
+    ``plain_batches``: set it where :meth:`predict` reads a batch's fields alone (by name, as
+    sequences of ints) and no message method; the hub's in-process calls then hand it
+    :class:`PlainBatch` tuples, which cost nothing to build, instead of StepBatch messages.
     """
 
     kind = pb.BACKEND_KIND_RUNTIME
     known_devices: ClassVar[frozenset[str] | None] = None
+    plain_batches: ClassVar[bool] = False
 
     def open_session(self, spec: pb.SessionSpec) -> Any:
         """Hook for precomputation; its return value becomes ``session.state``.

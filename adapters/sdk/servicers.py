@@ -15,9 +15,9 @@ import itertools
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import grpc
 
@@ -29,7 +29,7 @@ from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
-from .backend import Backend, MemoryBackend, NetworkBackend, RuntimeBackend, Session
+from .backend import Backend, MemoryBackend, NetworkBackend, PlainBatch, RuntimeBackend, Session
 from .errors import BackendFault, InvalidArgument, SessionNotFound, fault_summary
 from .validation import validate_batch, validate_memory_spec, validate_network_spec, validate_session_spec
 
@@ -104,10 +104,11 @@ class _Sessions(Generic[B]):
 
 @dataclass
 class DirectPredict:
-    """A PredictSteps request made in-process (:meth:`RuntimeServicer.predict_in_process`)."""
+    """A PredictSteps request made in-process (:meth:`RuntimeServicer.predict_in_process`); its
+    batches are :class:`PlainBatch` tuples where the backend takes them (``plain_batches``)."""
 
     session_id: str
-    batches: list[pb.StepBatch]
+    batches: Sequence[pb.StepBatch | PlainBatch]
     omit_breakdown: bool = False
 
 
@@ -139,7 +140,8 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
         response. The timings may be the backend's own (cached) messages: read them, never change them."""
         return self._predict(request.session_id, request.batches, request.omit_breakdown)
 
-    def _predict(self, session_id: str, batches: list[pb.StepBatch], omit_breakdown: bool) -> list[pb.StepTiming]:
+    def _predict(self, session_id: str, batches: Sequence[pb.StepBatch | PlainBatch],
+                 omit_breakdown: bool) -> list[pb.StepTiming]:
         session = self._get(session_id)
         if not batches:
             raise InvalidArgument("batches", [], "must hold at least one batch")
@@ -147,7 +149,8 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
             validate_batch(batch, field=f"batches[{i}]")
         session.omit_breakdown = omit_breakdown
         try:
-            timings = self.backend.predict_many(session, batches)
+            # Plain batches come only for a backend that declared it takes them (plain_batches).
+            timings = self.backend.predict_many(session, cast(list[pb.StepBatch], batches))
         finally:
             session.omit_breakdown = False
         for i, timing in enumerate(timings):

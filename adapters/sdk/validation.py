@@ -10,6 +10,7 @@ from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
 
+from .backend import PlainBatch
 from .errors import InvalidArgument
 
 
@@ -55,7 +56,7 @@ def validate_session_spec(spec: pb.SessionSpec, *, field: str = "spec") -> None:
                               f"is fewer than tensor x pipeline x data = {tp * pp * dp} devices")
 
 
-def validate_batch(batch: pb.StepBatch, *, field: str) -> None:
+def validate_batch(batch: pb.StepBatch | PlainBatch, *, field: str) -> None:
     """Checks one step batch: parallel arrays of equal, non-zero length."""
     n = len(batch.new_tokens)
     if n == 0:

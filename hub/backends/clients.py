@@ -290,6 +290,9 @@ class RuntimeClient(BackendClient):
     UNIMPLEMENTED to the stream is asked with PredictSteps from then on.
     """
 
+    #: Makes a batch for :meth:`predict_steps` from StepBatch's fields, given as keywords.
+    step_batch: Callable[..., Any] = pb.StepBatch
+
     def __init__(self, name: str, address: str, **kwargs: Any) -> None:
         super().__init__(name, address, **kwargs)
         channel = self.channel

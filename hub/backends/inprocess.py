@@ -18,6 +18,7 @@ from cosim.v1 import types_pb2 as pb
 from .clients import LocalRpcError, RuntimeClient
 
 if TYPE_CHECKING:  # the hub imports no adapter at load time
+    from cosim.adapters.sdk import PlainBatch
     from cosim.adapters.sdk.servicers import DirectPredict, RuntimeServicer
 
 
@@ -45,16 +46,21 @@ class DirectStub:
 class InProcessRuntimeClient(RuntimeClient):
     """A RuntimeClient whose calls go straight to a servicer in this process. Step timings skip
     the request and response messages (:meth:`RuntimeServicer.predict_in_process`): the same
-    checks, errors and timings, without copying every batch and timing twice."""
+    checks, errors and timings, without copying every batch and timing twice; a backend that
+    takes plain batches (``RuntimeBackend.plain_batches``) gets no StepBatch message at all."""
 
     def __init__(self, name: str, servicer: RuntimeServicer) -> None:
+        from cosim.adapters.sdk import PlainBatch
         from cosim.adapters.sdk.servicers import DirectPredict
 
         super().__init__(name, "in-process", stub=DirectStub(servicer))
         self._servicer, self._request = servicer, DirectPredict
+        if servicer.backend.plain_batches:
+            self.step_batch = PlainBatch
 
-    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int | None = None,
-                      client: str = "", omit_breakdown: bool = False) -> list[pb.StepTiming]:
+    def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch | PlainBatch], *,
+                      sim_time_ns: int | None = None, client: str = "",
+                      omit_breakdown: bool = False) -> list[pb.StepTiming]:
         request = self._request(session_id, list(batches), omit_breakdown)
         return self.call(self._predict_direct, request, sim_time_ns=sim_time_ns, client=client)
 

@@ -15,6 +15,7 @@ class RecordingClient:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[Signature]]] = []
+        self.step_batch = pb.StepBatch
 
     def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int, client: str,
                       omit_breakdown: bool) -> list[pb.StepTiming]:
