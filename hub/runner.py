@@ -105,9 +105,9 @@ def started_backends(config: ScenarioConfig, names: Sequence[str], *, in_process
 
     The network backend named in ``network.backend`` gets a NetworkClient,
     every other one a RuntimeClient. ``in_process`` calls built-in and
-    ``python:`` runtime backends without gRPC (for ``cosim bench``'s measure
-    of the gRPC boundary; runs never use it). ``python:`` backends may also
-    be imported from ``import_paths``.
+    ``python:`` runtime backends without gRPC (``cosim run --in-process``, the
+    goodput search, and ``cosim bench``'s measure of the gRPC boundary).
+    ``python:`` backends may also be imported from ``import_paths``.
     """
     launched: list[LaunchedBackend] = []
     clients: dict[str, BackendClient] = {}
@@ -154,7 +154,7 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         base_dir: str | Path | None = None,
         on_progress: Callable[[int, int, int], None] | None = None,
         on_request: Callable[[RequestRecord], None] | None = None, log_events: int = 0,
-        overwrite: bool = False, command: Sequence[str] | None = None) -> RunResult:
+        overwrite: bool = False, command: Sequence[str] | None = None, in_process: bool = False) -> RunResult:
     """Runs a scenario and returns its result.
 
     Args:
@@ -169,6 +169,8 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         log_events: keep the first this many events in ``RunResult.events``.
         overwrite: replace the files of a run folder that exists and is not empty (else refused).
         command: the command line run.json records (default: this process's).
+        in_process: call built-in and ``python:`` runtime backends in this thread, without gRPC: the
+            same servicers and results, without the price of the boundary (docs/performance.md).
 
     Raises:
         ScenarioError: the config is invalid, or the run folder is taken (and not ``overwrite``) or
@@ -200,7 +202,8 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
     import_paths = tuple(dict.fromkeys((folder, Path(config).resolve().parent, Path.cwd()))) if isinstance(
         config, (str, Path)) else ()
     interrupt: KeyboardInterrupt | None = None
-    with started_backends(scenario, backend_names(scenario), import_paths=import_paths) as backends:
+    with started_backends(scenario, backend_names(scenario), in_process=in_process,
+                          import_paths=import_paths) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
         try:
             error = simulation.run(progress=progress, on_progress=on_progress, on_request=on_request)

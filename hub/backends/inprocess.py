@@ -1,8 +1,9 @@
 """Calling a backend's servicer directly, without gRPC.
 
-Used by ``cosim bench`` to measure what the gRPC boundary costs, and by the
-goodput search's replications: the same backend, the same servicer code
-(sessions, validation), no channel. ``cosim run`` goes over gRPC.
+Used by ``cosim bench`` to measure what the gRPC boundary costs, by the
+goodput search's replications, and by ``cosim run --in-process``: the same
+backend, the same servicer code (sessions, validation), no channel. ``cosim
+run`` goes over gRPC otherwise.
 """
 
 from __future__ import annotations

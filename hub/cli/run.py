@@ -20,6 +20,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--log-events", type=int, default=0, metavar="N",
                         help="print the first N simulation events (time, what happened; to stderr with --json)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="call built-in and python: runtime backends in the hub's thread instead of over gRPC "
+                             "on loopback: the same results, faster (docs/performance.md)")
     parser.set_defaults(handler=run_command)
 
 
@@ -29,7 +32,7 @@ def run_command(args: argparse.Namespace) -> int:
 
     result = run(args.config, overrides=args.overrides, output_dir=args.output,
                  progress=False if args.no_progress else None, log_events=args.log_events,
-                 overwrite=args.overwrite, command=getattr(args, "command_line", None))
+                 overwrite=args.overwrite, command=getattr(args, "command_line", None), in_process=args.in_process)
     events = sys.stderr if args.json else sys.stdout
     for time_ns, event in result.events:
         print(f"{time_ns / 1e9:14.9f} s  {event}", file=events)

@@ -151,3 +151,17 @@ def test_replay_refuses_a_taken_run_folder(tmp_path: Path, capsys: pytest.Captur
     assert main(["replay", str(scenario_file), "-o", str(tmp_path), "--no-plots"]) == 2
     assert f"{tmp_path}: run folder exists and is not empty" in capsys.readouterr().err
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_a_run_with_its_backends_in_process_writes_the_same_folder(tmp_path: Path) -> None:
+    """`cosim run --in-process` calls the roofline's servicer in the hub's thread, not over gRPC:
+    the same steps, the same backend calls, the same folder byte for byte."""
+    bench = REPO / "examples" / "bench" / "chat-10k.yaml"
+    sets = ["--set", "workload.requests=300", "--no-progress"]
+    assert main(["run", str(bench), "-o", str(tmp_path / "grpc"), *sets]) == 0
+    assert main(["run", str(bench), "-o", str(tmp_path / "direct"), "--in-process", *sets]) == 0
+    for name in OUTPUTS:
+        assert (tmp_path / "grpc" / name).read_bytes() == (tmp_path / "direct" / name).read_bytes(), name
+    grpc_summary = summary_without_wall_time(tmp_path / "grpc")
+    assert grpc_summary == summary_without_wall_time(tmp_path / "direct")
+    assert grpc_summary["backends"]["rpcs"] > 0
