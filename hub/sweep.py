@@ -127,7 +127,7 @@ def key_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | Path | None = None,
           overrides: Sequence[str] = (), overwrite: bool = False, run_plots: bool = False, plots: bool = True,
-          command: Sequence[str] | None = None,
+          command: Sequence[str] | None = None, in_process: bool = False,
           on_point: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepResult:
     """Runs ``config`` at every point of the grid ``vary`` spans.
 
@@ -143,6 +143,7 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         run_plots: draw each point's own plots/*.png too (off by default: the slowest part of a run).
         plots: draw the sweep's latency-vs-load plot.
         command: the command line each point's run.json records.
+        in_process: call built-in and ``python:`` runtime backends without gRPC (as :func:`run`).
         on_point: called with (point index, number of points, row) after each point.
 
     Returns:
@@ -174,7 +175,8 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         name = point_name(index, varies, texts)
         row: dict[str, Any] = {"point": name, **{v.key: t for v, t in zip(varies, texts)}}
         try:
-            summary = run(config, overrides=sets, output_dir=out / name, overwrite=overwrite, command=command).summary
+            summary = run(config, overrides=sets, output_dir=out / name, overwrite=overwrite, command=command,
+                          in_process=in_process).summary
             row |= key_metrics(summary) | {"error": ""}
         except CosimError as err:
             log.warning("sweep point %s failed: %s", name, err)

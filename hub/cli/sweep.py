@@ -23,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="replace the files of a sweep folder that exists and is not empty (else refused)")
     parser.add_argument("--run-plots", action="store_true", help="also draw each point's own plots (slower)")
     parser.add_argument("--no-plots", action="store_true", help="no latency-vs-load plot")
+    parser.add_argument("--in-process", action="store_true",
+                        help="call built-in and python: runtime backends without gRPC, as cosim run --in-process")
     parser.set_defaults(handler=sweep_command)
 
 
@@ -37,7 +39,7 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     result = sweep(args.config, args.vary, output_dir=args.output, overrides=args.overrides,
                    overwrite=args.overwrite, run_plots=args.run_plots, plots=not args.no_plots,
-                   command=getattr(args, "command_line", None), on_point=on_point)
+                   command=getattr(args, "command_line", None), in_process=args.in_process, on_point=on_point)
     plots = "" if args.no_plots else ", plots/latency_vs_load.png"
     print(f"sweep folder: {result.output_dir} ({len(result.rows)} run folders, sweep.csv{plots})")
     if result.failed:

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 import cosim
+from cosim.hub import runner
 from cosim.hub.cli import main
 from cosim.hub.errors import ScenarioError
 from cosim.hub.provenance import git_commit
@@ -153,12 +154,14 @@ def test_replay_refuses_a_taken_run_folder(tmp_path: Path, capsys: pytest.Captur
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
-def test_a_run_with_its_backends_in_process_writes_the_same_folder(tmp_path: Path) -> None:
+def test_a_run_with_its_backends_in_process_writes_the_same_folder(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """`cosim run --in-process` calls the roofline's servicer in the hub's thread, not over gRPC:
     the same steps, the same backend calls, the same folder byte for byte."""
     bench = REPO / "examples" / "bench" / "chat-10k.yaml"
     sets = ["--set", "workload.requests=300", "--no-progress"]
     assert main(["run", str(bench), "-o", str(tmp_path / "grpc"), *sets]) == 0
+    monkeypatch.setattr(runner, "_launch", lambda name, *args: pytest.fail(f"backend {name} was served over gRPC"))
     assert main(["run", str(bench), "-o", str(tmp_path / "direct"), "--in-process", *sets]) == 0
     for name in OUTPUTS:
         assert (tmp_path / "grpc" / name).read_bytes() == (tmp_path / "direct" / name).read_bytes(), name

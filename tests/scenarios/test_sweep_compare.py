@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cosim.hub import runner
 from cosim.hub.cli import main
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
 from tests.scenarios.helpers import scenario
@@ -25,6 +26,10 @@ def write_scenario(folder: Path, **changes: Any) -> Path:
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def no_server(name: str, *args: Any) -> None:
+    raise AssertionError(f"backend {name} was served over gRPC")
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -68,6 +73,20 @@ def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
     assert "run folder exists and is not empty" in capsys.readouterr().err
     assert main([*args, "--overwrite"]) == 0
 
+
+
+def test_a_sweep_in_process_writes_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--in-process` reaches each point's `python:` backend without gRPC; the points' results do not change."""
+    config = write_scenario(tmp_path)
+    args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000", "--no-plots"]
+    assert main([*args, "-o", str(tmp_path / "grpc")]) == 0
+    monkeypatch.setattr(runner, "_launch", no_server)
+    assert main([*args, "-o", str(tmp_path / "direct"), "--in-process"]) == 0
+    grpc_rows, direct_rows = (read_csv(tmp_path / name / "sweep.csv") for name in ("grpc", "direct"))
+    assert grpc_rows == direct_rows and len(grpc_rows) == 2
+    for row in grpc_rows:
+        assert (tmp_path / "grpc" / row["point"] / "requests.csv").read_bytes() == \
+            (tmp_path / "direct" / row["point"] / "requests.csv").read_bytes()
 
 def test_sweep_checks_every_point_before_the_first_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config, out = write_scenario(tmp_path), tmp_path / "sweep"
