@@ -13,12 +13,12 @@ The Python API mirrors the CLI::
     result.requests_df(), result.summary_df()                   # pandas DataFrames (pip install 'cosim[pandas]')
 """
 
-from cosim.hub.compare import Comparison, compare
 from cosim.hub.errors import BackendError, CosimError, HubError, ScenarioError
-from cosim.hub.runner import RunResult, run
-from cosim.hub.search import GoodputResult, SearchResult, goodput, search
-from cosim.hub.sweep import SweepResult, sweep
-from cosim.hub.validation import validate
+from cosim.hub.studies.compare import Comparison, compare
+from cosim.hub.studies.runner import RunResult, run
+from cosim.hub.studies.search import GoodputResult, SearchResult, goodput, search
+from cosim.hub.studies.sweep import SweepResult, sweep
+from cosim.hub.studies.validation import validate
 
 __version__ = "0.1.0"
 

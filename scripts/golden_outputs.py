@@ -76,7 +76,7 @@ def run_all(only: str | None) -> dict[str, dict[str, str]]:
                 results[name] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
             else:
                 results[name] = fingerprint(out)
-            print(f"{name}: {'ok' if 'error' not in results[name] else results[name]['error']}",  # noqa: T201
+            print(f"{name}: {results[name].get('error', 'ok')}",  # noqa: T201
                   file=sys.stderr)
     return results
 

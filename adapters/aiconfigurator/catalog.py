@@ -3,9 +3,9 @@
 Every ``<org>--<name>_config.json`` in the library's ``model_configs`` folder is one of:
 
 * a **preset** cosim times from that config (:data:`LIBRARY_MODELS`: preset name -> library id):
-  hand-written in ``hub/presets/models.yaml`` (:data:`HAND_WRITTEN`), or generated from the
-  library's config into ``hub/presets/models_aiconfigurator.yaml`` (:data:`GENERATED`, through
-  :func:`cosim.hub.presets.hf.from_hf_config`, with the published total parameters);
+  hand-written in ``hub/config/presets/models.yaml`` (:data:`HAND_WRITTEN`), or generated from the
+  library's config into ``hub/config/presets/models_aiconfigurator.yaml`` (:data:`GENERATED`, through
+  :func:`cosim.hub.config.presets.hf.from_hf_config`, with the published total parameters);
 * a **quantized variant** of a preset (:data:`QUANTIZED`): the same shape with 8-bit weights,
   reached with the preset and ``dtype: fp8``; or with 4-bit weights, which cosim's dtypes do not
   hold (refused, saying so);
@@ -16,7 +16,7 @@ Every ``<org>--<name>_config.json`` in the library's ``model_configs`` folder is
 The generated file lives in the project, so the presets work without the library (an optional
 extra). Rewrite it after a library upgrade, and check it is current, with::
 
-    python -m cosim.adapters.aiconfigurator.catalog           # writes hub/presets/models_aiconfigurator.yaml
+    python -m cosim.adapters.aiconfigurator.catalog           # writes hub/config/presets/models_aiconfigurator.yaml
     python -m cosim.adapters.aiconfigurator.catalog --check   # exit 1 when the file differs
 """
 
@@ -34,7 +34,7 @@ import yaml
 
 LIBRARY = "aiconfigurator-core 0.12.0"
 
-# Presets in hub/presets/models.yaml that aiconfigurator ships a config for: preset name -> library id.
+# Presets in hub/config/presets/models.yaml that aiconfigurator ships a config for: preset name -> library id.
 HAND_WRITTEN: dict[str, str] = {
     "meta-llama/Llama-3.1-8B": "meta-llama/Meta-Llama-3.1-8B",
     "meta-llama/Llama-3.1-70B": "meta-llama/Meta-Llama-3.1-70B",
@@ -133,7 +133,7 @@ FAMILY_REFUSALS: dict[str, str] = {
 OUTPUT = Path(__file__).resolve().parents[2] / "hub" / "presets" / "models_aiconfigurator.yaml"
 HEADER = f"""\
 # Model presets generated from the model configs {LIBRARY} ships (its model_configs/*_config.json,
-# copies of each model's Hugging Face config.json), by cosim.hub.presets.hf.from_hf_config.
+# copies of each model's Hugging Face config.json), by cosim.hub.config.presets.hf.from_hf_config.
 # Do not edit: the table is GENERATED in adapters/aiconfigurator/catalog.py; rewrite with
 #   python -m cosim.adapters.aiconfigurator.catalog
 # (tests/contract/test_aiconfigurator_presets.py checks it is current when the library is installed).
@@ -181,7 +181,7 @@ def classify(library_id: str) -> tuple[str, str]:
 
 def generated_entries() -> list[dict[str, Any]]:
     """The presets of :data:`GENERATED`, as models.yaml entries (needs the library)."""
-    from cosim.hub.presets.hf import from_hf_config
+    from cosim.hub.config.presets.hf import from_hf_config
 
     entries = []
     for library_id, gen in GENERATED.items():
@@ -199,14 +199,14 @@ def generated_entries() -> list[dict[str, Any]]:
 
 
 def render() -> str:
-    """The text of ``hub/presets/models_aiconfigurator.yaml``."""
+    """The text of ``hub/config/presets/models_aiconfigurator.yaml``."""
     body = yaml.safe_dump({"models": generated_entries()}, sort_keys=False, width=120, allow_unicode=True)
     return HEADER + "\n" + body
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cosim.adapters.aiconfigurator.catalog",
-                                     description="Write (or --check) hub/presets/models_aiconfigurator.yaml.")
+                                     description="Write (or --check) hub/config/presets/models_aiconfigurator.yaml.")
     parser.add_argument("--check", action="store_true", help="exit 1 when the file is not current")
     parser.add_argument("--output", type=Path, default=OUTPUT)
     args = parser.parse_args(argv)

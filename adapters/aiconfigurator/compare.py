@@ -108,8 +108,8 @@ def _static_config(model: str, device: str, tp: int, batch: int, isl: int, osl: 
 
 def static_table() -> str:
     """cosim's mean TTFT/TPOT of a static batch next to the library's own ``run_static`` estimate, as Markdown."""
-    from cosim.hub import presets
-    from cosim.hub.runner import run
+    from cosim.hub.config import presets
+    from cosim.hub.studies.runner import run
 
     rows = ["| model, device, TP | batch x in/out | cosim TTFT ms | library TTFT ms | cosim TPOT ms "
             "| library TPOT ms |",
@@ -130,7 +130,7 @@ def static_table() -> str:
 
 def speed_us(repeats: int = 2000) -> dict[str, float]:
     """Mean in-process µs per uncached step prediction (Llama-3.1-8B, H100-SXM; every batch new)."""
-    from cosim.hub import presets
+    from cosim.hub.config import presets
 
     backend = AiconfiguratorBackend()
     spec = pb.SessionSpec(model=presets.get_model("meta-llama/Llama-3.1-8B").to_model_spec(),

@@ -32,7 +32,7 @@ ENGINES = ("vllm", "sglang", "trtllm")
 DATABASE_MODES = ("SILICON", "HYBRID", "EMPIRICAL", "SOL")
 VERSION_ALIASES = ("current", "previous", "next")
 
-# cosim device preset (hub/presets/devices.yaml) -> aiconfigurator system (its systems/*.yaml): every
+# cosim device preset (hub/config/presets/devices.yaml) -> aiconfigurator system (its systems/*.yaml): every
 # system the library ships measured tables for. A100-80GB: the library's a100_sxm.yaml is the 80 GB
 # part (mem_capacity 80 GiB, 2039 GB/s). RTX-PRO-6000: the library measured the Server Edition;
 # cosim's preset quotes the Workstation Edition's datasheet, the same GB202 chip, 1792 GB/s GDDR7

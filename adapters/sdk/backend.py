@@ -67,7 +67,7 @@ class Backend(abc.ABC):
     description: ClassVar[str] = ""
     capabilities: ClassVar[tuple[str, ...]] = ()
     # Session options that name an executable, its arguments or a file on the backend's machine: a
-    # hub refuses them in submitted configs unless started with --allow-backend-files (cosim.hub.submitted).
+    # hub refuses them in submitted configs unless started with --allow-backend-files (cosim.hub.service.submitted).
     file_options: ClassVar[tuple[str, ...]] = ()
 
     def describe(self) -> pb.BackendInfo:

@@ -1,16 +1,16 @@
 """Backend proxies (gRPC clients with deadlines, retries and caching) and launchers."""
 
-from .clients import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 from .launchers import (
-                        BUILTIN_BACKENDS,
-                        LaunchedBackend,
-                        attach_address,
-                        free_port,
-                        launch_command,
-                        launch_image,
-                        launch_python,
-                        wait_healthy,
+    BUILTIN_BACKENDS,
+    LaunchedBackend,
+    attach_address,
+    free_port,
+    launch_command,
+    launch_image,
+    launch_python,
+    wait_healthy,
 )
+from .rpc import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 
 __all__ = [
     "BUILTIN_BACKENDS", "BackendClient", "LaunchedBackend", "MemoryClient", "NetworkClient", "RuntimeClient",

@@ -16,7 +16,7 @@ import grpc
 
 from cosim.v1 import types_pb2 as pb
 
-from .clients import LocalRpcError, RuntimeClient
+from .rpc import LocalRpcError, RuntimeClient
 
 if TYPE_CHECKING:  # the hub imports no adapter at load time
     from cosim.adapters.sdk import PlainBatch

@@ -43,7 +43,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 STARTUP_TIMEOUT_S = 60.0
 
 # Backends started and not yet stopped: stopped when the process exits, whatever path it takes
-# there (a `finally` stops them first on errors, Ctrl-C and SIGTERM; see hub/interrupts.py).
+# there (a `finally` stops them first on errors, Ctrl-C and SIGTERM; see hub/studies/interrupts.py).
 _running: dict[int, LaunchedBackend] = {}
 
 

@@ -3,7 +3,7 @@
 Each command module exposes ``register(subparsers)``, which adds its parser and
 sets ``handler`` (a function of the parsed args returning an exit code).
 Errors a user must fix (``ScenarioError``) print one line and exit with 2; Ctrl-C and
-SIGTERM exit with 130 and 143 once what they interrupted has cleaned up (hub/interrupts.py).
+SIGTERM exit with 130 and 143 once what they interrupted has cleaned up (hub/studies/interrupts.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CosimError, ScenarioError
-from ..interrupts import exit_code, signal_name, sigterm_raises
+from ..studies.interrupts import exit_code, signal_name, sigterm_raises
 
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (

@@ -1,6 +1,6 @@
 """``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios.
 
-``scale-1m`` (:mod:`cosim.hub.bench_scale`) is run only when named: a million requests take many
+``scale-1m`` (:mod:`cosim.hub.studies.bench_scale`) is run only when named: a million requests take many
 minutes; it prints a line at each mark as it passes.
 """
 
@@ -11,8 +11,8 @@ import functools
 import json
 from typing import Any
 
-from ..bench import SCENARIOS, run_bench
-from ..bench_scale import SCALE_SCENARIOS, run_scale
+from ..studies.bench import SCENARIOS, run_bench
+from ..studies.bench_scale import SCALE_SCENARIOS, run_scale
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def compare_command(args: argparse.Namespace) -> int:
-    from ..compare import compare, format_comparison
+    from ..studies.compare import compare, format_comparison
 
     result = compare(args.runs, output_dir=args.output, plots=not args.no_plots)
     print(format_comparison(result))

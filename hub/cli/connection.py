@@ -6,7 +6,7 @@ import argparse
 
 
 def add_hub_client_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds ``--tls-ca`` and ``--token-file`` (see :func:`cosim.hub.auth.hub_channel`)."""
+    """Adds ``--tls-ca`` and ``--token-file`` (see :func:`cosim.hub.service.auth.hub_channel`)."""
     parser.add_argument("--tls-ca", metavar="FILE",
                         help="connect over TLS, trusting the hub's certificate if this PEM CA (or the certificate "
                              "itself) signed it")

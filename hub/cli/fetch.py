@@ -3,7 +3,7 @@
 For a run whose ``cosim submit`` went away (Ctrl-C, a lost connection, a
 closed laptop): the hub keeps every run's folder, partial ones included, and
 ``GetReport`` returns its files; they are written as ``cosim submit`` writes
-them (:func:`cosim.hub.report_files.write_report`: inside the folder only).
+them (:func:`cosim.hub.service.report_files.write_report`: inside the folder only).
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from cosim.v1 import hub_service_pb2 as hub_pb
     from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 
-    from ..auth import hub_channel, read_token
     from ..metrics import format_table
-    from ..provenance import check_run_folder
-    from ..report_files import write_report
-    from ..server import MESSAGE_OPTIONS
+    from ..service.auth import hub_channel, read_token
+    from ..service.report_files import write_report
+    from ..service.server import MESSAGE_OPTIONS
+    from ..studies.provenance import check_run_folder
 
     out = Path(args.output or Path("runs") / args.run_id)
     check_run_folder(out, overwrite=args.overwrite)  # before asking the hub for what may be a large folder

@@ -10,7 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..search import GoodputResult
+    from ..studies.search import GoodputResult
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -53,7 +53,7 @@ def _text(result: GoodputResult) -> str:
 
 
 def goodput_command(args: argparse.Namespace) -> int:
-    from ..search import goodput
+    from ..studies.search import goodput
 
     options = dict(overrides=args.overrides, confidence=args.confidence, replications=args.replications,
                    tolerance=args.tolerance, requests=args.requests, seed=args.seed, lower_rate=args.lower_rate,

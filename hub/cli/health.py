@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     import grpc
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    from ..auth import hub_channel
+    from ..service.auth import hub_channel
 
     with hub_channel(args.address, tls_ca=args.tls_ca) as channel:  # health checks need no token
         try:

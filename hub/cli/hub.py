@@ -70,10 +70,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..auth import is_loopback, read_token, server_credentials
-    from ..registry import BackendRegistry
-    from ..server import HubServer, HubServicer
-    from ..submitted import SubmitPolicy
+    from ..service.auth import is_loopback, read_token, server_credentials
+    from ..service.backend_registry import BackendRegistry
+    from ..service.server import HubServer, HubServicer
+    from ..service.submitted import SubmitPolicy
 
     logging.getLogger().setLevel(min(logging.getLogger().level, logging.INFO))
     if (args.tls_cert is None) != (args.tls_key is None):

@@ -73,7 +73,7 @@ def _options(pairs: list[str]) -> dict[str, Any]:
 
 
 def _session_spec(args: argparse.Namespace) -> Any:
-    from cosim.hub.presets import UnknownPreset, get_model, hardware_spec
+    from cosim.hub.config.presets import UnknownPreset, get_model, hardware_spec
     from cosim.v1 import types_pb2 as pb
 
     if args.tp < 1 or args.pp < 1:

@@ -1,6 +1,6 @@
 """``cosim presets [models|devices]``: every model and device preset, with its source.
 
-Lists the built-in presets (``hub/presets/*.yaml``) and, with ``--config`` or
+Lists the built-in presets (``hub/config/presets/*.yaml``) and, with ``--config`` or
 ``--presets``, a scenario's own (its ``presets:`` file and ``hf_config:``
 models), each with where its figures come from. ``-s`` prints the source of
 every figure of a device, not only its peak's.
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..presets import DevicePreset, ModelPreset
-    from ..presets.user import UserPresets
+    from ..config.presets import DevicePreset, ModelPreset
+    from ..config.presets.user import UserPresets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,11 +58,11 @@ def device_rows(devices: list[tuple[DevicePreset, str]], every_source: bool) -> 
 
 
 def presets_command(args: argparse.Namespace) -> int:
-    from .. import presets
-    from ..config import load_config
+    from ..config import presets
+    from ..config.presets.user import UserPresets, inline_files
+    from ..config.resolve import resolve_model
+    from ..config.scenario import load_config
     from ..errors import ScenarioError
-    from ..presets.user import UserPresets, inline_files
-    from ..resolve import resolve_model
 
     models: list[tuple[ModelPreset, str]] = [(m, "built-in") for m in presets.builtin_models()]
     devices: list[tuple[DevicePreset, str]] = [(d, "built-in") for d in presets.builtin_devices()]

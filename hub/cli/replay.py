@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def replay_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..replay import load_scenario, replay
+    from ..studies.replay import load_scenario, replay
 
     output = args.output or str(Path("runs") / "replay" / load_scenario(args.scenario).scenario_id)
     result = replay(args.scenario, measured=args.measured, output_dir=output, overrides=tuple(args.overrides),

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_command(args: argparse.Namespace) -> int:
     from ..metrics import format_table, summary_json
-    from ..runner import run
+    from ..studies.runner import run
 
     result = run(args.config, overrides=args.overrides, output_dir=args.output,
                  progress=False if args.no_progress else None, log_events=args.log_events,

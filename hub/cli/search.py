@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def search_command(args: argparse.Namespace) -> int:
-    from ..search import search
-    from ..search.report import markdown
+    from ..studies.search import search
+    from ..studies.search.report import markdown
 
     result = search(args.space, output_dir=args.output, workers=args.workers, ray=args.ray,
                     progress=False if args.no_progress else None, resume=not args.no_resume,

@@ -1,7 +1,7 @@
 """``cosim submit CONFIG --hub HOST:PORT``: runs a config on a running hub.
 
 Uploads the local files the config names (traces, presets, hf_config; see
-:mod:`cosim.hub.uploads`), streams the hub's progress, then fetches the run
+:mod:`cosim.hub.service.uploads`), streams the hub's progress, then fetches the run
 folder (GetReport) and writes it locally, so the result looks like ``cosim run``'s. A failed run
 still brings back its partial folder (summary.json carries the error).
 """
@@ -38,9 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def local_files(text: str, overrides: list[str], folder: Path) -> dict[str, bytes]:
     """The files the config (after ``overrides``) names that exist here, by path as written."""
-    from ..config import apply_override
-    from ..safe_yaml import load
-    from ..uploads import collect_uploads
+    from ..config.safe_yaml import load
+    from ..config.scenario import apply_override
+    from ..service.uploads import collect_uploads
 
     data = load(text)
     for assignment in overrides:
@@ -63,14 +63,14 @@ def run(args: argparse.Namespace) -> int:
     from cosim.v1 import hub_service_pb2 as hub_pb
     from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 
-    from ..auth import hub_channel, read_token
-    from ..config import load_config
+    from ..config.scenario import load_config
     from ..errors import ScenarioError
-    from ..interrupts import exit_code
     from ..metrics import ProgressBar, format_table
-    from ..provenance import check_run_folder
-    from ..report_files import check_run_id, write_report
-    from ..server import MESSAGE_OPTIONS, summary_of
+    from ..service.auth import hub_channel, read_token
+    from ..service.report_files import check_run_id, write_report
+    from ..service.server import MESSAGE_OPTIONS, summary_of
+    from ..studies.interrupts import exit_code
+    from ..studies.provenance import check_run_folder
 
     path = Path(args.config)
     config, folder = load_config(path, overrides=args.overrides)  # fail fast, before reaching the hub

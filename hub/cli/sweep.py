@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def sweep_command(args: argparse.Namespace) -> int:
-    from ..sweep import sweep
+    from ..studies.sweep import sweep
 
     def on_point(index: int, total: int, row: dict[str, Any]) -> None:
         shown = "failed: " + row["error"] if row["error"] else (

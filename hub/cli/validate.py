@@ -15,7 +15,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..validation import ClientCapacity
+    from ..studies.validation import ClientCapacity
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def describe(client: ClientCapacity) -> str:
     """Per LLM client: model, cluster, parallelism, weights per device and KV capacity; then one
-    device's memory as vLLM's profiling splits it (``cosim.hub.memory``)."""
+    device's memory as vLLM's profiling splits it (``cosim.hub.config.memory``)."""
     source = " (scheduler.num_gpu_blocks)" if client.from_num_gpu_blocks else ""
     split = ""
     if client.kv_memory is not None:
@@ -45,9 +45,9 @@ def describe(client: ClientCapacity) -> str:
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    from ..config import ScenarioProblems, load_config
+    from ..config.scenario import ScenarioProblems, load_config
     from ..errors import ScenarioError
-    from ..validation import resolve_scenario, session_problems, workload_problems
+    from ..studies.validation import resolve_scenario, session_problems, workload_problems
 
     try:
         config, folder = load_config(args.config, overrides=args.overrides)

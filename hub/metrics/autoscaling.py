@@ -1,6 +1,6 @@
 """The replica count of autoscaled pools in the run folder: trace.json counters and plots/replicas.png.
 
-Both read summary.json's ``autoscaling`` block (:mod:`cosim.hub.autoscale.report`):
+Both read summary.json's ``autoscaling`` block (:mod:`cosim.hub.metrics.autoscaling_block`):
 its ``timeline`` has the count at each change (ready, provisioning, draining).
 
 - :func:`replica_trace_events`: a process ``autoscaling`` with one counter track

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..records import RequestRecord
+from ..sim.records import RequestRecord
 from .stats import NS_PER_S
 
 

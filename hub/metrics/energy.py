@@ -2,10 +2,10 @@
 
 Main names: :func:`client_energy`, :func:`run_energy`. Conventions (docs/energy.md):
 
-- ``busy_j``: the steps' energy (:mod:`cosim.hub.energy`: the backend's figure where it reports
+- ``busy_j``: the steps' energy (:mod:`cosim.hub.sim.power`: the backend's figure where it reports
   one, else the hub's power model); ``idle_j``: each device's idle power over the part of the
   run its steps did not keep it busy (device-seconds), so an idle replica still counts (an
-  autoscaled replica: over its life, hub/autoscale);
+  autoscaled replica: over its life, hub/sim/autoscale);
   ``total_j`` = busy + idle, and the ratios divide it: ``per_request_j`` (completed requests),
   ``per_output_token_j`` and ``tokens_per_j`` (output tokens generated), ``mean_power_w``
   (simulated time). A client's ratios count the requests attributed to it (see
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..records import ClientInfo, ClientTimeline
+from ..sim.records import ClientInfo, ClientTimeline
 from .stats import NS_PER_S
 
 

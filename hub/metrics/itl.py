@@ -1,7 +1,7 @@
 """Inter-token latency (ITL) per token, and statistics of counted values.
 
 Clients count each token's gap since its request's previous token
-(:attr:`cosim.hub.records.ClientTimeline.token_gaps`: gap ns -> tokens), so a
+(:attr:`cosim.hub.sim.records.ClientTimeline.token_gaps`: gap ns -> tokens), so a
 run keeps one entry per distinct gap, not one per token. Statistics of such
 counted values equal those of the values repeated by their counts, exactly:
 :func:`counted_statistic` gives ``np.percentile(np.repeat(values, counts), q)``

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..records import RequestRecord
+from ..sim.records import RequestRecord
 from .request_table import RequestTable
 from .stats import NS_PER_S
 from .tables import Cell, request_columns, request_rows

@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ..records import ClientInfo, ClientTimeline, RequestRecord
+from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .breakdown import plot_breakdown
 from .itl import merged_gaps
 from .request_table import RequestTable

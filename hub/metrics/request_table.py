@@ -4,7 +4,7 @@ A long run cannot keep a record per request, yet its percentiles must stay exact
 :class:`RequestColumns` takes each request as it finishes (:meth:`RequestColumns.add`) and keeps:
 
 - one row of numbers (times, tokens, queueing, the client its latency is attributed to), spilled
-  to a temporary file (:mod:`cosim.hub.spill`) so that memory stays flat;
+  to a temporary file (:mod:`cosim.hub.sim.spill`) so that memory stays flat;
 - the start time of each of its trace spans (for the trace's event budget);
 - integer sums per stage kind (``stages`` and ``breakdown_s`` of summary.json), per template for
   the breakdown plot. Integer sums are exact, so the finishing order does not change them.
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..records import RequestRecord
-from ..spill import INT8, INT32, INT64, SpillRows
+from ..sim.records import RequestRecord
+from ..sim.spill import INT8, INT32, INT64, SpillRows
 from .breakdown import add_breakdown, add_stage_sums
 from .stats import NS_PER_S, RequestMetrics, latency_columns
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records import ClientInfo, ClientTimeline, RequestRecord
+from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .html import write_report_html
 from .request_table import RequestTable
 from .stats import NS_PER_S, clean

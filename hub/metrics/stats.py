@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import RequestRecord
+from ..sim.records import RequestRecord
 
 NS_PER_S = 1_000_000_000
 SIGNIFICANT_DIGITS = 9

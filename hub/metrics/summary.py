@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import ClientInfo, ClientTimeline, RequestRecord
+from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .benchmark import benchmark_block
 from .energy import client_energy, run_energy
 from .itl import itl_block, merged_gaps

@@ -26,7 +26,7 @@ from typing import TextIO
 
 import numpy as np
 
-from ..records import ClientTimeline, RequestRecord, StageRecord
+from ..sim.records import ClientTimeline, RequestRecord, StageRecord
 from .request_table import STAGE_ORDER, RequestTable, ordered_kinds  # noqa: F401 - STAGE_ORDER re-exported
 from .stats import float_text, ns_to_s_text
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import ClientTimeline, RequestRecord
+from ..sim.records import ClientTimeline, RequestRecord
 from .autoscaling import replica_trace_events
 from .request_table import RequestTable
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from cosim.hub.config import SchedulerConfig
-from cosim.hub.records import RequestRecord, StageRecord
-from cosim.hub.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
+from cosim.hub.config.scenario import SchedulerConfig
+from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 
 GOLDENS = Path(__file__).parent / "vllm"
 CASES = sorted(path.stem for path in GOLDENS.glob("*.json"))

@@ -20,10 +20,10 @@ from google.protobuf.struct_pb2 import Struct
 from cosim.adapters.aiconfigurator import AiconfiguratorBackend
 from cosim.adapters.sdk import BackendServer, InvalidArgument, Session
 from cosim.adapters.sdk.testing import run_conformance
-from cosim.hub import presets
+from cosim.hub.config import presets
 from cosim.hub.errors import ScenarioError
-from cosim.hub.replay import replay
-from cosim.hub.replay.scenario import ReplayScenario, build_config
+from cosim.hub.studies.replay import replay
+from cosim.hub.studies.replay.scenario import ReplayScenario, build_config
 from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb

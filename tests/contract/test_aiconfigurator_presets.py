@@ -29,7 +29,7 @@ from cosim.adapters.aiconfigurator.mapping import (
     _spec_shape,
 )
 from cosim.adapters.sdk import InvalidArgument, Session
-from cosim.hub import presets
+from cosim.hub.config import presets
 from cosim.v1 import types_pb2 as pb
 
 SYSTEMS_DIR = resources.files("aiconfigurator_core") / "systems"
@@ -151,7 +151,7 @@ def test_every_library_preset_has_the_shape_of_the_config_it_is_timed_from() -> 
     for name, library_id in catalog.LIBRARY_MODELS.items():
         preset = presets.get_model(name)
         assert preset.name == name
-        if "MLA" in preset.source:  # DeepSeek-V3: its latent held as one KV head (hub/presets/hf.py); refused here
+        if "MLA" in preset.source:  # DeepSeek-V3: latent held as one KV head (hub/config/presets/hf.py); refused
             continue
         assert _spec_shape(preset.to_model_spec()) == _shape_of(catalog.library_config(library_id)), name
     for library_id, (name, _dtype) in catalog.QUANTIZED.items():

@@ -15,9 +15,9 @@ import yaml
 from cosim.adapters.sdk import BackendServer
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.cli import main as cli_main
-from cosim.hub.registry import BackendRegistry
-from cosim.hub.server import MESSAGE_OPTIONS, HubServer, HubServicer, summary_of
-from cosim.hub.submitted import SubmitPolicy
+from cosim.hub.service.backend_registry import BackendRegistry
+from cosim.hub.service.server import MESSAGE_OPTIONS, HubServer, HubServicer, summary_of
+from cosim.hub.service.submitted import SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from cosim.hub.cli import main as cli_main
-from cosim.hub.server import HubServer, HubServicer
-from cosim.hub.uploads import place_uploads
+from cosim.hub.service.server import HubServer, HubServicer
+from cosim.hub.service.uploads import place_uploads
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import ALLOW_PYTHON, LINEAR, scenario

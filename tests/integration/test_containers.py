@@ -17,7 +17,7 @@ import pytest
 
 from cosim.hub.backends import launch_image
 from cosim.hub.errors import BackendError
-from cosim.hub.server import summary_of
+from cosim.hub.service.server import summary_of
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 

@@ -24,7 +24,7 @@ def test_the_wheel_ships_every_data_file_of_the_packages(wheel: Path) -> None:
     tracked = subprocess.run(["git", "ls-files", *PACKAGE_OF], cwd=REPO, capture_output=True, text=True,
                              check=True).stdout.split()
     data = [name for name in tracked if not name.endswith(".py")]
-    assert "adapters/regression/artifacts/operator.json" in data and "hub/presets/models.yaml" in data
+    assert "adapters/regression/artifacts/operator.json" in data and "hub/config/presets/models.yaml" in data
     shipped = set(zipfile.ZipFile(wheel).namelist())
     for name in data:
         folder = next(f for f in PACKAGE_OF if name.startswith(f + "/"))

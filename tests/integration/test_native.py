@@ -90,4 +90,4 @@ def test_a_compiled_module_whose_source_changed_is_refused_by_name(native_venv: 
     kernel.write_text(kernel.read_text() + "\n# edited after the build\n")
     proc = run_in(native_venv, tmp_path, "cosim", "--help")
     assert proc.returncode != 0
-    assert "native build is older than its source: hub/kernel.py changed" in proc.stderr, proc.stderr[-2000:]
+    assert "native build is older than its source: hub/sim/kernel.py changed" in proc.stderr, proc.stderr[-2000:]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import cosim.hub.runner as runner
-from cosim.hub.records import RequestRecord
+import cosim.hub.studies.runner as runner
+from cosim.hub.sim.records import RequestRecord
 
 
 def scenario(*, clients: list[dict[str, Any]] | None = None, step_ns: int = 1000, per_token_ns: int = 0,

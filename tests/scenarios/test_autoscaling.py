@@ -1,4 +1,4 @@
-"""Autoscaled replica pools (hub/autoscale): bounds, provisioning delay, following a step in load, drain, cost."""
+"""Autoscaled replica pools (hub/sim/autoscale): bounds, provisioning delay, following a step in load, drain, cost."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 import cosim
-from cosim.hub.autoscale.config import ReplicasConfig
-from cosim.hub.autoscale.policy import Recommender
 from cosim.hub.cli import main
-from cosim.hub.config import ScenarioProblems, parse_config
-from cosim.hub.records import RequestRecord
+from cosim.hub.config.autoscale import ReplicasConfig
+from cosim.hub.config.scenario import ScenarioProblems, parse_config
+from cosim.hub.sim.autoscale.policy import Recommender
+from cosim.hub.sim.records import RequestRecord
 from tests.scenarios.helpers import scenario
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-import cosim.hub.runner as runner
+import cosim.hub.studies.runner as runner
 from tests.scenarios.helpers import client, scenario
 
 # 2 ms per step plus 20 us per token: decodes are cheap per token, long prefills are not.

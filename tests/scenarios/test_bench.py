@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from cosim.hub.bench import SCENARIOS
 from cosim.hub.cli import main
+from cosim.hub.studies.bench import SCENARIOS
 
 KEYS = {"scenario", "requests", "wall_s", "requests_per_wall_s", "steps_per_wall_s", "rpcs_per_step",
         "cache_hit_rate", "peak_rss_mb", "grpc_over_inprocess", "native"}

@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 import cosim
-import cosim.hub.runner as runner
+import cosim.hub.studies.runner as runner
 from cosim.hub.metrics import format_table
 from cosim.hub.metrics.html import report_html
-from cosim.hub.search import enumerate_candidates, load_space
+from cosim.hub.studies.search import enumerate_candidates, load_space
 from tests.scenarios.helpers import scenario
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

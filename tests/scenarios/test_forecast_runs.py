@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from cosim.hub.clients.forecast import predict
-from cosim.hub.clients.step_timer import StepTimer
-from cosim.hub.scheduling import ScheduledBatch, Signature
+from cosim.hub.sim.scheduling import ScheduledBatch, Signature
+from cosim.hub.timing.forecast import predict
+from cosim.hub.timing.step_timer import StepTimer
 from tests.scenarios.helpers import client, scenario
 from tests.scenarios.test_properties import scenarios, simulate
 

@@ -1,4 +1,4 @@
-"""Ctrl-C and SIGTERM stop a run between two events (hub/interrupts.py held_between_events), so that
+"""Ctrl-C and SIGTERM stop a run between two events (hub/studies/interrupts.py held_between_events), so that
 the partial run folder holds every request once and whole."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import cosim
-from cosim.hub.interrupts import Terminated, sigterm_raises
-from cosim.hub.records import RequestRecord
+from cosim.hub.sim.records import RequestRecord
+from cosim.hub.studies.interrupts import Terminated, sigterm_raises
 from tests.scenarios.helpers import scenario
 
 REQUESTS = 400

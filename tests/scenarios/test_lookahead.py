@@ -10,9 +10,9 @@ import pytest
 import cosim
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
-from cosim.hub.clients.step_timer import StepTimer
 from cosim.hub.errors import ScenarioError
-from cosim.hub.kernel import Kernel
+from cosim.hub.sim.kernel import Kernel
+from cosim.hub.timing.step_timer import StepTimer
 from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
 

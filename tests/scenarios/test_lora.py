@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import cosim.hub.runner as runner
-from cosim.hub.memory import lora_adapter_bytes
-from cosim.hub.presets import get_model
+import cosim.hub.studies.runner as runner
+from cosim.hub.config.memory import lora_adapter_bytes
+from cosim.hub.config.presets import get_model
 
 from .helpers import scenario
 

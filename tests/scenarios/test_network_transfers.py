@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-import cosim.hub.runner as runner
+import cosim.hub.studies.runner as runner
 from tests.scenarios.helpers import client, run_with_trace, scenario
 
 SIZE = 100 * 131_072  # 100 tokens of Llama-3-8B KV, fp16

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import cosim
-from cosim.hub.compare import compare
 from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics import parquet
+from cosim.hub.studies.compare import compare
 from tests.scenarios.helpers import scenario
 
 pq = pytest.importorskip("pyarrow.parquet")

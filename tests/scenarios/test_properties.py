@@ -9,10 +9,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cosim.hub.clients.llm import LOAD_METRICS
-from cosim.hub.config import parse_config
+from cosim.hub.config.scenario import parse_config
 from cosim.hub.metrics import summary_json
-from cosim.hub.runner import Simulation, started_backends
+from cosim.hub.sim.clients.llm import LOAD_METRICS
+from cosim.hub.studies.runner import Simulation, started_backends
 from tests.scenarios.helpers import client, scenario
 
 

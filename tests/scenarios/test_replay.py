@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cosim.adapters.regression.profiles.tables import AttentionTable, Curve
-from cosim.hub.replay import replay
+from cosim.hub.studies.replay import replay
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim"
 RUNS = ("rtx4090_llama-3.1-8b_tp1", "rtxpro6000_llama-3.1-8b_tp1")

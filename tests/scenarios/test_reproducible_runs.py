@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 import cosim
-from cosim.hub import runner
 from cosim.hub.cli import main
 from cosim.hub.errors import ScenarioError
-from cosim.hub.provenance import git_commit
+from cosim.hub.studies import runner
+from cosim.hub.studies.provenance import git_commit
 from tests.scenarios.helpers import scenario
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
-from cosim.hub.search import SearchResult, enumerate_candidates, load_space
+from cosim.hub.studies.search import SearchResult, enumerate_candidates, load_space
 
 # Llama-2-13B (26 GB of fp16 weights) on L40S (48 GB) and RTX-4090 (24 GB): on the 4090 only TP=2 fits.
 SPACE: dict[str, Any] = {

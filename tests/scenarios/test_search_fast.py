@@ -11,10 +11,10 @@ import pytest
 
 import cosim
 from cosim.hub.metrics.stats import request_metrics, statistic
-from cosim.hub.runner import run
-from cosim.hub.search import goodput
-from cosim.hub.search.early_stop import SloWatch, StopRun
-from cosim.hub.search.goodput import ladder, prepare, replay
+from cosim.hub.studies.runner import run
+from cosim.hub.studies.search import goodput
+from cosim.hub.studies.search.early_stop import SloWatch, StopRun
+from cosim.hub.studies.search.goodput import ladder, prepare, replay
 
 from .test_search import SPACE, ranking
 
@@ -148,7 +148,7 @@ def test_replay_of_a_finished_search_is_that_search() -> None:
 
 
 def _runs_at(rate: float, data: dict[str, Any], seeds: list[int]) -> list[dict[str, float]]:
-    from cosim.hub.search import scenario as sc
+    from cosim.hub.studies.search import scenario as sc
     replicator = sc.Replicator(sc.with_rate(data, rate), ".")
     return [replicator(seed) for seed in seeds]
 
@@ -179,9 +179,9 @@ def test_a_conditional_replay_bounds_the_goodput_from_above(start: int) -> None:
 def test_replications_share_step_timings_and_get_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:
     """A search's runs share step timings across runs (scenario.SHARED_TIMINGS): a later run asks
     the backend only for batches no earlier one timed, and every statistic is a run's own."""
-    from cosim.hub.backends import proxy
     from cosim.hub.backends.inprocess import InProcessRuntimeClient
-    from cosim.hub.search import scenario as sc
+    from cosim.hub.studies.search import scenario as sc
+    from cosim.hub.timing import cache as proxy
     data, _, _, seeds = prepare(SCENARIO, replications=2)
     shared = proxy.SharedTimings()
     predicted: list[int] = []

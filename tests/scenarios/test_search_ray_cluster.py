@@ -20,7 +20,7 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
-from cosim.hub.search import SearchResult
+from cosim.hub.studies.search import SearchResult
 
 from .test_search import SPACE, ranking
 

@@ -1,4 +1,4 @@
-"""Multi-turn sessions (hub/sessions.py): turns released after their predecessors plus think time,
+"""Multi-turn sessions (hub/sim/conversations.py): turns released after their predecessors plus think time,
 carrying the history so that prefix caching sees it; closed loop; sticky routing; determinism."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 import cosim
 from cosim.hub.errors import ScenarioError
-from cosim.hub.records import RequestRecord
+from cosim.hub.sim.records import RequestRecord
 from tests.scenarios.helpers import client, scenario
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "sessions.yaml"

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from cosim.hub import runner
 from cosim.hub.cli import main
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
+from cosim.hub.studies import runner
 from tests.scenarios.helpers import scenario
 
 SLO = {"ttft_s": {"p90": 0.0005}, "tpot_s": {"p90": 0.00002, "mean": 0.00001}}

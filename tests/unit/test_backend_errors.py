@@ -14,8 +14,8 @@ from cosim.adapters.sdk import BackendServer, InvalidArgument, MemoryBackend, Ru
 from cosim.adapters.sdk.testing import SAMPLE_BATCHES, sample_session_spec
 from cosim.hub.backends import MemoryClient, RuntimeClient
 from cosim.hub.errors import BackendError, ScenarioError, open_or_blame
-from cosim.hub.kernel import Kernel
-from cosim.hub.timesync import TimeSync
+from cosim.hub.sim.kernel import Kernel
+from cosim.hub.sim.timesync import TimeSync
 from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import types_pb2 as pb
 

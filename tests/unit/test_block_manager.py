@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from cosim.hub.records import RequestRecord, StageRecord
-from cosim.hub.scheduling import BlockManager, Sequence, block_hash
+from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.scheduling import BlockManager, Sequence, block_hash
 
 
 def seq(prompt: int, *, prefix: tuple[str, int] | None = None, rid: int = 0,

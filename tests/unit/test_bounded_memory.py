@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 
 import cosim
-import cosim.hub.simulation as simulation_module
-from cosim.hub.bench_scale import run_scale, scaled_marks
-from cosim.hub.config import parse_config
+import cosim.hub.studies.simulation as simulation_module
+from cosim.hub.config.scenario import parse_config
 from cosim.hub.metrics.request_table import RequestTable
-from cosim.hub.records import ClientTimeline
-from cosim.hub.runner import Simulation, started_backends
-from cosim.hub.spill import INT8, INT64, SpillRows
+from cosim.hub.sim.records import ClientTimeline
+from cosim.hub.sim.spill import INT8, INT64, SpillRows
+from cosim.hub.studies.bench_scale import run_scale, scaled_marks
+from cosim.hub.studies.runner import Simulation, started_backends
 from tests.scenarios.helpers import client, scenario
 
 FILES = ("summary.json", "requests.csv", "clients.csv", "trace.json")

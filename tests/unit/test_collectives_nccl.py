@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from cosim.adapters.roofline.collectives import all_reduce_ns
-from cosim.hub.presets import DevicePreset, get_device
+from cosim.hub.config.presets import DevicePreset, get_device
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur" / "profiling" / "network"
 

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 import cosim
-from cosim.hub.admission import ClientLimits, request_problem, route_for
+from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.config.workload import PoissonArrival, UniformArrival
 from cosim.hub.errors import HubError, ScenarioError
-from cosim.hub.kernel import DONE, Kernel
-from cosim.hub.scheduling.config import SchedulerConfig
-from cosim.hub.workload.config import PoissonArrival, UniformArrival
-from cosim.hub.workload.sampling import clip_lengths, sample_arrivals_ns
+from cosim.hub.sim.admission import ClientLimits, request_problem, route_for
+from cosim.hub.sim.kernel import DONE, Kernel
+from cosim.hub.sim.workload.sampling import clip_lengths, sample_arrivals_ns
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
@@ -302,7 +302,7 @@ def test_cosim_validate_command_reports_what_the_run_would_refuse(tmp_path: Path
 def test_a_config_is_copied_as_a_yaml_round_trip_copies_it() -> None:
     """parse_config copies its input without YAML; the copy must be the round trip's, key order
     included (sorted), for every shipped example and values the examples lack."""
-    from cosim.hub.config import _yaml_copy
+    from cosim.hub.config.scenario import _yaml_copy
 
     root = Path(__file__).resolve().parents[2]
     configs = [yaml.safe_load(path.read_text()) for path in sorted((root / "examples").rglob("*.yaml"))]

@@ -1,12 +1,13 @@
-"""The power model (cosim.hub.energy), the power figures of device presets, and ranking by tokens per joule."""
+"""The power model (cosim.hub.sim.power), the power figures of device presets, and ranking by tokens per joule."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from cosim.hub.backends.proxy import Timing
-from cosim.hub.energy import (
+from cosim.hub.config.presets import get_device, get_model, hardware_spec
+from cosim.hub.config.presets.devices import DevicePreset
+from cosim.hub.sim.power import (
     IDLE_FRACTION,
     MEMORY_BOUND_FRACTION,
     DevicePower,
@@ -14,9 +15,8 @@ from cosim.hub.energy import (
     StepEnergy,
     model_intensity,
 )
-from cosim.hub.presets import get_device, get_model, hardware_spec
-from cosim.hub.presets.devices import DevicePreset
-from cosim.hub.search.report import rank
+from cosim.hub.studies.search.report import rank
+from cosim.hub.timing.cache import Timing
 
 H100 = DevicePower(idle_w=75, memory_bound_w=380, peak_w=700)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from cosim.hub.clients.forecast import Forecast, predict
-from cosim.hub.scheduling import ScheduledBatch, Scheduler
+from cosim.hub.sim.scheduling import ScheduledBatch, Scheduler
+from cosim.hub.timing.forecast import Forecast, predict
 from tests.unit.test_scheduler import scheduler, seq
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 
-from cosim.hub.scheduling.free_queue import COMPACT_MIN, FreeQueue
+from cosim.hub.sim.scheduling.free_queue import COMPACT_MIN, FreeQueue
 
 
 def test_the_queue_behaves_as_an_ordered_dict_through_compactions_and_copies() -> None:

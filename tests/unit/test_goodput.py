@@ -13,7 +13,7 @@ import yaml
 import cosim
 from cosim.hub.cli import main
 from cosim.hub.errors import ScenarioError
-from cosim.hub.search.stats import Bound, Verdict, bounds, confidence_bounds, judge
+from cosim.hub.studies.search.stats import Bound, Verdict, bounds, confidence_bounds, judge
 from tests.scenarios.helpers import client, scenario
 
 STEP_S = 0.01  # one prefill step of the linear backend = the whole service of a one-token request

@@ -1,9 +1,9 @@
-"""The host time vLLM V1 exposes per step (hub/clients/host.py), computed by hand."""
+"""The host time vLLM V1 exposes per step (hub/sim/clients/host.py), computed by hand."""
 
 from __future__ import annotations
 
-from cosim.hub.clients.host import HostTime
-from cosim.hub.scheduling.config import SchedulerConfig
+from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.sim.clients.host import HostTime
 from tests.scenarios.helpers import client, run_with_trace, scenario
 
 # Llama-3 8B: 32 layers, so 10 x 32 + 4 = 324 kernels per forward.

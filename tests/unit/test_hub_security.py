@@ -20,15 +20,15 @@ import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from cosim.hub.auth import hub_channel, read_token, server_credentials
 from cosim.hub.cli import main as cli_main
-from cosim.hub.config import load_config
+from cosim.hub.config.safe_yaml import MAX_DEPTH
+from cosim.hub.config.scenario import load_config
 from cosim.hub.errors import ScenarioError
-from cosim.hub.registry import BackendRegistry
-from cosim.hub.report_files import check_run_id, write_report
-from cosim.hub.safe_yaml import MAX_DEPTH
-from cosim.hub.server import HubServer, HubServicer, prune_runs
-from cosim.hub.submitted import FILE_OPTIONS, SubmitPolicy
+from cosim.hub.service.auth import hub_channel, read_token, server_credentials
+from cosim.hub.service.backend_registry import BackendRegistry
+from cosim.hub.service.report_files import check_run_id, write_report
+from cosim.hub.service.server import HubServer, HubServicer, prune_runs
+from cosim.hub.service.submitted import FILE_OPTIONS, SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import LINEAR, scenario
@@ -255,7 +255,7 @@ def test_trace_errors_quote_uploaded_files_and_local_runs(tmp_path: Path, data_d
     (tmp_path / "mine.csv").write_bytes(content)
     (tmp_path / "local.yaml").write_text(yaml.safe_dump(config))
     with pytest.raises(ScenarioError, match="input='abc' is not a number"):
-        from cosim.hub.runner import run
+        from cosim.hub.studies.runner import run
         run(tmp_path / "local.yaml")
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from cosim.hub.errors import HubError
-from cosim.hub.kernel import ARRIVAL, DONE, WAKE, Kernel
-from cosim.hub.records import RequestRecord
+from cosim.hub.sim.kernel import ARRIVAL, DONE, WAKE, Kernel
+from cosim.hub.sim.records import RequestRecord
 
 
 def test_events_run_by_time_then_priority_then_scheduling_order() -> None:

@@ -1,4 +1,4 @@
-"""KV capacity as vLLM V1 profiles device memory (cosim.hub.memory), with the arithmetic done by hand."""
+"""KV capacity as vLLM V1 profiles device memory (cosim.hub.config.memory), with the arithmetic done by hand."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 import cosim
-from cosim.hub import memory
-from cosim.hub.config import parse_config
-from cosim.hub.presets import get_model
-from cosim.hub.scheduling.config import SchedulerConfig
-from cosim.hub.validation import ClientCapacity, resolve_scenario
+from cosim.hub.config import memory
+from cosim.hub.config.presets import get_model
+from cosim.hub.config.scenario import parse_config
+from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.studies.validation import ClientCapacity, resolve_scenario
 
 GIB, MIB = 2**30, 2**20
 H100_TOTAL = 85_029_615_043  # 79.19 GiB, the total vLLM 0.19 logged on an H100 80GB

@@ -8,7 +8,7 @@ import pytest
 
 from cosim.adapters.roofline import batch_stats, estimate, open_model
 from cosim.adapters.sdk import InvalidArgument
-from cosim.hub.presets import LINK_EXTRA_KEYS, device_names, get_device, get_model, hardware_spec
+from cosim.hub.config.presets import LINK_EXTRA_KEYS, device_names, get_device, get_model, hardware_spec
 from cosim.v1 import types_pb2 as pb
 
 

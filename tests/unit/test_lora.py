@@ -13,16 +13,16 @@ import pytest
 from cosim.adapters.roofline.backend import open_model
 from cosim.adapters.roofline.estimator import estimate
 from cosim.adapters.roofline.operators import batch_stats, lora_adapters
-from cosim.hub.clients.step_timer import predict
-from cosim.hub.config import ClientConfig, SchedulerConfig, parse_config
+from cosim.hub.config.memory import lora_adapter_bytes
+from cosim.hub.config.presets import get_model
+from cosim.hub.config.resolve import device_spec, kv_memory_of
+from cosim.hub.config.scenario import ClientConfig, SchedulerConfig, parse_config
 from cosim.hub.errors import ScenarioError
-from cosim.hub.memory import lora_adapter_bytes
-from cosim.hub.presets import get_model
-from cosim.hub.records import RequestRecord, StageRecord
-from cosim.hub.resolve import device_spec, kv_memory_of
-from cosim.hub.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
-from cosim.hub.scheduling.lora import LoraSlots, LoraSpec, LoraStats
-from cosim.hub.workload import generate_requests, parse_workload
+from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
+from cosim.hub.sim.scheduling.lora import LoraSlots, LoraSpec, LoraStats
+from cosim.hub.sim.workload import generate_requests, parse_workload
+from cosim.hub.timing.step_timer import predict
 from cosim.v1 import types_pb2 as pb
 
 LLAMA3_8B = "meta-llama/Meta-Llama-3-8B"

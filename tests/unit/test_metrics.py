@@ -10,16 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from cosim.hub.energy import DevicePower, StepJoules
 from cosim.hub.errors import ScenarioError
-from cosim.hub.metrics import (
-    ProgressBar,
-    format_table,
-    summarize,
-    summary_json,
-    write_run_folder,
-)
-from cosim.hub.records import ClientInfo, ClientTimeline, RequestRecord, StageRecord
+from cosim.hub.metrics import ProgressBar, format_table, summarize, summary_json, write_run_folder
+from cosim.hub.sim.power import DevicePower, StepJoules
+from cosim.hub.sim.records import ClientInfo, ClientTimeline, RequestRecord, StageRecord
 
 S = 1_000_000_000
 SLO = {"ttft_s": {"p90": 0.9}, "tpot_s": {"p50": 0.3, "p99": 1.0}}

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cosim.hub.presets import (
-    UnknownPreset,
-    device_names,
-    get_device,
-    get_model,
-    hardware_spec,
-    model_names,
-)
+from cosim.hub.config.presets import UnknownPreset, device_names, get_device, get_model, hardware_spec, model_names
 
 
 @pytest.mark.parametrize(("name", "published"), [

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cosim.hub.backends.proxy import RuntimeSessionProxy
-from cosim.hub.scheduling import Signature
+from cosim.hub.sim.scheduling import Signature
+from cosim.hub.timing.cache import RuntimeSessionProxy
 from cosim.v1 import types_pb2 as pb
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-import cosim.hub.runner as runner
+import cosim.hub.studies.runner as runner
 from cosim.hub.metrics import benchmark_text, write_run_folder
 from cosim.hub.metrics.itl import counted_statistic, merged_gaps
 from cosim.hub.metrics.plots import _draw_slo, plot_client_series
-from cosim.hub.records import ClientInfo, ClientTimeline
+from cosim.hub.sim.records import ClientInfo, ClientTimeline
 from tests.scenarios.helpers import scenario
 from tests.unit.test_metrics import make_clients, make_requests, make_summary
 

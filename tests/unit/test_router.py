@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from cosim.hub.config import RouterConfig
-from cosim.hub.router import Router
+from cosim.hub.config.scenario import RouterConfig
+from cosim.hub.sim.router import Router
 
 
 @dataclass
@@ -93,7 +93,7 @@ def test_prefix_aware_weighs_prefill_blocks_against_blocks_in_use() -> None:
     """Dynamo's cost, weight w: w x (queued + uncached prompt tokens) / 16 + blocks in use. A 1600-token
     prompt: a (1280 cached, 320 queued, 90 blocks) costs w x 40 + 90; b (nothing cached or queued,
     20 blocks) costs w x 100 + 20."""
-    from cosim.hub.records import RequestRecord
+    from cosim.hub.sim.records import RequestRecord
 
     request = RequestRecord(id=0, model="m", arrival_ns=0, input_tokens=1600, output_tokens=1)
     group = [CachingClient("a", cached=1280, prefill_tokens=320, kv_blocks=90),

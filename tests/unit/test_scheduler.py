@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from cosim.hub.clients.step_timer import predict
-from cosim.hub.config import SchedulerConfig
-from cosim.hub.records import RequestRecord, StageRecord
-from cosim.hub.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
+from cosim.hub.config.scenario import SchedulerConfig
+from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
+from cosim.hub.timing.step_timer import predict
 
 
 def scheduler(blocks: int = 100, block_size: int = 4, **config: Any) -> Scheduler:

@@ -12,9 +12,9 @@ import pytest
 
 import cosim
 from cosim.hub.errors import ScenarioError
-from cosim.hub.workload import generate_requests, parse_workload
-from cosim.hub.workload.session_traces import load_sessions
-from cosim.hub.workload.token_ids import SegmentIds
+from cosim.hub.sim.workload import generate_requests, parse_workload
+from cosim.hub.sim.workload.session_traces import load_sessions
+from cosim.hub.sim.workload.token_ids import SegmentIds
 from tests.scenarios.helpers import client, scenario
 
 TRACES = Path(__file__).parents[2] / "examples" / "traces"

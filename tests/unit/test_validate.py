@@ -11,10 +11,10 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
-from cosim.hub.config import ScenarioProblems, load_config, parse_config
+from cosim.hub.config.scenario import ScenarioProblems, load_config, parse_config
 from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics.slo import slo_problems, validate_slo
-from cosim.hub.validation import resolve_scenario, validate_scenario
+from cosim.hub.studies.validation import resolve_scenario, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart.yaml"
@@ -75,7 +75,7 @@ def test_parallelism_is_checked_against_the_model_shape() -> None:
 
 def test_good_config_prints_the_kv_capacity_a_run_uses(tmp_path, capsys) -> None:
     code, out, err = validate_cli(tmp_path, capsys, quickstart())
-    # A100-80GB x 0.9 less what vLLM's profiling charges (cosim.hub.memory): Llama-3-8B's fp16 weights and
+    # A100-80GB x 0.9 less what vLLM's profiling charges (cosim.hub.config.memory): Llama-3-8B's fp16 weights and
     # rotary cache (8192 positions x 128), the forward pass's peak at 8192 tokens (attention output, residual,
     # gate_up and its activated half, above the sampler's 256 rows), CUDA graphs (260 MiB + 6 MiB for each of
     # 50 more PIECEWISE and 34 more FULL sizes) and 0.25 GiB non-torch; over K and V of 32 layers x 8 heads x

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cosim.hub.errors import ScenarioError
-from cosim.hub.workload import RequestSpec, generate_requests, parse_workload
+from cosim.hub.sim.workload import RequestSpec, generate_requests, parse_workload
 
 TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
 CONV = TRACES / "azure_conv_2023_10k.csv"

@@ -1,0 +1,1 @@
+"""The scenario config: pydantic models, presets, bounds, safe YAML, and their resolution onto the wire."""

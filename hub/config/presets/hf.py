@@ -1,0 +1,97 @@
+"""A model preset from a Hugging Face ``config.json``: :func:`from_hf_config`.
+
+Reads the keys the decoder layouts of Llama, Qwen2/3, Mistral, Mixtral,
+Qwen3-MoE, DeepSeek-V3 and gpt-oss use (``num_hidden_layers``,
+``num_key_value_heads``, ``moe_intermediate_size``, ``n_routed_experts`` or
+``num_local_experts``, ...), including a multimodal model's ``text_config``.
+What :class:`~cosim.hub.config.presets.ModelPreset` cannot hold is mapped so that
+the KV cache and the per-token compute stay right, and said in ``source``:
+
+- multi-head latent attention (DeepSeek-V2/V3, ``kv_lora_rank``): vLLM caches
+  one latent of ``kv_lora_rank + qk_rope_head_dim`` elements per token and
+  layer, replicated on every TP rank; this is one KV head of half that size
+  (K and V count twice), so ``num_kv_heads = 1`` and ``head_dim = (512 + 64) / 2``.
+- shared experts (``n_shared_experts``) run for every token beside the routed
+  ones, and are as large: they count in ``experts_per_token``.
+- dense first layers (``first_k_dense_replace``), sliding-window layers and
+  attention sinks are not modelled (every layer is as the others).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .models import ModelPreset
+
+# HF key(s) -> ModelPreset field, first present wins.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "num_layers": ("num_hidden_layers", "n_layer", "num_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model"),
+    "num_attention_heads": ("num_attention_heads", "n_head"),
+    "vocab_size": ("vocab_size",),
+}
+
+
+def _first(config: Mapping[str, Any], keys: tuple[str, ...], field: str) -> Any:
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    raise ValueError(f"config.json has no {' or '.join(keys)} (needed for {field})")
+
+
+def _experts(config: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(routed experts, experts each token runs, MLP size of one expert); (0, 0, dense MLP) for dense."""
+    routed = int(config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts") or 0)
+    if routed <= 1:
+        return 0, 0, int(_first(config, ("intermediate_size", "n_inner", "ffn_dim"), "intermediate_size"))
+    top_k = int(_first(config, ("num_experts_per_tok", "num_experts_per_token", "moe_topk"), "experts_per_token"))
+    shared = int(config.get("n_shared_experts") or 0)
+    size = int(config.get("moe_intermediate_size") or _first(config, ("intermediate_size",), "intermediate_size"))
+    return routed, top_k + shared, size
+
+
+def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "config.json") -> ModelPreset:
+    """The preset a Hugging Face ``config.json`` describes (see the module docstring).
+
+    Args:
+        config: the parsed config.json.
+        name: the preset's name; default its ``_name_or_path``, else ``model_type``.
+        source: where the config came from (a path), for the preset's ``source``.
+
+    Raises:
+        ValueError: a key the shape needs is missing, or the shape is impossible; the message names it.
+    """
+    if isinstance(config.get("text_config"), Mapping):  # multimodal: the language model's config
+        config = {**config["text_config"], "_name_or_path": config.get("_name_or_path", "")}
+    fields: dict[str, Any] = {field: int(_first(config, keys, field)) for field, keys in _KEYS.items()}
+    heads = fields["num_attention_heads"]
+    notes = []
+    if config.get("kv_lora_rank"):
+        latent = int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 0)
+        fields.update(num_kv_heads=1, head_dim=-(-latent // 2))
+        notes.append(f"MLA latent of {latent} elements as one KV head of {fields['head_dim']}")
+    else:
+        fields["num_kv_heads"] = int(config.get("num_key_value_heads") or config.get("n_head_kv") or heads)
+        fields["head_dim"] = int(config.get("head_dim") or 0)
+    routed, per_token, size = _experts(config)
+    fields.update(num_experts=routed, experts_per_token=per_token, intermediate_size=size)
+    if config.get("n_shared_experts"):
+        notes.append(f"{config['n_shared_experts']} shared expert(s) counted in experts_per_token")
+    if config.get("first_k_dense_replace"):
+        notes.append(f"its {config['first_k_dense_replace']} dense first layers taken as MoE layers")
+    if config.get("sliding_window") and config.get("layer_types"):
+        notes.append("sliding-window layers taken as full attention")
+    fields.update(
+        name=name or str(config.get("_name_or_path") or config.get("model_type") or "hf-model"),
+        family=str(config.get("model_type") or "unknown"),
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=bool(config.get("attention_bias", False) or config.get("qkv_bias", False)),
+        qk_norm=str(config.get("model_type", "")).startswith("qwen3"),
+        max_position_embeddings=int(config.get("max_position_embeddings") or 0),
+        source=source + (f" ({'; '.join(notes)})" if notes else ""),
+    )
+    try:
+        return ModelPreset(**fields)
+    except ValueError as err:  # pydantic's ValidationError is a ValueError
+        raise ValueError(f"config.json gives an impossible model: {err}") from None

@@ -1,0 +1,93 @@
+"""Local files a submitted config names, carried to the hub: ``cosim submit`` to ``HubService.Run``.
+
+A config names files at a few places: workload trace paths
+(``workload.trace.path`` and ``workload.<arrival|input_tokens|output_tokens>.trace.path``),
+``presets`` and ``models.<m>.hf_config``. :func:`named_files` finds them in a
+raw config (overrides applied); :func:`collect_uploads` reads those that exist
+beside the config, keyed by the path as written (``RunRequest.files``); the
+hub's :func:`place_uploads` checks their total against its limit, writes them
+under a folder of its own (names it chooses, so no uploaded path can point
+outside it) and points the config at them. Paths not uploaded resolve on the
+hub as before (its ``--data-dir``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ScenarioError
+
+DEFAULT_MAX_UPLOAD_BYTES = 64 << 20  # cosim hub --max-upload-mb; the hub receives at most this + 5 MiB
+TRACE_PARTS = ("arrival", "input_tokens", "output_tokens")
+Location = tuple[str, ...]
+
+
+class UploadTooLarge(ScenarioError):
+    """The files of a submitted config exceed what the hub accepts."""
+
+    def __init__(self, total_bytes: int, limit_bytes: int, largest: list[tuple[str, int]]) -> None:
+        self.total_bytes, self.limit_bytes, self.largest = total_bytes, limit_bytes, largest
+        files = ", ".join(f"{name} {_mib(size)}" for name, size in largest)
+        super().__init__("RunRequest.files", f"{_mib(total_bytes)} of local files ({files}) exceed this hub's limit "
+                                             f"of {_mib(limit_bytes)} (cosim hub --max-upload-mb); use fewer trace "
+                                             f"rows, or place the files in the hub's --data-dir and submit with "
+                                             f"--no-upload")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+def named_files(data: Mapping[str, Any]) -> Iterator[tuple[Location, str]]:
+    """(location, path as written) of every file a raw config names."""
+    if isinstance(data.get("presets"), str):
+        yield ("presets",), data["presets"]
+    models = data.get("models")
+    for name, model in (models.items() if isinstance(models, Mapping) else ()):  # else parse_config says why
+        if isinstance(model, Mapping) and isinstance(model.get("hf_config"), str):
+            yield ("models", str(name), "hf_config"), model["hf_config"]
+    workload = data.get("workload")
+    if not isinstance(workload, Mapping):
+        return
+    for part in (None, *TRACE_PARTS):
+        node = workload if part is None else workload.get(part)
+        trace = node.get("trace") if isinstance(node, Mapping) else None
+        if isinstance(trace, Mapping) and isinstance(trace.get("path"), str):
+            yield ("workload", *((part,) if part else ()), "trace", "path"), trace["path"]
+
+
+def collect_uploads(data: Mapping[str, Any], folder: Path) -> dict[str, bytes]:
+    """The content of each named file that exists (a relative path from ``folder``), by path as written."""
+    files: dict[str, bytes] = {}
+    for _, written in named_files(data):
+        path = folder / written
+        if written not in files and path.is_file():
+            files[written] = path.read_bytes()
+    return files
+
+
+def place_uploads(data: dict[str, Any], files: Mapping[str, bytes], into: Path, *,
+                  max_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
+    """Writes uploaded files under ``into`` and points ``data``'s locations naming them there.
+
+    Raises:
+        UploadTooLarge: their total exceeds ``max_bytes`` (nothing is written).
+    """
+    total = sum(len(content) for content in files.values())
+    if total > max_bytes:
+        largest = sorted(((name, len(c)) for name, c in files.items()), key=lambda item: -item[1])[:3]
+        raise UploadTooLarge(total, max_bytes, largest)
+    placed: dict[str, str] = {}
+    for i, (written, content) in enumerate(sorted(files.items())):
+        target = into / f"{i:03d}-{Path(written).name or 'file'}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+        placed[written] = str(target.resolve())
+    for location, written in list(named_files(data)):
+        if written in placed:
+            node: Any = data
+            for key in location[:-1]:
+                node = node[key]
+            node[location[-1]] = placed[written]

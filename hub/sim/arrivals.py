@@ -1,0 +1,82 @@
+"""Requests that have not arrived yet, kept as compact columns until they do.
+
+A run of a million requests cannot hold a record (and a heap event) per request from the start:
+:class:`PendingRequests` keeps the generated specs as numpy columns (and the few distinct pipelines
+once each), and makes each request's :class:`~cosim.hub.sim.records.RequestRecord` only when its
+arrival is scheduled, one at a time, in id (= arrival) order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .pipelines import Pipeline
+from .records import RequestRecord
+from .workload import RequestSpec
+
+
+def _objects(specs: Sequence[RequestSpec], name: str) -> list[Any] | None:
+    """One spec field per request, or None where no request sets it (the common case, at no cost)."""
+    values = [getattr(spec, name) for spec in specs]
+    return values if any(v is not None for v in values) else None
+
+
+class PendingRequests:
+    """The requests of a run not yet handed out, in id order.
+
+    Args:
+        specs: the generated requests, sorted by arrival (ids in that order).
+        pipelines: each request's pipeline.
+    """
+
+    def __init__(self, specs: Sequence[RequestSpec], pipelines: Sequence[Pipeline]) -> None:
+        n = len(specs)
+        self._ints = {name: np.fromiter((getattr(s, name) for s in specs), np.int64, n)
+                      for name in ("id", "arrival_ns", "input_tokens", "output_tokens", "prefix_tokens", "lora_rank",
+                                   "priority", "deadline_ns")}
+        self._objects = {name: _objects(specs, name) for name in ("prefix_id", "prompt_token_ids", "lora", "cls")}
+        unique: dict[Pipeline, int] = {}
+        self._pipeline_index = np.fromiter((unique.setdefault(p, len(unique)) for p in pipelines), np.int32, n)
+        self._pipelines = list(unique)
+        self._next = 0
+
+    def __len__(self) -> int:
+        """Requests not yet handed out."""
+        return len(self._pipeline_index) - self._next
+
+    def record(self, index: int) -> RequestRecord:
+        """A new record of request ``index`` (its position in the specs)."""
+        ints, objects = self._ints, self._objects
+        pipeline = self._pipelines[self._pipeline_index[index]]
+
+        def obj(name: str) -> Any:
+            column = objects[name]
+            return column[index] if column is not None else None
+
+        return RequestRecord(id=int(ints["id"][index]), model=pipeline.model, arrival_ns=int(ints["arrival_ns"][index]),
+                             input_tokens=int(ints["input_tokens"][index]),
+                             output_tokens=int(ints["output_tokens"][index]), prefix_id=obj("prefix_id"),
+                             prefix_tokens=int(ints["prefix_tokens"][index]), prompt_token_ids=obj("prompt_token_ids"),
+                             template=pipeline.template, pipeline=pipeline.stages, branches=pipeline.branches,
+                             lora=obj("lora"), lora_rank=int(ints["lora_rank"][index]), cls=obj("cls"),
+                             priority=int(ints["priority"][index]), deadline_ns=int(ints["deadline_ns"][index]))
+
+    def pop(self) -> RequestRecord:
+        """The next request's record; it is no longer pending."""
+        record = self.record(self._next)
+        self._next += 1
+        return record
+
+    def remaining(self) -> Iterator[RequestRecord]:
+        """Fresh records of the requests not yet handed out (a partial run reports them unstarted)."""
+        return (self.record(i) for i in range(self._next, len(self._pipeline_index)))
+
+    def arrival_times(self, model: str) -> np.ndarray:
+        """Every arrival time of ``model``'s requests, sorted."""
+        models = np.array([p.model == model for p in self._pipelines], dtype=bool)
+        times = self._ints["arrival_ns"][models[self._pipeline_index]] if len(self._pipelines) else \
+            np.zeros(0, np.int64)
+        return np.sort(times, kind="stable")

@@ -1,0 +1,365 @@
+"""An LLM client: a scheduler and a cluster, stepping one batch at a time.
+
+At a wake-up the client asks its :class:`StepTimer` for the next step (which
+the scheduler forms) and how long it takes, and schedules the step's end.
+There the scheduler applies the step (:meth:`Scheduler.update`), and the
+client records what happened on the requests (tokens, first-token and
+between-token times, stages) and hands finished stages to the coordinator.
+What a step holds is :mod:`cosim.hub.sim.scheduling.scheduler`'s business; how
+long it takes, :mod:`.step_timer`'s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from collections.abc import Sequence as Sequence_
+from typing import TYPE_CHECKING, Protocol
+
+from ...timing.cache import RuntimeSessionProxy
+from ...timing.step_timer import StepTimer
+from ..admission import ClientLimits
+from ..kernel import DONE, WAKE, Kernel
+from ..pipelines import decode_kind
+from ..power import StepEnergy
+from ..records import ClientInfo, ClientTimeline, StageRecord
+from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+from ..scheduling.lora import LoraStats
+from .drafter import Drafter
+from .host import HostTime
+
+if TYPE_CHECKING:
+    from .lockstep import LockStepGroup
+
+# Router load metrics (config `router.load_metric`, ``stages`` for least_outstanding, ``dp_score`` for vllm_dp,
+# ``prefill_tokens`` and ``kv_blocks`` for prefix_aware).
+LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens", "dp_score", "prefill_tokens", "kv_blocks")
+# vLLM's DPLBAsyncMPClient.get_core_engine_for_request: score = waiting * 4 + running.
+DP_WAITING_WEIGHT = 4
+
+
+class StageSink(Protocol):
+    """Where a client's finished stages go (the coordinator)."""
+
+    def on_llm_done(self, seq: Sequence, now_ns: int, release_kv: Callable[[], None]) -> None:
+        """``seq``'s stage ended; ``release_kv`` frees its KV once nothing needs it (a transfer)."""
+        ...
+
+    def next_arrival_at(self, client: LLMClient, now_ns: int) -> int | None: ...
+
+
+class LLMClient:
+    """One serving instance.
+
+    Args:
+        info: static facts for reports.
+        kernel: the event kernel.
+        scheduler: batching and KV state.
+        session: the runtime session timing its steps.
+        sink: takes finished stages (and forecasts arrivals for lookahead).
+        serves: stage kinds this client serves (``prefill``, ``decode``).
+        collectives_ns: the network backend's time of a step's collectives, if it times them.
+        host_bandwidth_gbps: device-host bandwidth for swapped KV.
+        max_lookahead: most future batches predicted per step (0: none).
+        decode_runs: advance decode runs in bulk (see :mod:`.step_timer`).
+        group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
+        energy: the energy model of its steps (:mod:`cosim.hub.sim.power`); None: only what the backend reports.
+        host_time: the host time each step exposes (:mod:`.host`); None: none.
+        drafter: its speculative drafter's timing (:mod:`.drafter`); None: no speculation.
+        limits: what it can hold of one request (:mod:`cosim.hub.sim.admission`), checked as requests
+            reach it; None: unchecked.
+    """
+
+    def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, session: RuntimeSessionProxy,
+                 sink: StageSink, serves: frozenset[str], collectives_ns: Callable[[int], int] | None = None,
+                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True,
+                 drafter: Drafter | None = None,
+                 energy: StepEnergy | None = None,
+                 group: LockStepGroup | None = None, host_time: HostTime | None = None,
+                 limits: ClientLimits | None = None) -> None:
+        self.info, self.name = info, info.name
+        self.limits = limits
+        self.group = group
+        if group is not None:
+            group.join(self)
+            max_lookahead = 0  # a step's time depends on the other ranks' batches, unknown ahead
+        self.micro_batches = scheduler.micro_batches
+        if self.micro_batches > 1:  # steps overlap: neither predictions nor decode runs apply
+            max_lookahead, decode_runs = 0, False
+        self._in_flight = 0  # micro-batches in the pipeline
+        self._stage_free_ns = 0  # when its first stage can take the next one
+        self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
+        forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
+        self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
+                               collectives_ns=collectives_ns, host_bandwidth_gbps=host_bandwidth_gbps, energy=energy,
+                               next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs,
+                               host_time=host_time, drafter=drafter)
+        self.timeline = ClientTimeline()
+        if scheduler.speculation is not None:
+            self.timeline.speculative = scheduler.spec_stats
+        if scheduler.lora is not None:
+            self.timeline.lora = LoraStats()
+        self._run_seqs: list[Sequence] | None = None  # the decode run _run_requests counts
+        self._run_requests = 0
+        self.busy = False
+        self.busy_ns = 0
+        self._wake_pending = False
+        self._wake_label, self._done_label = f"wake {self.name}", f"step done {self.name}"
+        self._input_tokens = 0  # prompt tokens of the requests with a sequence here
+        self._seqs_of: Counter[int] = Counter()  # request id -> its sequences here
+
+    # -- work arriving ---------------------------------------------------
+    def submit(self, seq: Sequence) -> None:
+        """Queues a sequence and wakes the client if it is idle."""
+        self._hold(seq, 1)
+        self.scheduler.add(seq)
+        self.timer.interrupt()
+        self.wake()
+
+    def wake(self) -> None:
+        """Asks for a scheduling decision at the current time, after same-time events (its
+        lock-step group's, if it has one)."""
+        if self.group is not None:
+            self.group.wake()
+        elif not self.busy and not self._wake_pending:
+            self._wake_pending = True
+            self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake, label=self._wake_label)
+
+    # -- router load -------------------------------------------------------
+    def load(self, metric: str) -> int:
+        """Load by a router metric: ``stages`` (sequences here), ``input_tokens`` (prompt tokens of
+        the requests here), ``kv_tokens`` (tokens in KV blocks), ``remaining_tokens`` (prefill and
+        decode tokens still to compute), ``dp_score`` (vLLM's DP load balancer's 4 x waiting + running),
+        ``prefill_tokens`` (prompt tokens still to prefill), ``kv_blocks`` (KV blocks in use)."""
+        scheduler = self.scheduler
+        if metric == "stages":
+            return len(scheduler.running) + len(scheduler.waiting)
+        if metric == "dp_score":
+            return DP_WAITING_WEIGHT * len(scheduler.waiting) + len(scheduler.running)
+        if metric == "kv_blocks":
+            return scheduler.kv.num_used
+        if metric == "prefill_tokens":  # prompts (and recomputations) still to prefill
+            return sum(seq.num_tokens - seq.num_computed for seq in scheduler.waiting) + \
+                sum(seq.num_tokens - seq.num_computed for seq in scheduler.running
+                    if seq.num_tokens - seq.num_computed > 1)
+        if metric == "input_tokens":
+            return self._input_tokens
+        if metric == "kv_tokens":
+            return scheduler.kv.num_used * scheduler.kv.block_size
+        self.timer.settle()  # a decode run's pending steps count
+        return sum(seq.remaining_work for seq in scheduler.running) + \
+            sum(seq.remaining_work for seq in scheduler.waiting)
+
+    def cached_prefix_tokens(self, probe: Sequence) -> int:
+        """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
+        prefix cache holds, in whole blocks; 0 without prefix caching (:meth:`BlockManager.cache_hit`)."""
+        kv = self.scheduler.kv
+        return len(kv.cache_hit(probe)) * kv.block_size
+
+    @property
+    def block_size(self) -> int:
+        return self.scheduler.kv.block_size
+
+    def _hold(self, seq: Sequence, count: int) -> None:
+        """Counts ``count`` more (or fewer) sequences of ``seq``'s request here."""
+        request = seq.request
+        before = self._seqs_of[request.id]
+        after = before + count
+        if after:
+            self._seqs_of[request.id] = after
+        else:
+            del self._seqs_of[request.id]
+        if not before or not after:
+            self._input_tokens += request.input_tokens if after else -request.input_tokens
+
+    # -- stepping --------------------------------------------------------
+    def _on_wake(self) -> None:
+        self._wake_pending = False
+        kernel = self.kernel
+        while True:
+            batch = self.begin_step()
+            if batch is None:
+                return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
+            now = kernel.now_ns
+            duration = self.time_step(batch, now)
+            if self.micro_batches > 1 or not kernel.comes_next(now + duration):
+                break
+            # Nothing happens before the step ends: its end, and the wake-up after it, are the next
+            # events; handled here, in the heap's order, without the heap.
+            kernel.handle_inline(now + duration, self._done_label)
+            self.end_step(batch, now)
+            if self._wake_pending or not kernel.comes_next(kernel.now_ns):
+                self.wake()  # the step's end scheduled other events first (or this wake-up)
+                return
+            kernel.handle_inline(kernel.now_ns, self._wake_label)
+            if self.timer.run_seqs is not None:
+                self._run_alone()
+        kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+        if self.micro_batches > 1:
+            # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
+            # a stage's share of its time, and the first stage takes the next micro-batch.
+            stage_ns = -(-duration // self.micro_batches)
+            self._in_flight += 1
+            self.busy_ns += stage_ns
+            self._stage_free_ns = now + stage_ns
+            self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self._wake_label)
+
+    def _run_alone(self) -> None:
+        """Takes the decode run's steps that end before anything else happens in the simulation
+        in one go (:meth:`StepTimer.run_ahead`), and records them as :meth:`end_step` records a
+        run's step, each end and the wake-up after it counted as the events they stand for."""
+        kernel, timeline = self.kernel, self.timeline
+        start = kernel.now_ns
+        steps = self.timer.run_ahead(start, kernel.horizon_ns(), kernel.stopping)
+        if not steps:
+            return
+        run_seqs = self.timer.run_seqs
+        assert run_seqs is not None
+        num_seqs, requests, waiting = len(run_seqs), self._num_requests(run_seqs), len(self.scheduler.waiting)
+        gaps = timeline.token_gaps
+        for duration, joules, kv_used in steps:
+            end = start + duration
+            timeline.add_energy(joules)
+            kernel.handle_inline(end, self._done_label)
+            self.busy_ns += duration
+            timeline.append(start, end, num_seqs, 0, num_seqs, kv_used, waiting)
+            gaps[duration] = gaps.get(duration, 0) + requests
+            kernel.handle_inline(end, self._wake_label)
+            start = end
+
+    def _on_stage_free(self) -> None:
+        if self.kernel.now_ns >= self._stage_free_ns:  # no later micro-batch took the first stage since
+            self.busy = self._in_flight >= self.micro_batches
+            self.wake()
+
+    def begin_step(self) -> ScheduledBatch | None:
+        """Starts the next step: its batch, or None when nothing can run."""
+        if self.busy or not self.scheduler.has_work:
+            return None
+        batch = self.timer.begin()
+        if batch is None:
+            return None
+        now = self.kernel.now_ns
+        if not self.timer.in_run(batch):  # a run's sequences have all started
+            for seq, cached in batch.cache_hits:
+                if seq.stage.start_ns < 0:  # a readmission after a preemption is not a prompt's hit
+                    seq.request.cached_tokens += cached
+            for seq in batch.seqs:
+                if seq.stage.start_ns < 0:
+                    seq.stage.start_ns = now
+            for seq in batch.preempted:
+                seq.request.preemptions += 1
+        if batch.lora is not None and self.timeline.lora is not None:
+            self.timeline.lora.record(batch.lora)  # the adapters it loads (a run's steps load none)
+        self.busy = True
+        return batch
+
+    def has_adapter(self, name: str) -> bool:
+        """Whether LoRA adapter ``name`` holds a GPU slot here, or a sequence queued here names it
+        (it will be loaded): the ``lora_affinity`` router's test."""
+        lora = self.scheduler.lora
+        if lora is None:
+            return False
+        return lora.is_resident(name) or any(seq.request.lora == name for seq in self.scheduler.waiting)
+
+    def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Sequence_[int] = ()) -> int:
+        """How long the step of ``batch`` takes (its energy is counted)."""
+        duration, energy = self.timer.duration_ns(batch, now_ns, dp_rank_tokens)
+        self.timeline.add_energy(energy)
+        return duration
+
+    def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
+        """Hands a finished step back to the scheduler and records what it did."""
+        now = self.kernel.now_ns
+        if self.micro_batches == 1:
+            self.busy = False
+            self.busy_ns += now - start_ns
+        else:
+            self._in_flight -= 1
+            self.busy = now < self._stage_free_ns  # the first stage is still on a later micro-batch
+        outcome = self.timer.end(batch, start_ns, now)
+        if outcome is None:  # a decode run's step: recorded on the requests when settled
+            self.timeline.append(start_ns, now, batch.num_tokens, 0, batch.num_tokens, self.scheduler.kv.num_used,
+                                 len(self.scheduler.waiting))
+            # Each request of the run got a token one step after its last (runs step back to back).
+            gaps, gap = self.timeline.token_gaps, now - start_ns
+            gaps[gap] = gaps.get(gap, 0) + self._num_requests(batch.seqs)
+        else:
+            self._record(batch, outcome, start_ns, now)
+
+    def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
+        self.end_step(batch, start_ns)
+        self.wake()
+
+    def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
+        """Records a step's tokens, forks and finished stages on the requests."""
+        gaps = self.timeline.token_gaps
+        for seq in outcome.sampled:  # a hot loop
+            request = seq.request
+            request.generated_tokens += 1
+            if request.first_token_ns < 0:
+                request.first_token_ns = now
+                if seq.target_generated > 1:
+                    self._begin_decode_stage(seq, now)
+            else:
+                gap = now - request.last_token_ns
+                if gap > request.max_tbt_ns:
+                    request.max_tbt_ns = gap
+                if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
+                    gaps[gap] = gaps.get(gap, 0) + 1
+            request.last_token_ns = now
+        for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
+            seq.request.generated_tokens += extra
+        for parent, children in outcome.forked:
+            parent.request.generated_tokens += len(children)  # each branch sampled its first token
+            for child in children:
+                child.stage = parent.stage
+            self._hold(parent, len(children))
+        self.timeline.append(start_ns, now, len(batch.seqs), batch.prefill_tokens,
+                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting)
+        for seq in outcome.finished:
+            # A disaggregated prefill's KV stays held until the coordinator's transfer of it completes.
+            seq.stage.end_ns = now
+            self._hold(seq, -1)
+            self.sink.on_llm_done(seq, now, self._releaser(seq))
+
+    def _num_requests(self, seqs: list[Sequence]) -> int:
+        """Requests among a decode run's sequences (parallel paths of one count once); memoized per run."""
+        if seqs is not self._run_seqs:
+            self._run_seqs, self._run_requests = seqs, len({id(seq.request) for seq in seqs})
+        return self._run_requests
+
+    def _releaser(self, seq: Sequence) -> Callable[[], None]:
+        """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill
+        client keeps a request's KV until its transfer to the decode client completes)."""
+        if not self.scheduler.hold_finished_kv:
+            return _nothing
+
+        def release() -> None:
+            self.scheduler.release(seq)
+            self.timer.forget_forecast()  # predicted with those blocks held
+            self.wake()  # the freed blocks may admit a waiting prompt
+        return release
+
+    def _record_run(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
+        """Records a decode run's applied steps: each sequence sampled a token per step."""
+        for seq in seqs:
+            request = seq.request
+            request.generated_tokens += steps
+            if max_gap_ns > request.max_tbt_ns:
+                request.max_tbt_ns = max_gap_ns
+            request.last_token_ns = last_ns
+
+    def settle(self) -> None:
+        """Applies pending decode-run steps, so that the records are complete (end of a run)."""
+        self.timer.settle()
+
+    def _begin_decode_stage(self, seq: Sequence, now: int) -> None:
+        """Splits a request's stage on this client at its first token: prefill ends, decode begins."""
+        seq.stage.end_ns = now
+        seq.stage = StageRecord(kind=decode_kind(seq.request), client=self.name, enqueue_ns=now, start_ns=now)
+        seq.request.stages.append(seq.stage)
+
+
+def _nothing() -> None:
+    pass

@@ -1,0 +1,102 @@
+"""What a sequence's KV blocks hold, by content: vLLM V1's block hash chain.
+
+vLLM identifies a full block of ``block_size`` tokens by a hash of its parent
+block's hash and its own token ids, so two requests share a cached block
+exactly when all their tokens up to the end of that block are the same.
+cosim hashes the same way (SHA-256, as vLLM's default ``sha256`` prefix-caching
+hash) over the tokens a request has:
+
+- prompt tokens are the trace's token ids where it has them
+  (:attr:`~cosim.hub.sim.records.RequestRecord.prompt_token_ids`); otherwise they
+  are synthesized: the first ``prefix_tokens`` are those of the declared shared
+  prefix (identical across requests naming it), the rest unique to the request;
+- generated tokens are unique to the sequence (one reasoning branch of one
+  stage, known by its admission order on the client), so they are found again
+  only by the sequence itself (after a preemption); except a session turn's
+  (:attr:`~cosim.hub.sim.records.RequestRecord.output_token_ids`), whose ids the
+  next turn's prompt repeats, so that it finds them in the cache, as vLLM
+  finds a multi-turn chat's history.
+
+Hashes are computed once per sequence, as far as they are asked for, and a
+declared prefix's blocks once per process: every request naming it starts
+with the same chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+import numpy as np
+
+from .sequence import Sequence
+
+ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block
+
+# The chain of a declared prefix's full blocks, by (prefix, block size): the same for every request
+# naming it, in every run (a pure function of its name), so hashed once per process; the most
+# recently used MAX_PREFIX_CHAINS are kept (a workload may declare up to a million prefixes).
+_PREFIX_CHAINS: OrderedDict[tuple[str, int], list[bytes]] = OrderedDict()
+MAX_PREFIX_CHAINS = 256
+
+
+def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
+    """The hashes of ``seq``'s first ``num_blocks`` full blocks (a list it keeps and extends)."""
+    chain = seq.block_hashes
+    if len(chain) < num_blocks:
+        if not chain and seq.prefix_id is not None and seq.request.prompt_token_ids is None:
+            # the whole prefix at once: the cache's lookups ask for one more block at a time
+            chain += _prefix_chain(seq.prefix_id, min(seq.request.prefix_tokens, seq.prompt_tokens) // block_size,
+                                   block_size)
+        parent = chain[-1] if chain else ROOT
+        for i in range(len(chain), num_blocks):
+            parent = hashlib.sha256(parent + _content(seq, i * block_size, (i + 1) * block_size)).digest()
+            chain.append(parent)
+    return chain
+
+
+def _prefix_chain(prefix_id: str, num_blocks: int, block_size: int) -> list[bytes]:
+    """The hashes of the first ``num_blocks`` full blocks of declared prefix ``prefix_id``."""
+    key = (prefix_id, block_size)
+    chain = _PREFIX_CHAINS.get(key)
+    if chain is None:
+        chain = _PREFIX_CHAINS[key] = []
+        if len(_PREFIX_CHAINS) > MAX_PREFIX_CHAINS:
+            _PREFIX_CHAINS.popitem(last=False)
+    _PREFIX_CHAINS.move_to_end(key)
+    for i in range(len(chain), num_blocks):
+        content = _prefix_content(prefix_id, i * block_size, (i + 1) * block_size)
+        chain.append(hashlib.sha256((chain[-1] if chain else ROOT) + content).digest())
+    return chain[:num_blocks]
+
+
+def _prefix_content(prefix_id: str, start: int, stop: int) -> bytes:
+    return f"prefix {prefix_id} {start}:{stop};".encode()
+
+
+def _content(seq: Sequence, start: int, stop: int) -> bytes:
+    """The tokens ``start:stop`` of ``seq``, as bytes that are equal exactly when the tokens are."""
+    request = seq.request
+    prompt = seq.prompt_tokens
+    parts = []
+    if start < prompt:
+        end = min(stop, prompt)
+        ids = request.prompt_token_ids
+        if ids is not None and end <= len(ids):
+            parts.append(np.asarray(ids[start:end], dtype=np.int64).tobytes())
+        else:
+            prefix = seq.prefix_id
+            shared = request.prefix_tokens if prefix is not None else 0
+            if prefix is not None and start < shared:
+                parts.append(_prefix_content(prefix, start, min(end, shared)))
+            if end > shared:
+                parts.append(f"request {request.id} {max(start, shared)}:{end};".encode())
+    if stop > prompt:
+        out = request.output_token_ids
+        first = max(start, prompt)
+        if out is not None and request.branches == 1 and stop - prompt <= len(out):
+            # a session turn's output, which its next turn's prompt repeats: the same ids, the same blocks
+            parts.append(np.asarray(out[first - prompt:stop - prompt], dtype=np.int64).tobytes())
+        else:
+            parts.append(f"generated {request.id}#{seq.order} {first}:{stop};".encode())
+    return b"".join(parts)

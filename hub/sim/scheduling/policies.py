@@ -1,0 +1,110 @@
+"""Batching policies: how a scheduler forms each step from its two moves.
+
+Every policy composes :meth:`Scheduler.schedule_running` (running sequences
+in admission order, preempting the newest when KV blocks run out) and
+:meth:`Scheduler.admit` (waiting sequences in queue order while budget, seats
+and blocks allow):
+
+- ``static``: a batch is formed when the client is idle; it runs (prefill,
+  then decodes) until every sequence in it finishes; nothing joins meanwhile.
+- ``continuous``: prefill-prioritized (Orca / vLLM V0): when waiting prompts
+  can be admitted, the step prefills them whole and running decodes pause;
+  otherwise the step decodes every running sequence.
+- ``chunked``: Sarathi-Serve / vLLM V1: running sequences first (decodes and
+  unfinished chunks), then waiting prompts, all within one token budget
+  (``chunk_size``, default ``max_num_batched_tokens``); prompts are split. As
+  in vLLM, ``long_prefill_token_threshold`` caps what one request computes in a
+  step, and ``scheduler_reserve_full_isl`` admits a prompt only when blocks for
+  all of it are free.
+- ``mixed``: every running decode plus whole waiting prompts that fit the
+  remaining budget, in one step.
+
+Prefill-only and decode-only clients need no policy of their own: their
+sequences simply end after the first token, or arrive with the prompt's KV.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, ClassVar
+
+from ...config.scheduler import SchedulerConfig
+from .batch import ScheduledBatch
+
+if TYPE_CHECKING:
+    from .scheduler import Scheduler
+
+
+class BatchingPolicy(ABC):
+    """Forms a scheduler's next step.
+
+    Attributes:
+        token_budget: most tokens one step computes.
+        admits_while_running: whether a step may take waiting sequences while others run.
+    """
+
+    name: ClassVar[str]
+    admits_while_running: ClassVar[bool] = True
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        self.token_budget = config.max_num_batched_tokens
+
+    @abstractmethod
+    def form(self, s: Scheduler) -> ScheduledBatch:
+        """The next step of ``s`` (possibly empty: nothing can run)."""
+
+    def decodes_all(self, num_running: int) -> bool:
+        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences."""
+        return True
+
+
+class Static(BatchingPolicy):
+    name = "static"
+    admits_while_running = False
+
+    def form(self, s: Scheduler) -> ScheduledBatch:
+        if s.running:
+            return s.schedule_running(ScheduledBatch(queue_blocked=bool(s.waiting)), budget=None)
+        return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+
+
+class Continuous(BatchingPolicy):
+    name = "continuous"
+
+    def form(self, s: Scheduler) -> ScheduledBatch:
+        batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+        if batch.seqs:
+            return batch
+        return s.schedule_running(batch, budget=None)
+
+
+class Mixed(BatchingPolicy):
+    name = "mixed"
+
+    def form(self, s: Scheduler) -> ScheduledBatch:
+        batch = s.schedule_running(ScheduledBatch(), budget=None)
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=True)
+
+
+class Chunked(BatchingPolicy):
+    name = "chunked"
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        super().__init__(config)
+        self.token_budget = config.chunk_size or config.max_num_batched_tokens
+        self.max_chunk_tokens = config.long_prefill_token_threshold
+
+    def form(self, s: Scheduler) -> ScheduledBatch:
+        cap = self.max_chunk_tokens
+        batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget, max_chunk_tokens=cap)
+        if batch.preempted:
+            return batch  # vLLM V1 admits no waiting request in a step that preempted
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=False,
+                       max_chunk_tokens=cap, reserve_whole_prompt=self.config.scheduler_reserve_full_isl)
+
+    def decodes_all(self, num_running: int) -> bool:
+        return num_running <= self.token_budget
+
+
+POLICIES: dict[str, type[BatchingPolicy]] = {p.name: p for p in (Static, Continuous, Mixed, Chunked)}

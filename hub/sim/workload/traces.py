@@ -1,0 +1,230 @@
+"""Reading request traces (CSV or JSON lines) with errors that name file and line.
+
+:func:`load_trace` reads a :class:`~cosim.hub.config.workload.TraceSource`
+into a :class:`TraceTable`; the table parses a column on first use, so a
+bad value in a column the scenario never reads is not an error. Every
+problem raises :class:`~cosim.hub.errors.ScenarioError` located at
+``path:line`` (line 1 is a CSV header).
+"""
+
+from __future__ import annotations
+
+import calendar
+import csv
+import json
+import math
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cosim.hub.config.quoting import may_quote, quoted
+from cosim.hub.config.workload import TimeUnit, TraceSource
+from cosim.hub.errors import ScenarioError
+
+_UNIT_NS = {"s": 1e9, "ms": 1e6, "us": 1e3}
+
+
+class TraceTable:
+    """The rows of one trace file, with columns parsed on demand.
+
+    Attributes:
+        label: the file as shown in error messages.
+        columns: column names (the CSV header, or keys of the first JSON row).
+    """
+
+    def __init__(self, label: str, columns: list[str], rows: list[dict[str, Any]], lines: list[int]) -> None:
+        self.label, self.columns = label, columns
+        self._rows, self._lines = rows, lines
+        self._parsed: dict[tuple[str, str], np.ndarray] = {}
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def has_column(self, name: str) -> bool:
+        return name in self.columns
+
+    def tokens(self, column: str) -> np.ndarray:
+        """A token-count column as int64 (integers >= 0)."""
+        return self._column(column, "tokens", _parse_tokens)
+
+    def times_ns(self, column: str, unit: TimeUnit) -> np.ndarray:
+        """An arrival-time column in integer nanoseconds (absolute; callers rebase)."""
+        if unit == "datetime":
+            return self._column(column, unit, _parse_datetime_ns)
+        if unit == "ns":
+            return self._column(column, unit, _parse_tokens)
+        scale = _UNIT_NS[unit]
+        return self._column(column, unit, lambda raw: round(_parse_float(raw) * scale))
+
+    def line(self, row: int) -> int:
+        """The file line of data row ``row``."""
+        return self._lines[row]
+
+    def names(self, column: str) -> list[str | None]:
+        """A column of names (a LoRA adapter's): per row, the text, or None where it is empty."""
+        if column not in self.columns:
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
+        out: list[str | None] = []
+        for row, line in zip(self._rows, self._lines):
+            raw = row.get(column)
+            if raw is not None and not isinstance(raw, str | int):
+                raise ScenarioError(f"{self.label}:{line}", f"{column}={quoted(raw, self.label)} is not a name")
+            out.append(str(raw).strip() or None if raw is not None else None)
+        return out
+
+    def token_ids(self, column: str) -> list[np.ndarray]:
+        """A token-ids column: per row, a JSON list of integers (or a space-separated string, in CSV)."""
+        if column not in self.columns:
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
+        out = []
+        for row, line in zip(self._rows, self._lines):
+            raw = row.get(column)
+            try:
+                ids = np.array(raw.split() if isinstance(raw, str) else raw, dtype=np.int64)
+                if ids.ndim != 1 or (ids < 0).any():
+                    raise ValueError("is not a list of token ids (integers >= 0)")
+            except (ValueError, TypeError, OverflowError) as err:
+                shown = quoted(raw, self.label)
+                shown = shown if len(shown) < 60 else f"{shown[:57]}..."
+                raise ScenarioError(f"{self.label}:{line}", f"{column}={shown} {err}") from None
+            out.append(ids)
+        return out
+
+    def _column(self, column: str, kind: str, parse: Callable[[Any], int]) -> np.ndarray:
+        key = (column, kind)
+        if key not in self._parsed:
+            if column not in self.columns:
+                raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
+            values = np.empty(len(self._rows), dtype=np.int64)
+            for i, row in enumerate(self._rows):
+                raw = row.get(column)
+                try:
+                    if raw is None or raw == "":
+                        raise ValueError("is empty")
+                    values[i] = parse(raw)
+                except (ValueError, TypeError, OverflowError) as err:
+                    raise ScenarioError(f"{self.label}:{self._lines[i]}",
+                                        f"{column}={quoted(raw, self.label)} {err}") from None
+            self._parsed[key] = values
+        return self._parsed[key]
+
+    def _columns_shown(self) -> str:
+        # The header is the file's text: a hub shows it only for files the submitter uploaded.
+        return f"; columns are {self.columns}" if may_quote(self.label) else ""
+
+
+def load_trace(source: TraceSource, base_dir: Path) -> TraceTable:
+    """Read the file ``source`` names; a relative path is taken from ``base_dir``.
+
+    Raises:
+        ScenarioError: missing or unreadable file, malformed row, no data rows.
+    """
+    path = Path(source.path).expanduser()
+    if not path.is_absolute():
+        path = base_dir / path
+    label = str(path)
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = _read_jsonl if source.format in ("jsonl", "mooncake") else _read_csv
+            columns, rows, lines = reader(handle, label)
+    except FileNotFoundError:
+        raise ScenarioError(label, f"trace file not found (looked for {path.resolve()})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ScenarioError(label, f"cannot read trace file: {err}") from None
+    if not rows:
+        raise ScenarioError(label, "trace file has no data rows")
+    return TraceTable(label, columns, rows, lines)
+
+
+def _read_csv(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+    reader = csv.reader(handle)
+    header = next(reader, None)
+    if not header:
+        raise ScenarioError(f"{label}:1", "empty trace file: expected a header row")
+    header = [name.strip() for name in header]
+    rows, lines = [], []
+    try:
+        for fields in reader:
+            if not fields:
+                continue  # blank line
+            if len(fields) != len(header):
+                shown = f" ({','.join(header)})" if may_quote(label) else ""
+                raise ScenarioError(f"{label}:{reader.line_num}",
+                                    f"expected {len(header)} fields{shown}, got {len(fields)}")
+            rows.append(dict(zip(header, fields, strict=True)))
+            lines.append(reader.line_num)
+    except csv.Error as err:
+        raise ScenarioError(f"{label}:{reader.line_num}", f"malformed CSV: {err}") from None
+    return header, rows, lines
+
+
+def _read_jsonl(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+    rows, lines = [], []
+    columns: list[str] = []
+    for number, text in enumerate(handle, start=1):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ScenarioError(f"{label}:{number}", f"not valid JSON: {err.msg}") from None
+        if not isinstance(row, dict):
+            raise ScenarioError(f"{label}:{number}", f"expected a JSON object, got {type(row).__name__}")
+        for key in row:
+            if key not in columns:
+                columns.append(key)
+        rows.append(row)
+        lines.append(number)
+    return columns, rows, lines
+
+
+def _parse_float(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise TypeError("is not a number")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError("is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError("is not a finite number")
+    return value
+
+
+def _parse_tokens(raw: Any) -> int:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    else:
+        number = _parse_float(raw)
+        if not number.is_integer():
+            raise ValueError("is not an integer")
+        value = int(number)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _parse_datetime_ns(raw: Any) -> int:
+    """'2023-11-16 18:15:46.6805900' -> integer ns since the epoch, read as UTC.
+
+    Fractions are kept to the nanosecond (datetime itself stops at microseconds).
+    """
+    if not isinstance(raw, str):
+        raise TypeError("is not a date-time string")
+    text = raw.strip()
+    base, _, frac = text.partition(".")
+    try:
+        if frac and not frac.isdigit():
+            stamp = datetime.fromisoformat(text)  # e.g. a time-zone suffix: microsecond precision
+            return _epoch_s(stamp) * 1_000_000_000 + stamp.microsecond * 1000
+        return _epoch_s(datetime.fromisoformat(base)) * 1_000_000_000 + int(frac[:9].ljust(9, "0") or 0)
+    except ValueError:
+        raise ValueError("is not an ISO date-time (YYYY-MM-DD HH:MM:SS[.fraction])") from None
+
+
+def _epoch_s(stamp: datetime) -> int:
+    if stamp.tzinfo is not None:
+        return calendar.timegm(stamp.utctimetuple())
+    return calendar.timegm(stamp.timetuple())

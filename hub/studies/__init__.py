@@ -1,0 +1,1 @@
+"""What a researcher does with the simulator: runs, sweeps, deployment searches, replays, comparisons, benchmarks."""

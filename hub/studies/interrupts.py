@@ -1,0 +1,95 @@
+"""SIGTERM handled like Ctrl-C: an exception in the main thread, so that every ``finally`` runs.
+
+Python turns SIGINT into KeyboardInterrupt; SIGTERM (``kill``, ``docker stop``,
+a batch scheduler's time limit) ends the process at once by default, leaving
+``command:`` backends orphaned and no partial run folder. Inside
+:func:`sigterm_raises`, SIGTERM raises :class:`Terminated`, a KeyboardInterrupt,
+so the paths that handle Ctrl-C handle it too; :func:`exit_code` gives the
+shell's code for either (130, 143). Inside :func:`held_between_events`, either
+waits for the end of the event being handled, so that a partial run's records are
+whole (a second one does not wait: an event stuck in a backend call ends at once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+from ..errors import CosimError
+
+
+class Interrupted(CosimError):
+    """What a run interrupted by Ctrl-C or SIGTERM reports in its summary.json (``error``)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process got SIGTERM."""
+
+    signum = signal.SIGTERM
+
+
+def signal_name(interrupt: BaseException) -> str:
+    """``SIGTERM`` for :class:`Terminated`, ``SIGINT`` for any other KeyboardInterrupt."""
+    return signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name
+
+
+def exit_code(interrupt: BaseException) -> int:
+    """128 + the signal's number, as a shell reports a process the signal ended."""
+    return 128 + int(getattr(interrupt, "signum", signal.SIGINT))
+
+
+def _raise_terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_raises() -> Iterator[None]:
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread (elsewhere: no change)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class HeldInterrupt:
+    """A Ctrl-C or SIGTERM held by :func:`held_between_events` (``interrupt``: None until one comes)."""
+
+    def __init__(self) -> None:
+        self.interrupt: KeyboardInterrupt | None = None
+
+
+@contextlib.contextmanager
+def held_between_events() -> Iterator[HeldInterrupt]:
+    """Within the block, Ctrl-C and SIGTERM (where they would raise: Python's Ctrl-C handler,
+    :func:`sigterm_raises`) are held in the yielded object for the event loop to raise between two
+    events; a second signal before then raises at once. Elsewhere than the main thread: no change."""
+    held = HeldInterrupt()
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        if held.interrupt is not None:
+            raise interrupt
+        held.interrupt = interrupt
+
+    raising: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _raise_terminated}
+    previous = {signum: signal.getsignal(signum) for signum in raising}
+    for signum, handler in raising.items():
+        if previous[signum] is handler:
+            signal.signal(signum, hold)
+    try:
+        yield held
+    finally:
+        for signum, handler in previous.items():
+            if handler is raising[signum]:
+                signal.signal(signum, handler)

@@ -1,0 +1,206 @@
+"""``cosim sweep``: one run per point of a grid of config values, tabulated and plotted.
+
+Main names: :func:`sweep` (``cosim.sweep``), :func:`parse_vary` and :func:`key_metrics`.
+Each ``--vary key=v1,v2,...`` names one config field in the dotted syntax of
+``--set``; several make a grid (points in ``itertools.product`` order: the last
+key varies fastest). The sweep folder
+holds one run folder per point, ``sweep.csv`` (one row per point: the varied
+values, then :data:`METRIC_COLUMNS`) and ``plots/latency_vs_load.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..config.scenario import load_config
+from ..errors import CosimError, ScenarioError
+from .provenance import check_run_folder
+from .validation import check_scenario
+
+log = logging.getLogger(__name__)
+
+SWEEP_CSV = "sweep.csv"
+# Columns of sweep.csv after the varied keys: where each comes from in summary.json.
+METRICS: dict[str, tuple[str, ...]] = {
+    "completed": ("requests", "completed"),
+    "ttft_s_mean": ("latency", "ttft_s", "mean"),
+    "ttft_s_p90": ("latency", "ttft_s", "p90"),
+    "tpot_s_mean": ("latency", "tpot_s", "mean"),
+    "tpot_s_p90": ("latency", "tpot_s", "p90"),
+    "e2e_s_mean": ("latency", "e2e_s", "mean"),
+    "e2e_s_p90": ("latency", "e2e_s", "p90"),
+    "throughput_requests_per_s": ("throughput", "requests_per_s"),
+    "throughput_output_tokens_per_s": ("throughput", "output_tokens_per_s"),
+    "goodput_requests_per_s": ("goodput_requests_per_s",),
+    "slo_attainment": ("slo_attainment",),
+    "energy_per_output_token_j": ("energy", "per_output_token_j"),
+    "tokens_per_j": ("energy", "tokens_per_j"),
+}
+METRIC_COLUMNS = tuple(METRICS)
+
+
+@dataclass(frozen=True)
+class Vary:
+    """One ``--vary``: a config key and its values (as written, and as YAML reads them)."""
+
+    key: str
+    texts: tuple[str, ...]
+
+    @property
+    def leaf(self) -> str:
+        """The last name of the key (``rate_per_s`` of ``workload.arrival.rate_per_s``)."""
+        return [p for p in re.split(r"\.|\[\d+\]", self.key) if p][-1]
+
+
+@dataclass
+class SweepResult:
+    """What a sweep produced.
+
+    Attributes:
+        rows: one dict per point (the columns of sweep.csv): ``point`` (its subfolder), the varied
+            keys with their values, :data:`METRIC_COLUMNS`, and ``error`` ("" when the run finished).
+        varies: the varied keys and values.
+        output_dir: the sweep folder.
+    """
+
+    rows: list[dict[str, Any]]
+    varies: list[Vary]
+    output_dir: Path
+    failed: list[str] = field(default_factory=list)
+
+
+def parse_vary(spec: str) -> Vary:
+    """Reads ``key=v1,v2,...`` (or ``key=[v1, v2]`` in YAML, for values holding commas).
+
+    Raises:
+        ScenarioError: no ``=``, or no values.
+    """
+    key, sep, raw = spec.partition("=")
+    key, raw = key.strip(), raw.strip()
+    if not sep or not key or not raw:
+        raise ScenarioError(f"--vary {spec}", "expected key=v1,v2,..., e.g. workload.arrival.rate_per_s=1,2,4,8")
+    try:
+        parsed = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        parsed = None
+    texts = [json.dumps(v) for v in parsed] if isinstance(parsed, list) else [t.strip() for t in raw.split(",")]
+    if not texts or any(not t for t in texts):
+        raise ScenarioError(f"--vary {spec}", "a value is empty; separate values by single commas")
+    return Vary(key, tuple(texts))
+
+
+def grid(varies: Sequence[Vary]) -> list[tuple[str, ...]]:
+    """Every point of the grid: one value text per vary, the last vary fastest."""
+    keys = [v.key for v in varies]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:
+        raise ScenarioError("--vary", f"{duplicated[0]} is varied twice; give all its values in one --vary")
+    return list(itertools.product(*(v.texts for v in varies)))
+
+
+def point_name(index: int, varies: Sequence[Vary], texts: Sequence[str]) -> str:
+    """The subfolder of a point, e.g. ``001-rate_per_s=2``."""
+    parts = "-".join(f"{v.leaf}={t}" for v, t in zip(varies, texts))
+    return f"{index:03d}-" + re.sub(r"[^A-Za-z0-9._=+-]", "_", parts)
+
+
+def key_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`METRICS` of a summary (None where it has none, e.g. TPOT of one-token answers)."""
+    row: dict[str, Any] = {}
+    for column, path in METRICS.items():
+        node: Any = summary
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        row[column] = node
+    return row
+
+
+def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | Path | None = None,
+          overrides: Sequence[str] = (), overwrite: bool = False, run_plots: bool = False, plots: bool = True,
+          command: Sequence[str] | None = None, in_process: bool = False,
+          on_point: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepResult:
+    """Runs ``config`` at every point of the grid ``vary`` spans.
+
+    Every point's config is validated before the first runs. A point whose run fails (a backend
+    error) keeps its partial run folder and an ``error`` in its row; the others still run.
+
+    Args:
+        config: the scenario YAML file.
+        vary: ``key=v1,v2,...`` specs (or parsed :class:`Vary`), one per varied key.
+        output_dir: the sweep folder (default: ``runs/sweep/<config file stem>``).
+        overrides: ``key=value`` assignments applied to every point, before its own.
+        overwrite: replace the files of a sweep folder (and its points') that exist (else refused).
+        run_plots: draw each point's own plots/*.png too (off by default: the slowest part of a run).
+        plots: draw the sweep's latency-vs-load plot.
+        command: the command line each point's run.json records.
+        in_process: call built-in and ``python:`` runtime backends without gRPC (as :func:`run`).
+        on_point: called with (point index, number of points, row) after each point.
+
+    Returns:
+        The rows, also written to ``sweep.csv``.
+
+    Raises:
+        ScenarioError: a bad ``--vary``, a point whose config is invalid, or a taken sweep folder.
+    """
+    from .runner import run  # late: the runner imports every backend
+
+    varies = [v if isinstance(v, Vary) else parse_vary(v) for v in vary]
+    if not varies:
+        raise ScenarioError("--vary", "give at least one --vary key=v1,v2,...")
+    points = grid(varies)
+    out = Path(output_dir) if output_dir is not None else Path("runs") / "sweep" / Path(config).stem
+    check_run_folder(out, overwrite=overwrite)
+    extra = [] if run_plots else ["output.plots=false"]
+    assignments = [[*overrides, *extra, *(f"{v.key}={t}" for v, t in zip(varies, texts))] for texts in points]
+    for texts, sets in zip(points, assignments):  # every problem before the first run
+        where = ", ".join(f"{v.key}={t}" for v, t in zip(varies, texts))
+        try:
+            scenario, _ = load_config(config, overrides=sets)
+            check_scenario(scenario, source=str(config))
+        except ScenarioError as err:
+            raise ScenarioError(f"sweep point {where}", str(err)) from None
+    base, _ = load_config(config, overrides=overrides)
+    result = SweepResult(rows=[], varies=varies, output_dir=out)
+    for index, (texts, sets) in enumerate(zip(points, assignments)):
+        name = point_name(index, varies, texts)
+        row: dict[str, Any] = {"point": name, **{v.key: t for v, t in zip(varies, texts)}}
+        try:
+            summary = run(config, overrides=sets, output_dir=out / name, overwrite=overwrite, command=command,
+                          in_process=in_process).summary
+            row |= key_metrics(summary) | {"error": ""}
+        except CosimError as err:
+            log.warning("sweep point %s failed: %s", name, err)
+            summary_file = out / name / "summary.json"
+            partial = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+            row |= key_metrics(partial) | {"error": str(err)}
+            result.failed.append(name)
+        result.rows.append(row)
+        if on_point is not None:
+            on_point(index, len(points), row)
+    write_sweep_csv(out / SWEEP_CSV, result.rows, varies)
+    if plots:
+        from ..metrics.comparison_plots import plot_latency_vs_load  # late: matplotlib takes 0.3 s
+
+        (out / "plots").mkdir(exist_ok=True)
+        plot_latency_vs_load(out / "plots" / "latency_vs_load.png", result.rows, [v.key for v in varies], base.slo)
+    return result
+
+
+def write_sweep_csv(path: Path, rows: Sequence[Mapping[str, Any]], varies: Sequence[Vary]) -> None:
+    """sweep.csv: ``point``, the varied keys, :data:`METRIC_COLUMNS`, ``error``; empty cells for None."""
+    header = ["point", *(v.key for v in varies), *METRIC_COLUMNS, "error"]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(["" if row.get(c) is None else row[c] for c in header])
