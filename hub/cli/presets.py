@@ -59,9 +59,9 @@ def device_rows(devices: list[tuple[DevicePreset, str]], every_source: bool) -> 
 
 def presets_command(args: argparse.Namespace) -> int:
     from ..config import presets
+    from ..config.loading import load_config
     from ..config.presets.user import UserPresets, inline_files
     from ..config.resolve import resolve_model
-    from ..config.scenario import load_config
     from ..errors import ScenarioError
 
     models: list[tuple[ModelPreset, str]] = [(m, "built-in") for m in presets.builtin_models()]

@@ -38,8 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def local_files(text: str, overrides: list[str], folder: Path) -> dict[str, bytes]:
     """The files the config (after ``overrides``) names that exist here, by path as written."""
+    from ..config.loading import apply_override
     from ..config.safe_yaml import load
-    from ..config.scenario import apply_override
     from ..service.uploads import collect_uploads
 
     data = load(text)
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from cosim.v1 import hub_service_pb2 as hub_pb
     from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 
-    from ..config.scenario import load_config
+    from ..config.loading import load_config
     from ..errors import ScenarioError
     from ..metrics import ProgressBar, format_table
     from ..service.auth import hub_channel, read_token

@@ -45,7 +45,7 @@ def describe(client: ClientCapacity) -> str:
 
 
 def validate_command(args: argparse.Namespace) -> int:
-    from ..config.scenario import ScenarioProblems, load_config
+    from ..config.loading import ScenarioProblems, load_config
     from ..errors import ScenarioError
     from ..studies.validation import resolve_scenario, session_problems, workload_problems
 

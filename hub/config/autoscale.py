@@ -1,8 +1,8 @@
 """The ``replicas:`` section of a client: an autoscaled pool of clones of it (docs/autoscaling.md).
 
-:class:`ReplicasConfig` holds the pool's bounds, its policy and its timing;
-:func:`replica_problems` the checks that need the whole scenario (the SLO a
-``slo`` policy reads, names, what a pool cannot be part of). The defaults
+:class:`ReplicasConfig` holds the pool's bounds, its policy and its timing; the checks that need
+the whole scenario (the SLO a ``slo`` policy reads, names, what a pool cannot be part of) are
+:mod:`.scenario`'s. The defaults
 follow Kubernetes' Horizontal Pod Autoscaler (``kube-controller-manager``
 flags and ``HPA behavior``, https://kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/):
 a 15 s sync period, a 10 % tolerance and a 300 s scale-down stabilization window.
@@ -10,16 +10,12 @@ a 15 s sync period, a 10 % tolerance and a 300 s scale-down stabilization window
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import Field, model_validator
 
 from .bounds import MAX_GBPS, MIN_GBPS
 from .frozen import FieldProblem, FrozenModel
-
-if TYPE_CHECKING:
-    from .scenario import ScenarioConfig
 
 Policy = Literal["queue", "concurrency", "utilization", "slo"]
 
@@ -90,33 +86,3 @@ class ReplicasConfig(FrozenModel):
     def initial_replicas(self) -> int:
         """Replicas ready at t=0."""
         return self.initial if self.initial is not None else self.min
-
-
-def replica_problems(config: ScenarioConfig) -> list[tuple[str, str]]:
-    """(config path, problem) of every pool that its scenario cannot run."""
-    problems: list[tuple[str, str]] = []
-    names = [c.name for c in config.clients]
-    for i, client in enumerate(config.clients):
-        replicas = client.replicas
-        if replicas is None:
-            continue
-        where = f"clients[{i}].replicas"
-        if client.kind != "llm":
-            problems.append((where, f"only llm clients scale; this one is kind {client.kind!r}"))
-        if client.dp_group is not None:
-            problems.append((where, "the ranks of a dp_group step in lock-step and do not scale alone; remove "
-                                    "dp_group or replicas"))
-        if config.network.backend is not None:
-            problems.append((where, "a network backend's topology is fixed when the run starts; replicas come "
-                                    "and go (use network.link)"))
-        if replicas.policy == "slo" and not any(config.slo.values()):
-            problems.append((f"{where}.policy", "slo scales on the scenario's slo, which is empty; give one, e.g. "
-                                                "slo: {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}"))
-        clone = re.compile(rf"{re.escape(client.name)}-\d+")
-        taken = [n for n in names if clone.fullmatch(n)]
-        if taken:
-            problems.append((f"clients[{i}].name", f"{client.name!r} names replicas {client.name}-0, "
-                                                    f"{client.name}-1, ...; another client is called {taken[0]!r}"))
-        if client.name in config.router.heavy_clients:
-            problems.append(("router.heavy_clients", f"{client.name!r} is a pool of replicas, not one client"))
-    return problems

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from collections.abc import Sequence
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -15,6 +16,14 @@ class FieldProblem(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field, self.message = field, message
+
+
+class Problems(ValueError):
+    """Cross-field problems of one model, each already located by its path (see :mod:`.loading`)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{where}: {what}" for where, what in problems))
+        self.problems = list(problems)
 
 
 def _numeric(annotation: Any) -> bool:

@@ -24,7 +24,8 @@ from . import memory, presets
 from .bounds import MAX_BYTES, MAX_GBPS, MAX_UINT32, MIN_GBPS
 from .presets.hf import from_hf_config
 from .presets.user import find_device, find_model
-from .scenario import ClientConfig, ClientHardware, ScenarioConfig
+from .scenario import ScenarioConfig
+from .sections import ClientConfig, ClientHardware
 
 DTYPE_BYTES = {"fp32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0}
 FIDELITY = {v: k.removeprefix("FIDELITY_").lower() for k, v in pb.Fidelity.items()}

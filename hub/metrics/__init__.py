@@ -11,13 +11,13 @@
 - :func:`validate_slo`, :func:`request_metrics`: for config checks and notebooks.
 """
 
+from ..config.slo import SLO_METRICS, SLO_STATISTICS, validate_slo
 from .benchmark import benchmark_text
 from .breakdown import plot_breakdown, stage_breakdown, stage_table
 from .html import write_report_html
 from .progress import ProgressBar
 from .report import format_table
 from .run_folder import summary_json, write_run_folder
-from .slo import SLO_METRICS, SLO_STATISTICS, validate_slo
 from .stats import RequestMetrics, request_metrics
 from .summary import attributed_client, summarize
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from ..config.slo import STATISTICS
 from ..sim.records import RequestRecord
 
 NS_PER_S = 1_000_000_000
 SIGNIFICANT_DIGITS = 9
 # Statistics a latency block reports (and an SLO may constrain).
-STATISTICS = ("mean", "p50", "p90", "p99", "max")
 LATENCY_METRICS = ("ttft_s", "tpot_s", "e2e_s", "queue_s", "tbt_max_s")
 
 

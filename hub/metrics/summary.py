@@ -33,12 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from ..config.slo import Slo, validate_slo
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .benchmark import benchmark_block
 from .energy import client_energy, run_energy
 from .itl import itl_block, merged_gaps
 from .request_table import RequestTable, attributed_client
-from .slo import Slo, meets_slo, slo_report, validate_slo
+from .slo import meets_slo, slo_report
 from .stats import NS_PER_S, RequestMetrics, clean, latency_block
 
 __all__ = ["attributed_client", "client_names", "summarize", "summarize_table"]

@@ -46,8 +46,9 @@ from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
 
 from ..config import safe_yaml
+from ..config.loading import apply_override, parse_config
 from ..config.quoting import quoting_only_under
-from ..config.scenario import ScenarioConfig, apply_override, parse_config
+from ..config.scenario import ScenarioConfig
 from ..errors import BackendError, CosimError, HubError, ScenarioError
 from ..studies.runner import run
 from .auth import TokenInterceptor

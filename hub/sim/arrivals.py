@@ -3,19 +3,23 @@
 A run of a million requests cannot hold a record (and a heap event) per request from the start:
 :class:`PendingRequests` keeps the generated specs as numpy columns (and the few distinct pipelines
 once each), and makes each request's :class:`~cosim.hub.sim.records.RequestRecord` only when its
-arrival is scheduled, one at a time, in id (= arrival) order.
+arrival is scheduled, one at a time, in id (= arrival) order. :func:`scenario_requests` draws them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .pipelines import Pipeline
+from ..config.scenario import ScenarioConfig
+from ..config.templates import resolve_templates
+from .conversations import SessionSource
+from .pipelines import Pipeline, assign_pipelines, session_pipeline
 from .records import RequestRecord
-from .workload import RequestSpec
+from .workload import RequestSpec, generate_requests
 
 
 def _objects(specs: Sequence[RequestSpec], name: str) -> list[Any] | None:
@@ -80,3 +84,22 @@ class PendingRequests:
         times = self._ints["arrival_ns"][models[self._pipeline_index]] if len(self._pipelines) else \
             np.zeros(0, np.int64)
         return np.sort(times, kind="stable")
+
+
+def scenario_requests(config: ScenarioConfig, rng: np.random.Generator,
+                      base_dir: Path) -> tuple[list[RequestSpec], list[Pipeline]]:
+    """A scenario's requests and their pipelines, as a run draws them from ``rng`` (the generator
+    seeded with ``config.seed``): the workload, then a template per request by weight. With
+    ``workload.sessions``, every turn known before the run (at arrival 0: the admission checks'
+    list; :mod:`cosim.hub.sim.conversations` releases them).
+
+    Raises:
+        ScenarioError: see :func:`cosim.hub.sim.workload.generate_requests`.
+    """
+    default_model = next(c.model for c in config.clients if c.kind == "llm")
+    if config.workload.sessions is not None:  # every turn known ahead (hub/sim/conversations.py runs them)
+        turns = SessionSource(config.workload, config.seed, base_dir).check_specs()
+        return turns, [session_pipeline(str(default_model))] * len(turns)
+    specs = generate_requests(config.workload, rng, base_dir=base_dir)
+    weights = config.workload.templates or {"chat": 1.0}
+    return assign_pipelines(specs, weights, resolve_templates(config.templates), rng, default_model=str(default_model))

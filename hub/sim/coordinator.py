@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from ..config.templates import LLM_STAGES
 from ..errors import ScenarioError
 from ..metrics.request_table import RequestColumns, RequestTable
 from .admission import check_requests, route_for
@@ -33,7 +34,7 @@ from .clients.llm import LLMClient
 from .clients.service import ServiceClient
 from .clients.stages import KVRetrievalTimer, RagStageTimer
 from .kernel import ARRIVAL, Kernel
-from .pipelines import LLM_STAGES, Pipeline, decode_kind
+from .pipelines import Pipeline, decode_kind
 from .records import RequestRecord, StageRecord
 from .request_log import RequestLog, RequestView
 from .router import Router

@@ -28,7 +28,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
-from ..config.scenario import RouterConfig
+from ..config.sections import RouterConfig
 from .clients.llm import DP_WAITING_WEIGHT
 from .records import RequestRecord, StageRecord
 from .scheduling import Sequence as Sequence_

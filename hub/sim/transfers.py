@@ -14,7 +14,7 @@ import itertools
 from cosim.v1 import network_service_pb2 as net_pb
 
 from ..backends.rpc import NetworkClient
-from ..config.scenario import LinkConfig
+from ..config.sections import LinkConfig
 from .kernel import DONE, Kernel
 from .timesync import OnDone, TimeSync
 

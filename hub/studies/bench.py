@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import native
-from ..config.scenario import load_config
+from ..config.loading import load_config
 from ..errors import ScenarioError
 from .runner import Simulation, backend_names, started_backends
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..config.scenario import load_config
+from ..config.loading import load_config
 from .bench import BENCH_DIR
 from .runner import Simulation, backend_names, started_backends
 

@@ -9,6 +9,7 @@ and runs the event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,13 +33,16 @@ from ..config.resolve import (
     session_options,
     weight_bytes_per_device,
 )
-from ..config.scenario import ClientConfig, ScenarioConfig
+from ..config.scenario import ScenarioConfig
+from ..config.sections import ClientConfig
 from ..errors import CosimError, HubError, ScenarioError, open_or_blame
 from ..metrics import ProgressBar
+from ..metrics.autoscaling_block import autoscaling_block
 from ..metrics.request_table import RequestTable
 from ..metrics.summary import summarize_table
 from ..sim.admission import ClientLimits
-from ..sim.autoscale import Autoscaler, ReplicaPool, autoscaling_block, provisioning_ns
+from ..sim.arrivals import scenario_requests
+from ..sim.autoscale import Autoscaler, ReplicaPool, provisioning_ns
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
 from ..sim.clients.llm import LLMClient
@@ -48,7 +52,7 @@ from ..sim.clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTim
 from ..sim.conversations import SessionDriver, SessionSource
 from ..sim.coordinator import Coordinator
 from ..sim.kernel import Kernel
-from ..sim.pipelines import Pipeline, scenario_requests, session_pipeline
+from ..sim.pipelines import Pipeline, session_pipeline
 from ..sim.power import StepEnergy, device_power, model_intensity
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from ..sim.request_log import KEEP_IN_MEMORY
@@ -58,6 +62,7 @@ from ..sim.scheduling.lora import LoraSlots, LoraSpec
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
 from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
+from ..timing.step_timer import StepTimer
 from .interrupts import held_between_events
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
@@ -197,12 +202,14 @@ class Simulation:
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill", lora=_lora_slots(cfg, model),
                               speculation=speculation)
-        return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, session=proxy, sink=self.coordinator,
-                         serves=_SERVES[cfg.role], collectives_ns=self._collectives_ns(cfg), energy=energy,
-                         host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
-                         decode_runs=proxy.lookahead and speculation is None,
-                         group=self.groups[cfg.dp_group] if cfg.dp_group is not None else None,
-                         host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches),
+        clock = functools.partial(
+            StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
+            host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
+            decode_runs=proxy.lookahead and speculation is None,
+            host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
+        group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None
+        return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, clock=clock, sink=self.coordinator,
+                         serves=_SERVES[cfg.role], group=group,
                          limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable))
 
     def _build_pool(self, index: int, cfg: ClientConfig) -> ReplicaPool:

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..config.scenario import load_config
+from ..config.loading import load_config
 from ..errors import CosimError, ScenarioError
 from .provenance import check_run_folder
 from .validation import check_scenario

@@ -26,6 +26,7 @@ import numpy as np
 from cosim.v1 import types_pb2 as pb
 
 from ..config import presets
+from ..config.loading import ScenarioProblems, load_config, parse_config, scenario_folder
 from ..config.memory import KVMemory
 from ..config.resolve import (
     device_spec,
@@ -40,17 +41,11 @@ from ..config.resolve import (
     runtime_session_spec,
     weight_bytes_per_device,
 )
-from ..config.scenario import (
-    ClientConfig,
-    ScenarioConfig,
-    ScenarioProblems,
-    load_config,
-    parse_config,
-    scenario_folder,
-)
+from ..config.scenario import ScenarioConfig
+from ..config.sections import ClientConfig
 from ..errors import ScenarioError
 from ..sim.admission import ClientLimits, check_requests, route_for
-from ..sim.pipelines import scenario_requests
+from ..sim.arrivals import scenario_requests
 from .session_probe import BuiltinSessions
 
 __all__ = ["ClientCapacity", "Resolution", "ScenarioProblems", "check_scenario", "resolve_scenario", "validate",

@@ -30,22 +30,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
-from typing import Protocol
 
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
+from ..sim.ports import Settled
 from ..sim.power import StepEnergy, StepJoules
 from ..sim.scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
 from .cache import RuntimeSessionProxy
 from .forecast import Forecast, predict
 
-__all__ = ["Settled", "StepTimer", "predict"]
-
-
-class Settled(Protocol):
-    """Called with a decode run's sequences, its steps applied, their longest step and the last's end."""
-
-    def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
+__all__ = ["StepTimer", "predict"]
 
 
 class StepTimer:
@@ -67,6 +61,10 @@ class StepTimer:
         max_lookahead: most batches predicted per call (0: none).
         decode_runs: take decode runs in bulk; off, every step is formed and updated one by one
             (what the byte-identity tests compare against).
+        alone: the client steps on its own; in a data-parallel lock-step group a step's time depends
+            on the other ranks' batches, unknown ahead, so nothing is predicted.
+        overlapping: the client's steps overlap (pipeline micro-batches): neither predictions nor
+            decode runs apply.
     """
 
     # A forecast longer than this is made again from the step in flight (bounds its memory).
@@ -75,8 +73,12 @@ class StepTimer:
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy, settled: Settled,
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
                  next_arrival_ns: Callable[[int], int | None] | None = None, energy: StepEnergy | None = None,
-                 max_lookahead: int = 256,
-                 decode_runs: bool = True, host_time: HostTime | None = None, drafter: Drafter | None = None) -> None:
+                 max_lookahead: int = 256, decode_runs: bool = True, host_time: HostTime | None = None,
+                 drafter: Drafter | None = None, alone: bool = True, overlapping: bool = False) -> None:
+        if not alone or overlapping:
+            max_lookahead = 0
+        if overlapping:
+            decode_runs = False
         self.name, self.scheduler, self.session, self.settled = name, scheduler, session, settled
         self.host_time, self.drafter = host_time, drafter
         self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps

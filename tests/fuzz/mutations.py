@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 import cosim
-from cosim.hub.config.scenario import parse_config
+from cosim.hub.config.loading import parse_config
 from cosim.hub.errors import CosimError, HubError, ScenarioError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ import pytest
 import cosim
 from cosim.hub.cli import main
 from cosim.hub.config.autoscale import ReplicasConfig
-from cosim.hub.config.scenario import ScenarioProblems, parse_config
+from cosim.hub.config.loading import ScenarioProblems, parse_config
 from cosim.hub.sim.autoscale.policy import Recommender
 from cosim.hub.sim.records import RequestRecord
 from tests.scenarios.helpers import scenario

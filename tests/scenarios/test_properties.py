@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cosim.hub.config.scenario import parse_config
+from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics import summary_json
 from cosim.hub.sim.clients.llm import LOAD_METRICS
 from cosim.hub.studies.runner import Simulation, started_backends

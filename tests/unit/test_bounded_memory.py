@@ -10,7 +10,7 @@ import pytest
 
 import cosim
 import cosim.hub.studies.simulation as simulation_module
-from cosim.hub.config.scenario import parse_config
+from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.sim.records import ClientTimeline
 from cosim.hub.sim.spill import INT8, INT64, SpillRows

@@ -21,8 +21,8 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cosim.hub.cli import main as cli_main
+from cosim.hub.config.loading import load_config
 from cosim.hub.config.safe_yaml import MAX_DEPTH
-from cosim.hub.config.scenario import load_config
 from cosim.hub.errors import ScenarioError
 from cosim.hub.service.auth import hub_channel, read_token, server_credentials
 from cosim.hub.service.backend_registry import BackendRegistry

@@ -8,8 +8,8 @@ import pytest
 
 import cosim
 from cosim.hub.config import memory
+from cosim.hub.config.loading import parse_config
 from cosim.hub.config.presets import get_model
-from cosim.hub.config.scenario import parse_config
 from cosim.hub.config.scheduler import SchedulerConfig
 from cosim.hub.studies.validation import ClientCapacity, resolve_scenario
 

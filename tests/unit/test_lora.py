@@ -13,10 +13,12 @@ import pytest
 from cosim.adapters.roofline.backend import open_model
 from cosim.adapters.roofline.estimator import estimate
 from cosim.adapters.roofline.operators import batch_stats, lora_adapters
+from cosim.hub.config.loading import parse_config
 from cosim.hub.config.memory import lora_adapter_bytes
 from cosim.hub.config.presets import get_model
 from cosim.hub.config.resolve import device_spec, kv_memory_of
-from cosim.hub.config.scenario import ClientConfig, SchedulerConfig, parse_config
+from cosim.hub.config.scenario import SchedulerConfig
+from cosim.hub.config.sections import ClientConfig
 from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence

@@ -11,10 +11,10 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
+from cosim.hub.config.loading import ScenarioProblems, load_config, parse_config
 from cosim.hub.config.presets import builtin_devices, builtin_models, get_model
 from cosim.hub.config.presets.hf import from_hf_config
 from cosim.hub.config.resolve import resolve_device, resolve_model
-from cosim.hub.config.scenario import ScenarioProblems, load_config, parse_config
 from tests.scenarios.helpers import scenario
 
 # The config.json keys of each model, as on huggingface.co (the fields the mapping reads).

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from cosim.hub.config.scenario import RouterConfig
+from cosim.hub.config.sections import RouterConfig
 from cosim.hub.sim.router import Router
 
 

@@ -11,9 +11,9 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
-from cosim.hub.config.scenario import ScenarioProblems, load_config, parse_config
+from cosim.hub.config.loading import ScenarioProblems, load_config, parse_config
+from cosim.hub.config.slo import slo_problems, validate_slo
 from cosim.hub.errors import ScenarioError
-from cosim.hub.metrics.slo import slo_problems, validate_slo
 from cosim.hub.studies.validation import resolve_scenario, validate_scenario
 
 ROOT = Path(__file__).resolve().parents[2]

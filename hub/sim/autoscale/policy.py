@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ...config.autoscale import ReplicasConfig
-from ...metrics.slo import Slo, meets_slo
+from ...config.slo import Slo
+from ...metrics.slo import meets_slo
 from ...metrics.stats import request_metrics
 from ..records import RequestRecord
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ...config.autoscale import ReplicasConfig
-from ...metrics.slo import Slo
+from ...config.slo import Slo
 from ..clients.llm import LLMClient
 from ..kernel import DONE, WAKE, Kernel
 from ..records import RequestRecord

@@ -12,9 +12,9 @@ drafts (vLLM proposes them in the same step, ``propose_draft_token_ids``):
 
 from __future__ import annotations
 
-from ...timing.cache import RuntimeSessionProxy
+from ...config.speculative import SpeculativeConfig
+from ..ports import StepTimes
 from ..scheduling import ScheduledBatch
-from ..scheduling.speculative import SpeculativeConfig
 
 
 class Drafter:
@@ -25,7 +25,7 @@ class Drafter:
         session: the drafter model's runtime session (``draft_model``, ``mtp``); None for ``ngram``.
     """
 
-    def __init__(self, config: SpeculativeConfig, session: RuntimeSessionProxy | None = None) -> None:
+    def __init__(self, config: SpeculativeConfig, session: StepTimes | None = None) -> None:
         self.k, self.per_seq_ns = config.num_speculative_tokens, config.propose_ns_per_seq
         self.session = session
 

@@ -1,12 +1,13 @@
 """An LLM client: a scheduler and a cluster, stepping one batch at a time.
 
-At a wake-up the client asks its :class:`StepTimer` for the next step (which
-the scheduler forms) and how long it takes, and schedules the step's end.
-There the scheduler applies the step (:meth:`Scheduler.update`), and the
-client records what happened on the requests (tokens, first-token and
-between-token times, stages) and hands finished stages to the coordinator.
-What a step holds is :mod:`cosim.hub.sim.scheduling.scheduler`'s business; how
-long it takes, :mod:`.step_timer`'s.
+At a wake-up the client asks its step clock (:class:`cosim.hub.sim.ports.StepClock`)
+for the next step (which the scheduler forms) and how long it takes, and
+schedules the step's end. There the scheduler applies the step
+(:meth:`Scheduler.update`), and the client records what happened on the
+requests (tokens, first-token and between-token times, stages) and hands
+finished stages to the coordinator. What a step holds is
+:mod:`cosim.hub.sim.scheduling.scheduler`'s business; how long it takes,
+:mod:`cosim.hub.timing`'s.
 """
 
 from __future__ import annotations
@@ -14,22 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from ...timing.cache import RuntimeSessionProxy
-from ...timing.step_timer import StepTimer
 from ..admission import ClientLimits
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
-from ..power import StepEnergy
+from ..ports import MakeStepClock
 from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
 from ..scheduling.lora import LoraStats
-from .drafter import Drafter
-from .host import HostTime
-
-if TYPE_CHECKING:
-    from .lockstep import LockStepGroup
+from .lockstep import LockStepGroup
 
 # Router load metrics (config `router.load_metric`, ``stages`` for least_outstanding, ``dp_score`` for vllm_dp,
 # ``prefill_tokens`` and ``kv_blocks`` for prefix_aware).
@@ -55,45 +50,29 @@ class LLMClient:
         info: static facts for reports.
         kernel: the event kernel.
         scheduler: batching and KV state.
-        session: the runtime session timing its steps.
+        clock: builds the step clock that forms and times its steps (:mod:`cosim.hub.sim.ports`).
         sink: takes finished stages (and forecasts arrivals for lookahead).
         serves: stage kinds this client serves (``prefill``, ``decode``).
-        collectives_ns: the network backend's time of a step's collectives, if it times them.
-        host_bandwidth_gbps: device-host bandwidth for swapped KV.
-        max_lookahead: most future batches predicted per step (0: none).
-        decode_runs: advance decode runs in bulk (see :mod:`.step_timer`).
         group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
-        energy: the energy model of its steps (:mod:`cosim.hub.sim.power`); None: only what the backend reports.
-        host_time: the host time each step exposes (:mod:`.host`); None: none.
-        drafter: its speculative drafter's timing (:mod:`.drafter`); None: no speculation.
         limits: what it can hold of one request (:mod:`cosim.hub.sim.admission`), checked as requests
             reach it; None: unchecked.
     """
 
-    def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, session: RuntimeSessionProxy,
-                 sink: StageSink, serves: frozenset[str], collectives_ns: Callable[[int], int] | None = None,
-                 host_bandwidth_gbps: float = 25.0, max_lookahead: int = 256, decode_runs: bool = True,
-                 drafter: Drafter | None = None,
-                 energy: StepEnergy | None = None,
-                 group: LockStepGroup | None = None, host_time: HostTime | None = None,
+    def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, clock: MakeStepClock,
+                 sink: StageSink, serves: frozenset[str], group: LockStepGroup | None = None,
                  limits: ClientLimits | None = None) -> None:
         self.info, self.name = info, info.name
         self.limits = limits
         self.group = group
         if group is not None:
             group.join(self)
-            max_lookahead = 0  # a step's time depends on the other ranks' batches, unknown ahead
         self.micro_batches = scheduler.micro_batches
-        if self.micro_batches > 1:  # steps overlap: neither predictions nor decode runs apply
-            max_lookahead, decode_runs = 0, False
         self._in_flight = 0  # micro-batches in the pipeline
         self._stage_free_ns = 0  # when its first stage can take the next one
         self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
-        self.timer = StepTimer(name=self.name, scheduler=scheduler, session=session, settled=self._record_run,
-                               collectives_ns=collectives_ns, host_bandwidth_gbps=host_bandwidth_gbps, energy=energy,
-                               next_arrival_ns=forecast, max_lookahead=max_lookahead, decode_runs=decode_runs,
-                               host_time=host_time, drafter=drafter)
+        self.timer = clock(scheduler=scheduler, settled=self._record_run, next_arrival_ns=forecast,
+                           alone=group is None, overlapping=self.micro_batches > 1)
         self.timeline = ClientTimeline()
         if scheduler.speculation is not None:
             self.timeline.speculative = scheduler.spec_stats
@@ -206,7 +185,7 @@ class LLMClient:
 
     def _run_alone(self) -> None:
         """Takes the decode run's steps that end before anything else happens in the simulation
-        in one go (:meth:`StepTimer.run_ahead`), and records them as :meth:`end_step` records a
+        in one go (:meth:`StepClock.run_ahead`), and records them as :meth:`end_step` records a
         run's step, each end and the wake-up after it counted as the events they stand for."""
         kernel, timeline = self.kernel, self.timeline
         start = kernel.now_ns

@@ -19,13 +19,21 @@ never the slowest.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..kernel import DONE, WAKE, Kernel
 from ..scheduling import ScheduledBatch
 
-if TYPE_CHECKING:
-    from .llm import LLMClient
+
+class Rank(Protocol):
+    """One rank of a group: an LLM client (:class:`.llm.LLMClient`), as the group steps it."""
+
+    def begin_step(self) -> ScheduledBatch | None: ...
+
+    def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Sequence[int] = ()) -> int: ...
+
+    def end_step(self, batch: ScheduledBatch, start_ns: int) -> None: ...
 
 
 class LockStepGroup:
@@ -38,13 +46,13 @@ class LockStepGroup:
 
     def __init__(self, name: str, kernel: Kernel) -> None:
         self.name, self.kernel = name, kernel
-        self.members: list[LLMClient] = []
+        self.members: list[Rank] = []
         self.busy = False
         self.num_steps = 0
         self._wake_pending = False
         self._wake_label, self._done_label = f"wake {name}", f"step done {name}"
 
-    def join(self, client: LLMClient) -> None:
+    def join(self, client: Rank) -> None:
         self.members.append(client)
 
     def wake(self) -> None:

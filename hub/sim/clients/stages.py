@@ -24,8 +24,8 @@ from cosim.v1 import memory_service_pb2 as mem_pb
 
 from ...backends.rpc import MemoryClient
 from ...config.stages import KVRetrievalConfig, RagConfig, ServiceTimeConfig
-from ...timing.cache import RuntimeSessionProxy
 from ..kernel import DONE, Kernel
+from ..ports import StepTimes
 from ..records import RequestRecord, StageRecord
 from ..timesync import TimeSync
 
@@ -52,7 +52,7 @@ class LinearStageTimer:
     """
 
     def __init__(self, kernel: Kernel, kind: str, service: ServiceTimeConfig,
-                 model_timing: RuntimeSessionProxy | None = None) -> None:
+                 model_timing: StepTimes | None = None) -> None:
         self.kernel, self.kind, self.service, self.model_timing = kernel, kind, service, model_timing
 
     def serve(self, request: RequestRecord, finish: Callable[[], None]) -> None:
@@ -72,7 +72,7 @@ class RagStageTimer:
     and ``rag:retrieval`` inside the request's ``rag`` stage.
     """
 
-    def __init__(self, kernel: Kernel, client: str, config: RagConfig, embedding: RuntimeSessionProxy, *,
+    def __init__(self, kernel: Kernel, client: str, config: RagConfig, embedding: StepTimes, *,
                  embed_device: str, retrieval_peak_tflops: float, retrieval_bandwidth_gbps: float,
                  max_query_tokens: int | None = None, embed_bytes_per_value: float = 4.0) -> None:
         self.kernel, self.client, self.config, self.embedding = kernel, client, config, embedding

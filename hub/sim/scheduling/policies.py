@@ -26,13 +26,24 @@ sequences simply end after the first token, or arrive with the prompt's KV.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 from ...config.scheduler import SchedulerConfig
 from .batch import ScheduledBatch
+from .sequence import Sequence
 
-if TYPE_CHECKING:
-    from .scheduler import Scheduler
+
+class Moves(Protocol):
+    """What a policy forms a step from: a scheduler's queues and its two moves (:class:`.scheduler.Scheduler`)."""
+
+    running: list[Sequence]
+    waiting: list[Sequence]
+
+    def schedule_running(self, batch: ScheduledBatch, *, budget: int | None,
+                         max_chunk_tokens: int = 0) -> ScheduledBatch: ...
+
+    def admit(self, batch: ScheduledBatch, *, budget: int, whole_prompts: bool, max_chunk_tokens: int = 0,
+              reserve_whole_prompt: bool = False) -> ScheduledBatch: ...
 
 
 class BatchingPolicy(ABC):
@@ -51,7 +62,7 @@ class BatchingPolicy(ABC):
         self.token_budget = config.max_num_batched_tokens
 
     @abstractmethod
-    def form(self, s: Scheduler) -> ScheduledBatch:
+    def form(self, s: Moves) -> ScheduledBatch:
         """The next step of ``s`` (possibly empty: nothing can run)."""
 
     def decodes_all(self, num_running: int) -> bool:
@@ -63,7 +74,7 @@ class Static(BatchingPolicy):
     name = "static"
     admits_while_running = False
 
-    def form(self, s: Scheduler) -> ScheduledBatch:
+    def form(self, s: Moves) -> ScheduledBatch:
         if s.running:
             return s.schedule_running(ScheduledBatch(queue_blocked=bool(s.waiting)), budget=None)
         return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
@@ -72,7 +83,7 @@ class Static(BatchingPolicy):
 class Continuous(BatchingPolicy):
     name = "continuous"
 
-    def form(self, s: Scheduler) -> ScheduledBatch:
+    def form(self, s: Moves) -> ScheduledBatch:
         batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
         if batch.seqs:
             return batch
@@ -82,7 +93,7 @@ class Continuous(BatchingPolicy):
 class Mixed(BatchingPolicy):
     name = "mixed"
 
-    def form(self, s: Scheduler) -> ScheduledBatch:
+    def form(self, s: Moves) -> ScheduledBatch:
         batch = s.schedule_running(ScheduledBatch(), budget=None)
         return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=True)
 
@@ -95,7 +106,7 @@ class Chunked(BatchingPolicy):
         self.token_budget = config.chunk_size or config.max_num_batched_tokens
         self.max_chunk_tokens = config.long_prefill_token_threshold
 
-    def form(self, s: Scheduler) -> ScheduledBatch:
+    def form(self, s: Moves) -> ScheduledBatch:
         cap = self.max_chunk_tokens
         batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget, max_chunk_tokens=cap)
         if batch.preempted:

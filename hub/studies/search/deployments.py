@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...config.scenario import parse_config
+from ...config.loading import parse_config
 from ...sim.workload import generate_requests
 from .executors import Checkpoint, Row, payload, run_sweep
 from .planner import search_bounded

@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...config.slo import validate_slo
 from ...errors import ScenarioError
-from ...metrics.slo import validate_slo
 from . import scenario as sc
 from .stats import Bound, Verdict, bounds, judge, point_feasible
 

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...config.loading import parse_config
 from ...config.resolve import kv_capacity_blocks, resolve_hardware, resolve_model
-from ...config.scenario import parse_config
 from ...errors import CosimError, ScenarioError
 from . import scenario as sc
 from .executors import Checkpoint, Row, base_row, result_row

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ...config.scenario import ScenarioConfig, load_config, parse_config
+from ...config.loading import load_config, parse_config
+from ...config.scenario import ScenarioConfig
 from ...errors import CosimError, HubError, ScenarioError
 from ...sim.workload import generate_requests
 from ...timing.cache import SharedTimings

@@ -1,0 +1,82 @@
+"""What the simulation asks of timing, as protocols: the seam between :mod:`cosim.hub.sim` and :mod:`cosim.hub.timing`.
+
+The simulator decides what a step holds and what it does to the requests; how long it lasts, and how
+cheaply that is found out, is the timing layer's business. The simulator sees only these protocols,
+so it never imports the timing layer; the assembly (:mod:`cosim.hub.studies.simulation`) plugs in
+:class:`cosim.hub.timing.step_timer.StepTimer` and :class:`cosim.hub.timing.cache.RuntimeSessionProxy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from typing import Protocol
+
+from .power import StepJoules
+from .scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+
+
+class Timed(Protocol):
+    """A backend's answer for one step, as far as the simulation reads it."""
+
+    @property
+    def duration_ns(self) -> int: ...
+
+
+class StepTimes(Protocol):
+    """A runtime session: how long a step of given new and context tokens per sequence takes."""
+
+    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int) -> Timed: ...
+
+
+class Settled(Protocol):
+    """Records steps the timing layer applied in bulk: a decode run's sequences, its steps applied,
+    their longest step and the last's end (each sequence sampled a token per step)."""
+
+    def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
+
+
+class StepClock(Protocol):
+    """Forms one LLM client's steps and times them (:class:`cosim.hub.timing.step_timer.StepTimer`).
+
+    The client begins a step, asks its duration, and ends it at that time; the clock may apply steps
+    of a decode run in bulk (reported through :class:`Settled`), never changing what they do.
+    """
+
+    @property
+    def run_seqs(self) -> list[Sequence] | None: ...
+
+    def begin(self) -> ScheduledBatch | None: ...
+
+    def in_run(self, batch: ScheduledBatch) -> bool: ...
+
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int,
+                    dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]: ...
+
+    def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None: ...
+
+    def run_ahead(self, start_ns: int, horizon_ns: int,
+                  stopping: Callable[[], bool]) -> list[tuple[int, StepJoules, int]]: ...
+
+    def interrupt(self) -> None: ...
+
+    def forget_forecast(self) -> None: ...
+
+    def settle(self) -> None: ...
+
+
+class MakeStepClock(Protocol):
+    """Builds a client's :class:`StepClock` over its scheduler.
+
+    Args:
+        scheduler: the client's scheduler.
+        settled: records a decode run's steps on the requests when they are applied.
+        next_arrival_ns: when the next request may arrive at the client (a hint), or None.
+        alone: the client steps on its own, not in a data-parallel lock-step group (whose step
+            times depend on the other ranks' batches).
+        overlapping: its steps overlap (pipeline micro-batches).
+    """
+
+    def __call__(self, *, scheduler: Scheduler, settled: Settled,
+                 next_arrival_ns: Callable[[int], int | None] | None, alone: bool,
+                 overlapping: bool) -> StepClock: ...
