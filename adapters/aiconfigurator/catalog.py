@@ -130,7 +130,7 @@ FAMILY_REFUSALS: dict[str, str] = {
     "QWEN3VL_MOE": "multimodal: a vision encoder before the language model, which the hub does not schedule",
 }
 
-OUTPUT = Path(__file__).resolve().parents[2] / "hub" / "presets" / "models_aiconfigurator.yaml"
+OUTPUT = Path(__file__).resolve().parents[2] / "hub" / "config" / "presets" / "models_aiconfigurator.yaml"
 HEADER = f"""\
 # Model presets generated from the model configs {LIBRARY} ships (its model_configs/*_config.json,
 # copies of each model's Hugging Face config.json), by cosim.hub.config.presets.hf.from_hf_config.

@@ -302,7 +302,7 @@ def test_cosim_validate_command_reports_what_the_run_would_refuse(tmp_path: Path
 def test_a_config_is_copied_as_a_yaml_round_trip_copies_it() -> None:
     """parse_config copies its input without YAML; the copy must be the round trip's, key order
     included (sorted), for every shipped example and values the examples lack."""
-    from cosim.hub.config.scenario import _yaml_copy
+    from cosim.hub.config.loading import _yaml_copy
 
     root = Path(__file__).resolve().parents[2]
     configs = [yaml.safe_load(path.read_text()) for path in sorted((root / "examples").rglob("*.yaml"))]

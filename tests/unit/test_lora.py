@@ -17,7 +17,7 @@ from cosim.hub.config.loading import parse_config
 from cosim.hub.config.memory import lora_adapter_bytes
 from cosim.hub.config.presets import get_model
 from cosim.hub.config.resolve import device_spec, kv_memory_of
-from cosim.hub.config.scenario import SchedulerConfig
+from cosim.hub.config.scheduler import SchedulerConfig
 from cosim.hub.config.sections import ClientConfig
 from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.records import RequestRecord, StageRecord

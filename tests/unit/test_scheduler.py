@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from cosim.hub.config.scenario import SchedulerConfig
+from cosim.hub.config.scheduler import SchedulerConfig
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 from cosim.hub.timing.step_timer import predict
