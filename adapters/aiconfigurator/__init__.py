@@ -11,8 +11,10 @@ Session options (INVALID_ARGUMENT names ``spec.options.<key>``): ``engine``
 (vllm, sglang or trtllm; default vllm), ``engine_version`` (a version the
 system has data for, or current/previous/next; default current),
 ``database_mode`` (SILICON, HYBRID, EMPIRICAL or SOL; default SILICON),
-``system`` (an aiconfigurator system, instead of the device mapping) and
-``model`` (a model id it ships a config for, instead of the model mapping).
+``system`` (an aiconfigurator system, instead of the device mapping),
+``model`` (a model id it ships a config for, instead of the model mapping) and
+``moe_quant_mode`` (the library's quant mode for an MoE model's experts;
+default: from the dtype, ``fp8_block`` before ``fp8`` for 1-byte experts).
 """
 
 from .backend import AiconfiguratorBackend, AicState

@@ -26,6 +26,7 @@ from .mapping import (
     ModelSource,
     engine_version,
     model_source,
+    moe_quant_candidates,
     parallel_sizes,
     parse_options,
     quant_modes,
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 require_extra("aiconfigurator")
 
 CACHE_SIZE = 8192  # step timings kept per session
+MOE_MISS = "MoE data missing"  # the library's table-miss message for an expert shape and quant mode
 
 
 @dataclass
@@ -55,22 +57,39 @@ class AicState:
     cache: LRUCache[tuple[Any, ...], pb.StepTiming] = field(default_factory=lambda: LRUCache(CACHE_SIZE))
 
     def engine(self, num_dp_ranks: int) -> Engine:
-        """The engine for batches in lock-step with ``num_dp_ranks`` ranks (1: none), compiled once."""
+        """The engine for batches in lock-step with ``num_dp_ranks`` ranks (1: none), compiled once.
+
+        An MoE model's experts take the first of their candidate quant modes
+        (:func:`~.mapping.moe_quant_candidates`) the tables hold for the shape.
+        """
         sizes = parallel_sizes(self.spec, num_dp_ranks)
         key = sizes["attention_dp_size"]
         found = self.engines.get(key)
-        if found is None:
-            parts = [f"tp{sizes['tp_size']}", f"pp{sizes['pp_size']}"]
-            if self.spec.model.num_experts > 1:
-                parts += [f"moe_tp{sizes['moe_tp_size']}", f"ep{sizes['moe_ep_size']}", f"dp{key}"]
-            label = (f"{self.spec.model.name} ({self.model.origin} config) on {self.system}, "
-                     f"{self.options.engine} {self.version}, {self.options.database_mode}, {' '.join(parts)}")
-            found = compile_engine(
-                model_path=self.model.path, system=self.system, engine=self.options.engine, version=self.version,
-                database_mode=self.options.database_mode, quant=self.quant, sizes=sizes, label=label)
-            _probe(found)
+        if found is not None:
+            return found
+        parts = [f"tp{sizes['tp_size']}", f"pp{sizes['pp_size']}"]
+        if self.spec.model.num_experts > 1:
+            parts += [f"moe_tp{sizes['moe_tp_size']}", f"ep{sizes['moe_ep_size']}", f"dp{key}"]
+        candidates = moe_quant_candidates(self.spec.model, self.options, self.quant)
+        for index, moe_mode in enumerate(candidates):
+            quant = {**self.quant, "moe_quant_mode": moe_mode}
+            experts = f", experts {moe_mode}" if self.spec.model.num_experts > 1 else ""
+            label = (f"{self.spec.model.name} ({self.model.origin} config) on {self.system}, {self.options.engine} "
+                     f"{self.version}, {self.options.database_mode}, {' '.join(parts)}{experts}")
+            try:
+                found = compile_engine(
+                    model_path=self.model.path, system=self.system, engine=self.options.engine,
+                    version=self.version, database_mode=self.options.database_mode, quant=quant, sizes=sizes,
+                    label=label)
+                _probe(found)
+            except InvalidArgument as err:
+                if index + 1 == len(candidates) or MOE_MISS not in err.reason:
+                    raise
+                log.info("no %s expert tables for %s; trying %s", moe_mode, label, candidates[index + 1])
+                continue
             self.engines[key] = found
-        return found
+            return found
+        raise AssertionError("unreachable: the last candidate returns or raises")
 
 
 def _probe(engine: Engine) -> None:

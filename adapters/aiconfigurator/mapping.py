@@ -56,6 +56,19 @@ ESTIMATE_ONLY_SYSTEMS = ("a100_pcie", "a30", "h100_pcie", "l4")
 ESTIMATE_ONLY: dict[str, str] = {"H100-PCIe": "h100_pcie"}
 
 _QUANT_BY_BYTES = {2.0: "bfloat16", 1.0: "fp8"}
+# An MoE model's 1-byte experts, as the library's MoE quant modes in the order they are tried (the first
+# with tables for the shape is used). Published FP8 MoE checkpoints are block-scaled (Qwen's
+# Qwen3-30B-A3B-FP8: 128x128 blocks in its config's quantization_config) or per-channel with per-token
+# activations (RedHatAI's "FP8-dynamic", e.g. Llama-4-Scout-17B-16E-Instruct-FP8-dynamic). vLLM serves
+# both with its Triton (or CUTLASS) FP8 experts: its FlashInfer experts take per-tensor and 128-block
+# scales only (vllm/model_executor/layers/fused_moe/oracle/fp8.py, select_fp8_moe_backend, and each
+# experts class's _supports_quant_scheme). The library's `fp8_block` rows are vLLM's FP8 experts for
+# block scales (h100_sxm, vLLM 0.24.0: kernel_source vllm_fp8moe_triton_tritonexperts and FlashInfer's
+# block path); its `fp8` rows are FlashInfer's CUTLASS experts for ModelOpt's per-tensor checkpoints
+# (vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts), 4-5x slower for Llama-4-Scout's experts at
+# 16-512 tokens. AISimulate 0.13 reads Qwen3-30B-A3B-FP8's config as fp8_block too. Systems without
+# fp8_block rows for a shape (rtx_pro_6000_server) keep `fp8`; options.moe_quant_mode pins a mode.
+FP8_MOE_MODES = ("fp8_block", "fp8")
 # MXFP4 (gpt-oss's expert weights): 4-bit elements and one 8-bit scale per 32, 4.25 bits. The library
 # measured gpt-oss's MoE layers only so (w4a16_mxfp4); its attention and LM head stay bf16.
 MXFP4_BYTES = 4.25 / 8
@@ -74,6 +87,8 @@ class AicOptions:
             (measured, else speed-of-light x empirical factor), EMPIRICAL or SOL.
         system: an aiconfigurator system name, overriding the device mapping.
         model: a model id aiconfigurator ships a config for, overriding the model mapping.
+        moe_quant_mode: the library's MoE quant mode for the experts (e.g. ``fp8`` for a ModelOpt
+            per-tensor checkpoint), instead of the one the element size gives (:data:`FP8_MOE_MODES`).
     """
 
     engine: str = "vllm"
@@ -81,6 +96,7 @@ class AicOptions:
     database_mode: str = "SILICON"
     system: str = ""
     model: str = ""
+    moe_quant_mode: str = ""
 
 
 def parse_options(options: dict[str, Any]) -> AicOptions:
@@ -174,6 +190,16 @@ def quant_modes(model: pb.ModelSpec) -> dict[str, str]:
                               f"has no aiconfigurator KV-cache mode; supported: {sorted(_QUANT_BY_BYTES)}")
     return {"gemm_quant_mode": weights, "moe_quant_mode": moe or weights, "kvcache_quant_mode": kv,
             "fmha_quant_mode": "bfloat16"}
+
+
+def moe_quant_candidates(model: pb.ModelSpec, options: AicOptions, quant: dict[str, str]) -> tuple[str, ...]:
+    """The MoE quant modes to try for the experts, in order: ``options.moe_quant_mode`` alone where set,
+    :data:`FP8_MOE_MODES` for 1-byte experts, else the one :func:`quant_modes` gave."""
+    if options.moe_quant_mode:
+        return (options.moe_quant_mode,)
+    if model.num_experts > 1 and quant["moe_quant_mode"] == "fp8":
+        return FP8_MOE_MODES
+    return (quant["moe_quant_mode"],)
 
 
 def parallel_sizes(spec: pb.SessionSpec, num_dp_ranks: int) -> dict[str, int]:
