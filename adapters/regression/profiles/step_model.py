@@ -173,12 +173,12 @@ class ProfileStepModel:
             if shape.ep > 1 and self._num_moe:
                 total += 2 * path_all_to_all_ns(shape.ep * message, shape.ep, self._path)
             return shape.num_layers * total / NS_PER_US
-        link = {"bus_bytes_per_s": opts.link_gbps * opts.link_bus_efficiency * 1e9,
-                "latency_us": opts.link_latency_us, "hop_latency_us": opts.link_hop_latency_us}
+        bus, latency, hop = (opts.link_gbps * opts.link_bus_efficiency * 1e9, opts.link_latency_us,
+                             opts.link_hop_latency_us)
         if shape.tp > 1:  # all-reduce after o_proj and after the MLP
-            total += 2 * all_reduce_ns(message, shape.tp, **link)
+            total += 2 * all_reduce_ns(message, shape.tp, bus, latency_us=latency, hop_latency_us=hop)
         if shape.ep > 1 and self._num_moe:  # all-gather before, reduce-scatter after each MoE block
-            total += 2 * all_to_all_ns(shape.ep * message, shape.ep, **link)
+            total += 2 * all_to_all_ns(shape.ep * message, shape.ep, bus, latency_us=latency, hop_latency_us=hop)
         return shape.num_layers * total / NS_PER_US
 
     # -- the step -----------------------------------------------------------------
