@@ -20,10 +20,30 @@ efficiency a collective reaches on it (``comm_eff``). The device presets
 carry all three link figures, fitted to NCCL measurements
 (``docs/validation.md``, "Links and collectives").
 
-Main names: :func:`all_reduce_ns`, :func:`all_to_all_ns`.
+Between GPUs without NVLink, NCCL's time depends on the path its bytes take
+(:data:`PATHS`): peer to peer over PCIe, with the GPUs meeting at a CPU root
+complex (``p2p``) or below one PCIe switch (``switch``), or staged through host
+memory by its SHM transport (``host_staged``). On such a path NCCL picks, per
+message, the fastest of its protocols by its own tuning model
+(``src/graph/tuning.cc``): LL for small messages (8-byte stores of 4 data bytes
+and a 4-byte flag: a low latency, half the bandwidth) and Simple for large ones;
+LL128 is enabled only on NVLink. :func:`path_all_reduce_ns` times that choice::
+
+    protocol p:  latency_p + steps x hop_p + share x bytes / (bus_bandwidth x width_p)
+    time       = min over LL and Simple
+
+with NCCL's base and per-step latencies of each protocol on PCI. A
+:class:`PathLink` holds the path's two fitted figures (the LL latency and the
+Simple bus bandwidth) and is built from a preset's figures by
+:func:`path_link`.
+
+Main names: :func:`all_reduce_ns`, :func:`all_to_all_ns`, :func:`path_all_reduce_ns`,
+:func:`path_all_to_all_ns`, :class:`PathLink`, :func:`path_link`, :data:`PATH_CODES`.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 NS = 1e9
 
@@ -67,3 +87,144 @@ def all_to_all_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, late
     if ranks < 2:
         return 0.0
     return (latency_us + (ranks - 1) * hop_latency_us) * 1e3 + (ranks - 1) / ranks * size_bytes / bus_bytes_per_s * NS
+
+
+# -- paths without NVLink ---------------------------------------------------------------------
+
+# Where the bytes of a collective go between two GPUs without NVLink (docs/validation.md, "PCIe
+# paths"). NCCL (>= 2.19, src/graph/paths.cc, ncclTopoCheckP2p) uses its P2P transport below a
+# PCIe switch, and through a CPU root complex only on AMD hosts with at most 2 GPUs; otherwise,
+# and wherever the driver refuses peer access (GeForce cards), its SHM transport stages them
+# through host memory.
+PATHS = ("p2p", "switch", "host_staged")
+# HardwareSpec.extra holds numbers only, so a path travels there as its code; the hub's presets
+# write the same table (cosim.hub.presets.PATH_CODES; a test holds the two equal).
+PATH_CODES: dict[str, float] = {"p2p": 1.0, "switch": 2.0, "host_staged": 3.0}
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """One of NCCL's protocols on a PCI path, as its tuning model times it.
+
+    Attributes:
+        name: NCCL's name.
+        base_latency_us: NCCL's base latency of the Ring algorithm with this protocol (baseLat).
+        hop_latency_us: NCCL's latency of one ring step over PCI (hwLat[PCI][Ring]).
+        width: the share of the Simple protocol's bus bandwidth it reaches.
+    """
+
+    name: str
+    base_latency_us: float
+    hop_latency_us: float
+    width: float
+
+
+# NCCL 2.28.3, src/graph/tuning.cc (ncclTunerConstantsDefaults): Ring baseLat LL 6.6 µs,
+# Simple 8.4 µs; hwLat[PCI][Ring] LL 1.0 µs, Simple 5.7 µs; Ring LL busBw x 0.5 (an LL line is
+# 8 bytes of which 4 are data). LL128 needs typeIntra <= PATH_NVB (NVLink), so it never runs
+# over PCIe. The Vidur PCIe all-reduces (docs/validation.md) fit best with that 0.5.
+LL = Protocol("LL", base_latency_us=6.6, hop_latency_us=1.0, width=0.5)
+SIMPLE = Protocol("Simple", base_latency_us=8.4, hop_latency_us=5.7, width=1.0)
+PCIE_PROTOCOLS = (LL, SIMPLE)
+
+# NCCL's SHM transport: the sending GPU stores into a host buffer, the receiving GPU loads from it
+# (src/transport/shm.cc; copy engines only with NCCL_SHM_USE_CUDA_MEMCPY=1), so every byte crosses
+# PCIe twice through host DRAM and the GPU's loads from host memory bound it, whatever the PCIe
+# generation. Fitted (the LL latency and the Simple bus bandwidth, as for the P2P links) to
+# nccl-tests all_reduce_perf, 2 GPUs, P2P refused by the driver (2x RTX 2080 Ti, PCIe Gen3 x16
+# below one switch; github.com/Anthony-Hoo/Anthony-Hoo.github.io,
+# posts/AutoDL_Multi-GPU_Interconnection_Test.md), 8 KiB-64 MiB: mean error 1.8%. It measured
+# 4.00 GB/s from 4 MiB up; 2x A40 on PCIe Gen4 with NCCL_P2P_DISABLE=1 measured 3.86 GB/s at
+# 1 GiB (github.com/eugenesiow/LLM-Insights, infrastructure/hardware/README.md).
+HOST_STAGED_BUS_GBPS = 4.0
+HOST_STAGED_LATENCY_US = 7.1
+
+
+@dataclasses.dataclass(frozen=True)
+class PathLink:
+    """A path between GPUs without NVLink, with the figures NCCL's protocols are timed by.
+
+    Attributes:
+        path: one of :data:`PATHS`.
+        bus_gbps: bus bandwidth of the Simple protocol, GB/s.
+        latency_us: fixed time of an LL collective (NCCL's 6.6 µs base latency and the launch
+            cost a measurement adds); a Simple one takes NCCL's 1.8 µs more.
+    """
+
+    path: str
+    bus_gbps: float
+    latency_us: float
+
+    def protocol_ns(self, protocol: Protocol, size_bytes: float, steps: int, share: float) -> float:
+        """Time of a collective of ``steps`` ring steps that sends ``share`` x ``size_bytes`` per
+        rank, with ``protocol``, in ns."""
+        fixed = self.latency_us + protocol.base_latency_us - LL.base_latency_us + steps * protocol.hop_latency_us
+        return fixed * 1e3 + share * size_bytes / (protocol.width * self.bus_gbps)
+
+    def fastest_ns(self, size_bytes: float, steps: int, share: float) -> tuple[float, Protocol]:
+        """The protocol NCCL's tuning model would pick (the fastest), and its time in ns."""
+        timed = [(self.protocol_ns(p, size_bytes, steps, share), p) for p in PCIE_PROTOCOLS]
+        return min(timed, key=lambda item: item[0])
+
+
+def path_name(code: float) -> str:
+    """The path whose :data:`PATH_CODES` code is ``code``.
+
+    Raises:
+        ValueError: no path has that code.
+    """
+    for name, value in PATH_CODES.items():
+        if value == code:
+            return name
+    raise ValueError(f"no intra-node path has code {code}; codes are {PATH_CODES}")
+
+
+def path_link(path: str, gbps: float, *, latency_us: float, bus_efficiency: float,
+              host_staged_gbps: float = HOST_STAGED_BUS_GBPS,
+              host_staged_latency_us: float = HOST_STAGED_LATENCY_US) -> PathLink:
+    """The :class:`PathLink` of ``path`` on a link of ``gbps`` GB/s per direction.
+
+    Args:
+        path: one of :data:`PATHS`.
+        gbps: the link's per-direction bandwidth, GB/s.
+        latency_us: LL latency of P2P on the link (the preset's ``intra_node_path_latency_us``).
+        bus_efficiency: Simple bus bandwidth of P2P as a share of ``gbps``.
+        host_staged_gbps: Simple bus bandwidth through host memory, GB/s.
+        host_staged_latency_us: LL latency through host memory.
+
+    Returns:
+        P2P's figures for ``p2p`` and ``switch`` (measured P2P bandwidth and latency through a
+        switch equal those through a root complex within a few percent: docs/validation.md);
+        the host memory's for ``host_staged``, its bandwidth never above P2P's on the link.
+
+    Raises:
+        ValueError: an unknown path or a figure out of range.
+    """
+    if path not in PATHS:
+        raise ValueError(f"intra-node path {path!r} is not one of {PATHS}")
+    if not (gbps > 0 and 0 < bus_efficiency <= 1 and latency_us >= 0 and host_staged_gbps > 0
+            and host_staged_latency_us >= 0):
+        raise ValueError(f"path figures out of range: gbps={gbps}, bus_efficiency={bus_efficiency}, "
+                         f"latency_us={latency_us}, host_staged_gbps={host_staged_gbps}, "
+                         f"host_staged_latency_us={host_staged_latency_us}")
+    p2p_gbps = gbps * bus_efficiency
+    if path == "host_staged":
+        return PathLink(path, min(host_staged_gbps, p2p_gbps), host_staged_latency_us)
+    return PathLink(path, p2p_gbps, latency_us)
+
+
+def path_all_reduce_ns(size_bytes: float, ranks: int, link: PathLink) -> float:
+    """Ring all-reduce of ``size_bytes`` per rank over ``ranks`` ranks on ``link``, in ns: NCCL's
+    faster protocol, 2(ranks - 1) steps, 2(ranks - 1)/ranks of the bytes."""
+    if ranks < 2:
+        return 0.0
+    return link.fastest_ns(size_bytes, 2 * (ranks - 1), 2.0 * (ranks - 1) / ranks)[0]
+
+
+def path_all_to_all_ns(size_bytes: float, ranks: int, link: PathLink) -> float:
+    """All-to-all (or all-gather, reduce-scatter) of each rank's ``size_bytes`` buffer over
+    ``ranks`` ranks on ``link``, in ns: NCCL's faster protocol, ranks - 1 steps, (ranks - 1)/ranks
+    of the bytes."""
+    if ranks < 2:
+        return 0.0
+    return link.fastest_ns(size_bytes, ranks - 1, (ranks - 1) / ranks)[0]

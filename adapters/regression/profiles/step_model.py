@@ -20,7 +20,10 @@ work) this model adds:
   model (:mod:`cosim.adapters.roofline.collectives`) on the device's
   intra-node link: its bandwidth, bus efficiency, latency and hop latency
   come from the session's hardware (the device preset, each figure cited
-  there), unless the ``link_*`` options set them.
+  there), unless the ``link_*`` options set them. Between GPUs without
+  NVLink, the device's path (``intra_node_path``: PCIe peer to peer or
+  staged through host memory) times them instead, by NCCL's faster
+  protocol on that path (:func:`~cosim.adapters.roofline.collectives.path_all_reduce_ns`).
 
 Main name: :class:`ProfileStepModel`.
 """
@@ -31,7 +34,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cosim.adapters.roofline.collectives import all_reduce_ns, all_to_all_ns
+from cosim.adapters.roofline.collectives import (
+    HOST_STAGED_BUS_GBPS,
+    HOST_STAGED_LATENCY_US,
+    PathLink,
+    all_reduce_ns,
+    all_to_all_ns,
+    path_all_reduce_ns,
+    path_all_to_all_ns,
+    path_link,
+)
 from cosim.v1 import types_pb2 as pb
 
 from .bundle import ProfileTables
@@ -48,6 +60,13 @@ class ProfileOptions:
         link_bus_efficiency: share of it a collective's bus bandwidth reaches.
         link_latency_us: fixed time of one collective.
         link_hop_latency_us: time of one ring step.
+        link_path: ``ring`` (NCCL's ring model on the figures above), or the path between GPUs
+            without NVLink (``p2p``, ``switch``, ``host_staged``) whose figures follow.
+        link_path_latency_us: fixed time of an LL collective over PCIe peer to peer.
+        link_path_bus_efficiency: Simple-protocol bus bandwidth over PCIe peer to peer, as a share
+            of ``link_gbps``.
+        link_host_staged_gbps: Simple-protocol bus bandwidth through host memory, GB/s.
+        link_host_staged_latency_us: fixed time of an LL collective through host memory.
         skew: apply the bundle's skew correction (when the bundle enables it).
     """
 
@@ -55,7 +74,20 @@ class ProfileOptions:
     link_bus_efficiency: float = 1.0
     link_latency_us: float = 0.0
     link_hop_latency_us: float = 0.0
+    link_path: str = "ring"
+    link_path_latency_us: float = 0.0
+    link_path_bus_efficiency: float = 1.0
+    link_host_staged_gbps: float = HOST_STAGED_BUS_GBPS
+    link_host_staged_latency_us: float = HOST_STAGED_LATENCY_US
     skew: bool = True
+
+    def path(self) -> PathLink | None:
+        """The link's path for NCCL's protocol model; None for the ring model."""
+        if self.link_path == "ring":
+            return None
+        return path_link(self.link_path, self.link_gbps, latency_us=self.link_path_latency_us,
+                         bus_efficiency=self.link_path_bus_efficiency, host_staged_gbps=self.link_host_staged_gbps,
+                         host_staged_latency_us=self.link_host_staged_latency_us)
 
 
 @dataclass(frozen=True)
@@ -91,6 +123,7 @@ class ProfileStepModel:
         self._num_attention = sum(1 for x in order.block if cat.get(x) == "attention")
         self._num_moe = sum(1 for x in order.block if cat.get(x) == "moe")
         self._token_bytes = shape.hidden_size * 2  # bf16 activations
+        self._path = options.path()
 
     # -- parts -----------------------------------------------------------------
     def _attention_us(self, new_tokens: Sequence[int], context_tokens: Sequence[int]) -> float:
@@ -132,14 +165,20 @@ class ProfileStepModel:
 
     def _collectives_us(self, tokens: int) -> float:
         shape, opts = self.shape, self.options
-        link = {"bus_bytes_per_s": opts.link_gbps * opts.link_bus_efficiency * 1e9,
-                "latency_us": opts.link_latency_us, "hop_latency_us": opts.link_hop_latency_us}
         message = tokens * self._token_bytes
         total = 0.0
+        if self._path is not None:  # between GPUs without NVLink: NCCL's faster protocol on the path
+            if shape.tp > 1:
+                total += 2 * path_all_reduce_ns(message, shape.tp, self._path)
+            if shape.ep > 1 and self._num_moe:
+                total += 2 * path_all_to_all_ns(shape.ep * message, shape.ep, self._path)
+            return shape.num_layers * total / NS_PER_US
+        bus, latency, hop = (opts.link_gbps * opts.link_bus_efficiency * 1e9, opts.link_latency_us,
+                             opts.link_hop_latency_us)
         if shape.tp > 1:  # all-reduce after o_proj and after the MLP
-            total += 2 * all_reduce_ns(message, shape.tp, **link)
+            total += 2 * all_reduce_ns(message, shape.tp, bus, latency_us=latency, hop_latency_us=hop)
         if shape.ep > 1 and self._num_moe:  # all-gather before, reduce-scatter after each MoE block
-            total += 2 * all_to_all_ns(shape.ep * message, shape.ep, **link)
+            total += 2 * all_to_all_ns(shape.ep * message, shape.ep, bus, latency_us=latency, hop_latency_us=hop)
         return shape.num_layers * total / NS_PER_US
 
     # -- the step -----------------------------------------------------------------

@@ -17,13 +17,21 @@ from typing import Any
 
 import yaml
 
-from cosim.hub.config.presets.devices import DTYPES, LINK_KINDS, DevicePreset, normalize_dtype
+from cosim.hub.config.presets.devices import (
+    DTYPES,
+    LINK_KINDS,
+    PATH_CODES,
+    PATH_FIELDS,
+    DevicePreset,
+    normalize_dtype,
+)
 from cosim.hub.config.presets.models import ModelPreset
 from cosim.hub.config.presets.registry import PresetRegistry, UnknownPreset
 from cosim.v1 import types_pb2 as pb
 
 __all__ = [
-    "DTYPES", "LINK_EXTRA_KEYS", "LINK_KINDS", "DevicePreset", "ModelPreset", "UnknownPreset", "builtin_devices",
+    "DTYPES", "LINK_EXTRA_KEYS", "LINK_KINDS", "PATH_CODES", "PATH_FIELDS", "DevicePreset", "ModelPreset",
+    "UnknownPreset", "builtin_devices",
     "builtin_models", "device_names",
     "get_device", "get_model", "hardware_spec", "model_names", "normalize_dtype",
 ]
@@ -100,7 +108,9 @@ def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -
     ``extra`` carries the power figures it has (``tdp_w``, ``idle_w``, ``memory_bound_w``; see
     :mod:`cosim.hub.sim.power`), when known ``price_per_hour_usd`` (per device), and the
     intra-node link's collective figures (:data:`LINK_EXTRA_KEYS`: ``intra_node_latency_us``,
-    ``intra_node_hop_latency_us``, ``intra_node_bus_efficiency``; see ``devices.yaml``).
+    ``intra_node_hop_latency_us``, ``intra_node_bus_efficiency``; see ``devices.yaml``) and, for
+    a device without NVLink, its path (:data:`PATH_FIELDS`; the path as its :data:`PATH_CODES`
+    code). Devices without a path get no path keys, so their specs are as before paths existed.
 
     Args:
         device: a preset or its name.
@@ -116,6 +126,9 @@ def hardware_spec(device: DevicePreset | str, count: int, dtype: str = "fp16") -
         raise ValueError(f"count must be >= 1, got {count}")
     extra = {key: value for key in ("tdp_w", "idle_w", "memory_bound_w") if (value := getattr(preset, key)) is not None}
     extra.update({key: getattr(preset, key) for key in LINK_EXTRA_KEYS})
+    if preset.intra_node_path is not None:
+        extra.update({key: getattr(preset, key) for key in PATH_FIELDS[1:]})
+        extra["intra_node_path"] = PATH_CODES[preset.intra_node_path]
     if preset.price_per_hour_usd is not None:
         extra["price_per_hour_usd"] = preset.price_per_hour_usd
     return pb.HardwareSpec(

@@ -5,7 +5,9 @@ conventions: dense peaks, per-direction GB/s, GiB capacities) and a source
 for each; :meth:`DevicePreset.peak_tflops_for` resolves dtype spellings.
 The intra-node link is a kind (:data:`LINK_KINDS`), a per-direction
 bandwidth and the three figures of NCCL's ring model that collectives are
-timed with (``docs/validation.md``, "Links and collectives").
+timed with (``docs/validation.md``, "Links and collectives"); between GPUs
+without NVLink, also the path NCCL's bytes take (:data:`PATH_CODES`) and
+its two figures ("PCIe paths").
 """
 
 from __future__ import annotations
@@ -30,10 +32,18 @@ DTYPE_ALIASES = {
 LINK_KINDS = ("nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi")
 LinkKind = Literal["nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi"]
 
+# Paths NCCL's bytes take between GPUs without NVLink (devices.yaml, intra_node_path), and the code
+# each travels as in HardwareSpec.extra, which holds numbers only. The roofline's collectives read
+# the same table (cosim.adapters.roofline.collectives.PATH_CODES; a test holds the two equal).
+PATH_CODES: dict[str, float] = {"p2p": 1.0, "switch": 2.0, "host_staged": 3.0}
+PathKind = Literal["p2p", "switch", "host_staged"]
+PATH_FIELDS = ("intra_node_path", "intra_node_path_latency_us", "intra_node_path_bus_efficiency")
+
 # Figures that must name a source when set.
 SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intra_node_link", "intra_node_gbps",
                   "intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_bus_efficiency",
-                  "inter_node_gbps", "devices_per_node", "tdp_w", "idle_w", "memory_bound_w", "price_per_hour_usd")
+                  *PATH_FIELDS, "inter_node_gbps", "devices_per_node", "tdp_w", "idle_w", "memory_bound_w",
+                  "price_per_hour_usd")
 
 # Figures of the KV-capacity computation (cosim.hub.config.memory); sourced when set.
 MEMORY_FIELDS = ("mem_reported_bytes", "num_sms")
@@ -69,6 +79,16 @@ class DevicePreset(BaseModel):
         ge=0, description="Latency of one algorithm step on the link (a ring all-reduce takes 2(n-1)), µs.")
     intra_node_bus_efficiency: float = Field(
         gt=0, le=1, description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
+    intra_node_path: PathKind | None = Field(
+        default=None, description="Path of NCCL's bytes between devices without NVLink: p2p (PCIe peer to peer "
+                                  "through a CPU root complex), switch (below one PCIe switch) or host_staged "
+                                  "(through host memory); null = the ring model above.")
+    intra_node_path_latency_us: float | None = Field(
+        default=None, ge=0, description="Fixed time of an LL collective over PCIe peer to peer, µs (needs "
+                                        "intra_node_path).")
+    intra_node_path_bus_efficiency: float | None = Field(
+        default=None, gt=0, le=1, description="Simple-protocol bus bandwidth over PCIe peer to peer, as a share "
+                                              "of intra_node_gbps (needs intra_node_path).")
     inter_node_gbps: float = Field(gt=0, description="Per-device bandwidth between nodes, GB/s per direction.")
     devices_per_node: int = Field(gt=0, description="Devices in one node.")
     tdp_w: float | None = Field(
@@ -94,6 +114,9 @@ class DevicePreset(BaseModel):
                    if getattr(self, f) is not None and f not in self.sources]
         if missing:
             raise ValueError(f"sources missing for {missing}")
+        path_figures = [getattr(self, f) is not None for f in PATH_FIELDS]
+        if any(path_figures) and not all(path_figures):
+            raise ValueError(f"{', '.join(PATH_FIELDS)} go together: give all three or none")
         if self.tdp_w is None and (self.idle_w is not None or self.memory_bound_w is not None):
             raise ValueError("idle_w and memory_bound_w need tdp_w (the peak the power model rises to)")
         known = [v for v in (self.idle_w, self.memory_bound_w, self.tdp_w) if v is not None]
