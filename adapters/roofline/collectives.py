@@ -98,7 +98,7 @@ def all_to_all_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, late
 # through host memory.
 PATHS = ("p2p", "switch", "host_staged")
 # HardwareSpec.extra holds numbers only, so a path travels there as its code; the hub's presets
-# write the same table (cosim.hub.presets.PATH_CODES; a test holds the two equal).
+# write the same table (cosim.hub.config.presets.PATH_CODES; a test holds the two equal).
 PATH_CODES: dict[str, float] = {"p2p": 1.0, "switch": 2.0, "host_staged": 3.0}
 
 

@@ -24,7 +24,7 @@ from google.protobuf.struct_pb2 import Struct
 
 from cosim.adapters.aiconfigurator import AiconfiguratorBackend
 from cosim.adapters.sdk import Session
-from cosim.hub import presets
+from cosim.hub.config import presets
 from cosim.v1 import types_pb2 as pb
 
 GOLDENS = Path(__file__).resolve().parents[2] / "adapters" / "aiconfigurator" / "goldens" / "aisimulate_steps.json"

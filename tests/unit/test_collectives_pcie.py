@@ -29,8 +29,8 @@ from cosim.adapters.roofline.collectives import (
     path_link,
     path_name,
 )
-from cosim.hub import presets
-from cosim.hub.presets import get_device
+from cosim.hub.config import presets
+from cosim.hub.config.presets import get_device
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur" / "profiling" / "network"
 FIT_BYTES = (8 * 2**10, 64 * 2**20)

@@ -11,7 +11,7 @@ import pytest
 from cosim.adapters.regression.profiles import open_profile_model
 from cosim.adapters.roofline.collectives import all_reduce_ns, path_all_reduce_ns, path_all_to_all_ns, path_link
 from cosim.adapters.sdk import InvalidArgument
-from cosim.hub.presets import get_model, hardware_spec
+from cosim.hub.config.presets import get_model, hardware_spec
 from cosim.v1 import types_pb2 as pb
 
 PERF = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim" / "profiler" / "perf" / "RTXPRO6000"
