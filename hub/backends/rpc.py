@@ -205,7 +205,8 @@ class BackendClient:
 
     def describe(self) -> pb.BackendInfo:
         """The backend's identity (Describe)."""
-        return self.call(self.stub.Describe, pb.DescribeRequest()).info
+        response: pb.DescribeResponse = self.call(self.stub.Describe, pb.DescribeRequest())
+        return response.info
 
     def close_session(self, session_id: str) -> None:
         """Closes a session (CloseSession)."""
@@ -256,7 +257,8 @@ class StepStream:
         self._sent_at = time.monotonic()
         self._requests.put(request)
         try:
-            return next(self._responses)
+            response: rt_pb.PredictStepsResponse = next(self._responses)
+            return response
         except grpc.RpcError:
             if self._expired:
                 raise LocalRpcError(grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -322,12 +324,16 @@ class RuntimeClient(BackendClient):
                  client: str) -> rt_pb.PredictStepsResponse:
         if self._streaming:
             try:
-                return self.call(self._predict_on_stream, request, sim_time_ns=sim_time_ns, client=client)
+                streamed: rt_pb.PredictStepsResponse = self.call(self._predict_on_stream, request,
+                                                                 sim_time_ns=sim_time_ns, client=client)
+                return streamed
             except BackendError as err:
                 if err.code != grpc.StatusCode.UNIMPLEMENTED:
                     raise
                 self._streaming = False  # the backend has no stream: one RPC per call from now on
-        return self.call(self.stub.PredictSteps, request, sim_time_ns=sim_time_ns, client=client)
+        response: rt_pb.PredictStepsResponse = self.call(self.stub.PredictSteps, request, sim_time_ns=sim_time_ns,
+                                                         client=client)
+        return response
 
     def predict_steps(self, session_id: str, batches: Sequence[pb.StepBatch], *, sim_time_ns: int | None = None,
                       client: str = "", omit_breakdown: bool = False) -> list[pb.StepTiming]:
@@ -370,8 +376,10 @@ class MemoryClient(BackendClient):
         return list(reply.results)
 
     def advance(self, session_id: str, until_ns: int) -> pb.AdvanceResponse:
-        return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
-                         idempotent=False, sim_time_ns=until_ns)
+        response: pb.AdvanceResponse = self.call(
+            self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns), idempotent=False,
+            sim_time_ns=until_ns)
+        return response
 
 
 
@@ -403,6 +411,8 @@ class NetworkClient(BackendClient):
         return list(reply.results)
 
     def advance(self, session_id: str, until_ns: int) -> pb.AdvanceResponse:
-        return self.call(self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns),
-                         idempotent=False, sim_time_ns=until_ns)
+        response: pb.AdvanceResponse = self.call(
+            self.stub.Advance, pb.AdvanceRequest(session_id=session_id, until_ns=until_ns), idempotent=False,
+            sim_time_ns=until_ns)
+        return response
 

@@ -43,7 +43,7 @@ class _LimitedLoader(yaml.SafeLoader):
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
                 raise YAMLLimitError(problem=f"nested deeper than {MAX_DEPTH} levels", problem_mark=mark)
             return super().compose_node(parent, index)
         finally:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..sim.autoscale.pool import NS_PER_S, ReplicaPool
+from ..sim.autoscale.policy import NS_PER_S
+from ..sim.autoscale.pool import ReplicaPool
 
 
 def _integral(rows: list[tuple[int, int]], end_ns: int) -> int:

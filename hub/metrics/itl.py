@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from .stats import NS_PER_S, STATISTICS
+from ..config.slo import STATISTICS
+from .stats import NS_PER_S
 
 
 def merged_gaps(gap_counts: Iterable[Mapping[int, int]]) -> tuple[np.ndarray, np.ndarray]:

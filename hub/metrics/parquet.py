@@ -35,7 +35,8 @@ def require_pyarrow() -> ModuleType:
     except ImportError as err:
         raise ImportError(f"requests.parquet needs pyarrow, an optional dependency of cosim: {PIP_COMMAND} "
                           "(or pip install pyarrow)") from err
-    return pyarrow
+    module: ModuleType = pyarrow
+    return module
 
 
 def _value(kind: str, value: Cell) -> Any:

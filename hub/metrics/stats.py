@@ -41,7 +41,8 @@ class RequestMetrics:
 
     def column(self, name: str) -> np.ndarray:
         """The column called ``name`` (one of :data:`LATENCY_METRICS`)."""
-        return getattr(self, name)
+        column: np.ndarray = getattr(self, name)
+        return column
 
 
 def queue_ns(record: RequestRecord) -> int:

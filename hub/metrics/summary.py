@@ -190,4 +190,5 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
     for key in sorted(set(extra or {}) & set(summary)):
         logger.warning("summary: extra key %r replaces the computed value", key)
     summary.update(extra or {})
-    return clean(summary)
+    cleaned: dict[str, Any] = clean(summary)
+    return cleaned

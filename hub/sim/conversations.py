@@ -84,7 +84,7 @@ def sample_times_ns(dist: TimeDist | None, n: int, rng: np.random.Generator) -> 
     else:
         assert isinstance(dist, LognormalTime)
         seconds = rng.lognormal(math.log(dist.mean) - dist.sigma**2 / 2, dist.sigma, size=n)
-    return np.rint(np.minimum(seconds, MAX_TIME_S) * 1e9).astype(np.int64)
+    return np.asarray(np.rint(np.minimum(seconds, MAX_TIME_S) * 1e9), dtype=np.int64)
 
 
 class SessionSource:
@@ -124,7 +124,8 @@ class SessionSource:
             assert self.traced is not None
             times = np.array([s.start_ns for s in self.traced[:n]], dtype=np.int64)
             relative = times - times.min()
-            return np.rint(relative / arrival.speedup).astype(np.int64) if arrival.speedup != 1.0 else relative
+            return np.asarray(np.rint(relative / arrival.speedup), dtype=np.int64) if arrival.speedup != 1.0 \
+                else relative
         return sample_arrivals_ns(arrival, n, np.random.default_rng([self.seed, START_STREAM]))
 
     def start_ns(self, k: int) -> int | None:

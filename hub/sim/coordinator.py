@@ -179,7 +179,7 @@ class Coordinator:
         if times is None:
             return None
         start = int(np.searchsorted(times, now, side="right"))
-        upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
+        upcoming: list[int] = times[start:start + FORECAST_ARRIVALS].tolist()
         if not upcoming:
             return None
         candidates = self.candidates("prefill", client.info.model)

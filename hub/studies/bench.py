@@ -18,7 +18,8 @@ from typing import Any
 from .. import native
 from ..config.loading import load_config
 from ..errors import ScenarioError
-from .runner import Simulation, backend_names, started_backends
+from .runner import backend_names, started_backends
+from .simulation import Simulation
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "examples" / "bench"
 SCENARIOS = ("chat-10k", "disagg-long", "mixed")

@@ -18,7 +18,8 @@ from typing import Any
 
 from ..config.loading import load_config
 from .bench import BENCH_DIR
-from .runner import Simulation, backend_names, started_backends
+from .runner import backend_names, started_backends
+from .simulation import Simulation
 
 # Scale scenarios and the finished-request counts at which they are read.
 SCALE_SCENARIOS: dict[str, tuple[int, ...]] = {"scale-1m": (100_000, 500_000, 1_000_000)}

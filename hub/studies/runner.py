@@ -30,7 +30,6 @@ from ..backends import (
 )
 from ..backends.inprocess import in_process_runtime_client
 from ..config.loading import load_config, parse_config, scenario_folder
-from ..config.resolve import kv_capacity_blocks, resolve_hardware, resolve_model  # noqa: F401 - re-exported
 from ..config.scenario import ScenarioConfig
 from ..config.sections import BackendConfig
 from ..errors import CosimError

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics import summary_json
 from cosim.hub.sim.clients.llm import LOAD_METRICS
-from cosim.hub.studies.runner import Simulation, started_backends
+from cosim.hub.studies.runner import started_backends
+from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
 
 

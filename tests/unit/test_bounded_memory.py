@@ -15,7 +15,8 @@ from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.sim.records import ClientTimeline
 from cosim.hub.sim.spill import INT8, INT64, SpillRows
 from cosim.hub.studies.bench_scale import run_scale, scaled_marks
-from cosim.hub.studies.runner import Simulation, started_backends
+from cosim.hub.studies.runner import started_backends
+from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
 
 FILES = ("summary.json", "requests.csv", "clients.csv", "trace.json")

@@ -39,15 +39,15 @@ class Outcomes:
 
     @property
     def ttft_s(self) -> np.ndarray:
-        return self.first_token_s - self.arrival_s
+        return np.asarray(self.first_token_s - self.arrival_s)
 
     @property
     def tpot_s(self) -> np.ndarray:
-        return (self.last_token_s - self.first_token_s) / np.maximum(1, self.output_tokens - 1)
+        return np.asarray((self.last_token_s - self.first_token_s) / np.maximum(1, self.output_tokens - 1))
 
     @property
     def e2e_s(self) -> np.ndarray:
-        return self.last_token_s - self.arrival_s
+        return np.asarray(self.last_token_s - self.arrival_s)
 
     @property
     def output_tokens_per_s(self) -> float:

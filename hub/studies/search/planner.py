@@ -152,12 +152,12 @@ def _judge(dep: _Deployment, settings: Mapping[str, Any]) -> None:
 
 
 def _worth(dep: _Deployment, rate: float, objective: str) -> float:
-    per_hour = dep.job["cost_per_hour_usd"]
+    per_hour = float(dep.job["cost_per_hour_usd"])
     if objective == "goodput":
         return rate
     if per_hour <= 0:
         return 0.0
-    scale = dep.job["mean_output_tokens"] if objective == "tokens_per_usd" else 1.0
+    scale = float(dep.job["mean_output_tokens"]) if objective == "tokens_per_usd" else 1.0
     return rate * scale * 3600 / per_hour
 
 

@@ -37,7 +37,7 @@ MONOTONE = ("goodput", "goodput_per_usd", "tokens_per_usd")
 def worth(rate: float, row: Row, objective: str, mean_output_tokens: float) -> float:
     """What a deployment would be worth at ``rate`` under ``objective``, computed as :func:`.sweep.evaluate`
     computes it (the same float operations, so bounds compare exactly)."""
-    per_hour = row["cost_per_hour_usd"]
+    per_hour = float(row["cost_per_hour_usd"])
     if objective == "goodput":
         return rate
     if per_hour <= 0:

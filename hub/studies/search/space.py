@@ -30,8 +30,8 @@ from pydantic import Field, ValidationError
 from ...config import presets, safe_yaml
 from ...config.frozen import FrozenModel
 from ...config.loading import parse_config
+from ...config.resolve import kv_capacity_blocks, resolve_hardware, resolve_model
 from ...errors import ScenarioError
-from ..runner import kv_capacity_blocks, resolve_hardware, resolve_model
 from .scenario import as_mapping
 
 
