@@ -1,8 +1,8 @@
 """The scenario config: the whole YAML a user writes, and the checks across its sections.
 
 Top-level keys: ``seed``, ``models``, ``hardware``, ``backends``, ``network``,
-``clients``, ``router``, ``workload``, ``slo``, ``output`` (the sections:
-:mod:`.sections`, :mod:`.workload`, :mod:`.templates`). Reading a file, with
+``clients``, ``router``, ``workload``, ``slo``, ``frontend``, ``output`` (the sections:
+:mod:`.sections`, :mod:`.workload`, :mod:`.templates`, :mod:`.frontend`). Reading a file, with
 ``--set`` overrides and every problem at once: :mod:`.loading`.
 """
 
@@ -13,6 +13,7 @@ import re
 from pydantic import Field, model_validator
 
 from .bounds import MAX_SEED
+from .frontend import FrontendConfig
 from .frozen import FrozenModel, Problems
 from .presets.user import HardwareConfig, ModelConfig, UserPresets
 from .sections import BACKEND_SERVICES, BackendConfig, ClientConfig, NetworkConfig, OutputConfig, RouterConfig
@@ -40,6 +41,10 @@ class ScenarioConfig(FrozenModel):
                                                  description="request pipelines beside the built-in ones")
     slo: dict[str, dict[str, float]] = Field(default_factory=dict,
                                              description="e.g. {ttft_s: {p90: 2.0}, tpot_s: {p90: 0.1}}")
+    frontend: FrontendConfig | None = Field(
+        None, description="vLLM's API server in front of each serving instance: request handling, tokenization, "
+                          "detokenization and streaming, so the summary also has client-side latencies "
+                          "(client_latency; docs/frontend.md); none: latencies end at the engine")
     output: OutputConfig = Field(default_factory=OutputConfig)
 
     @model_validator(mode="after")

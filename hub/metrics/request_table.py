@@ -29,7 +29,8 @@ from .stats import NS_PER_S, RequestMetrics, latency_columns
 FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("finish_ns", INT64),
           ("path_tokens", INT64), ("max_tbt_ns", INT64), ("queue_ns", INT64), ("started", INT8),
           ("input_tokens", INT64), ("generated_tokens", INT64), ("preemptions", INT64),
-          ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32), ("session", INT64), ("turn", INT32))
+          ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32), ("session", INT64), ("turn", INT32),
+          ("client_send_ns", INT64), ("client_first_ns", INT64), ("client_last_ns", INT64))
 # Stage kinds in pipeline order (DESIGN.md); others follow alphabetically.
 STAGE_ORDER = ("preprocess", "rag", "kv_retrieval", "prefill", "decode", "reasoning", "postprocess")
 
@@ -122,7 +123,8 @@ def _row(record: RequestRecord, owners: _Owners, classes: _Owners) -> tuple[int,
             sum(s.start_ns - s.enqueue_ns for s in record.stages if s.start_ns >= 0),
             int(any(s.start_ns >= 0 for s in record.stages)), record.input_tokens, record.generated_tokens,
             record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls),
-            record.session, record.turn)
+            record.session, record.turn, record.client_send_ns, record.client_first_token_ns,
+            record.client_last_token_ns)
 
 
 @dataclass
@@ -157,6 +159,20 @@ class RequestTable:
     def has_sessions(self) -> bool:
         """Some request is a session's turn (requests.csv's ``session`` and ``turn`` columns)."""
         return bool(np.any(self.columns["session"] >= 0))
+
+    @property
+    def has_client_side(self) -> bool:
+        """Some request went through an API server (``frontend``): client-side latencies exist."""
+        return bool(np.any(self.columns["client_send_ns"] >= 0))
+
+    def client_metrics(self) -> RequestMetrics:
+        """TTFT, TPOT and E2E as the requests' clients saw them (``frontend``): from sending to the first
+        and last token's arrival there; queue and TBT max stay the engine's."""
+        c = self.columns
+        finished = c["finish_ns"] >= 0
+        return latency_columns(arrival=c["client_send_ns"], first=c["client_first_ns"],
+                               finish=np.where(finished, c["client_last_ns"], -1), path_tokens=c["path_tokens"],
+                               max_tbt=c["max_tbt_ns"], queue=c["queue_ns"], started=c["started"].astype(bool))
 
     def metrics(self) -> RequestMetrics:
         """TTFT, TPOT, E2E, queue and TBT max per request (:func:`cosim.hub.metrics.stats.request_metrics`)."""

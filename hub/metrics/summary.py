@@ -10,6 +10,11 @@ Main name: :func:`summarize`. Conventions, so numbers are comparable across runs
   consecutive tokens of a request (:mod:`.itl`), of the tokens each client
   sampled; ``benchmark`` repeats the latencies in milliseconds under
   ``vllm bench serve``'s names (:mod:`.benchmark`).
+- ``latency`` is the engine's: from the engine's arrival to its steps' ends.
+  With the scenario's ``frontend`` (vLLM's API server, docs/frontend.md),
+  ``client_latency`` has TTFT, TPOT, E2E and ITL as the requests' clients saw
+  them (sent -> streamed chunk received), and ``benchmark`` is then those, as
+  ``vllm bench serve`` measures them over HTTP.
 - Rates divide by the simulated time. ``output_tokens_per_s`` counts every token
   generated (finished or not); ``input_tokens_per_s`` counts the prompts of
   requests whose first token came out.
@@ -137,8 +142,10 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
 
 def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
                     timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
-                    wall_time_s: float, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """:func:`summarize` from the requests' numbers (a run keeps those, not its records)."""
+                    wall_time_s: float, extra: Mapping[str, Any] | None = None,
+                    client_gaps: Sequence[Mapping[int, int]] = ()) -> dict[str, Any]:
+    """:func:`summarize` from the requests' numbers (a run keeps those, not its records); ``client_gaps``:
+    the client-side ITL counts of each API server (``frontend``), if any."""
     validate_slo(slo)
     metrics = table.metrics()
     good = meets_slo(metrics, slo)
@@ -148,7 +155,13 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
     summary = _traffic_block(metrics, tokens, everyone, good, sim_time_s)
     gaps = merged_gaps(t.gap_counts() for t in timelines.values())
     summary["latency"]["itl_s"] = itl_block(*gaps)
-    summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], metrics, gaps,
+    seen, seen_gaps = metrics, gaps  # what a benchmark client measures: the engine's, or over HTTP
+    if table.has_client_side:
+        seen, seen_gaps = table.client_metrics(), merged_gaps(client_gaps)
+        stats = latency_block(seen, seen.finished)
+        summary["client_latency"] = {name: stats[name] for name in ("ttft_s", "tpot_s", "e2e_s")}
+        summary["client_latency"]["itl_s"] = itl_block(*seen_gaps)
+    summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], seen, seen_gaps,
                                            sim_time_s=sim_time_s,
                                            num_good=summary["requests"]["meeting_slo"] if slo else None)
     summary["slo"] = slo_report(metrics, slo)

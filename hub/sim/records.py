@@ -77,6 +77,11 @@ class RequestRecord:
     session: int = -1  # the session it is a turn of (hub/sim/conversations.py); -1: none
     turn: int = -1  # its turn's index in that session
     output_token_ids: np.ndarray | SegmentIds | None = None  # its output's ids, where a later turn reuses them
+    # As its client saw it, through the API server (hub/sim/frontend.py); -1 without one. arrival_ns is then
+    # when the engine got it, and client_send_ns when the client sent it.
+    client_send_ns: int = -1
+    client_first_token_ns: int = -1
+    client_last_token_ns: int = -1
 
     @property
     def is_finished(self) -> bool:

@@ -19,7 +19,6 @@ import numpy as np
 from cosim.v1 import types_pb2 as pb
 
 from ..backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
-from ..config.memory import lora_adapter_bytes
 from ..config.presets import ModelPreset
 from ..config.resolve import (
     FIDELITY,
@@ -51,6 +50,7 @@ from ..sim.clients.service import ServiceClient
 from ..sim.clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
 from ..sim.conversations import SessionDriver, SessionSource
 from ..sim.coordinator import Coordinator
+from ..sim.frontend import FrontEnd
 from ..sim.kernel import Kernel
 from ..sim.pipelines import Pipeline, session_pipeline
 from ..sim.power import StepEnergy, device_power, model_intensity
@@ -58,11 +58,11 @@ from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from ..sim.request_log import KEEP_IN_MEMORY
 from ..sim.router import Router
 from ..sim.scheduling import BlockManager, Scheduler
-from ..sim.scheduling.lora import LoraSlots, LoraSpec
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
 from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
 from ..timing.step_timer import StepTimer
+from .client_parts import frontends, lora_slots
 from .interrupts import held_between_events
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
@@ -123,6 +123,7 @@ class Simulation:
         self.groups = {name: LockStepGroup(name, self.kernel) for name in dict.fromkeys(
             c.dp_group for c in config.clients if c.dp_group is not None)}
         self.pools: list[ReplicaPool] = []
+        self.frontends = frontends(config, self.kernel)  # the API servers, by client (a group's share one)
         for index, cfg in enumerate(config.clients):
             if cfg.replicas is not None:  # an autoscaled pool (hub/sim/autoscale): replicas built as it scales
                 self.pools.append(self._build_pool(index, cfg))
@@ -200,17 +201,18 @@ class Simulation:
         speculation, drafter = self._speculation(index, cfg)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
-                              hold_finished_kv=cfg.role == "prefill", lora=_lora_slots(cfg, model),
+                              hold_finished_kv=cfg.role == "prefill", lora=lora_slots(cfg, model),
                               speculation=speculation)
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
-            decode_runs=proxy.lookahead and speculation is None,
+            decode_runs=proxy.lookahead and speculation is None and cfg.name not in self.frontends,
             host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
         group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, clock=clock, sink=self.coordinator,
                          serves=_SERVES[cfg.role], group=group,
-                         limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable))
+                         limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable),
+                         frontend=self.frontends.get(cfg.name))
 
     def _build_pool(self, index: int, cfg: ClientConfig) -> ReplicaPool:
         """The autoscaled pool of ``cfg``'s replicas: each a client of its own, built as ``cfg`` but
@@ -220,6 +222,8 @@ class Simulation:
 
         def build(name: str) -> LLMClient:
             self.hardware_specs[name] = template
+            if self.config.frontend is not None:  # each replica is a vllm serve of its own
+                self.frontends[name] = FrontEnd(self.config.frontend, self.kernel, name)
             client = self._build_llm(index, cfg.model_copy(update={"name": name, "replicas": None}))
             self.clients.append(client)
             return client
@@ -431,18 +435,9 @@ class Simulation:
             extra["autoscaling"] = {pool.name: autoscaling_block(pool, self.kernel.now_ns) for pool in self.pools}
         if self.session_driver is not None:
             extra["sessions"] = self.session_driver.summary(self.request_table())
-        timelines = self.timelines()
-        return summarize_table(self.request_table(), self.infos, timelines, slo=self.config.slo,
-                               sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra)
-
-def _lora_slots(cfg: ClientConfig, model: ModelPreset) -> LoraSlots | None:
-    """A client's LoRA slots and host cache (:mod:`cosim.hub.sim.scheduling.lora`), where it serves LoRA."""
-    lora, hardware = cfg.lora, cfg.hardware
-    if lora is None or hardware is None:
-        return None
-    per_device = lora_adapter_bytes(model, 1, tensor_parallel=hardware.tensor_parallel,
-                                    pipeline_parallel=hardware.pipeline_parallel)
-    return LoraSlots(LoraSpec(max_loras=lora.max_loras, max_cpu_loras=lora.max_cpu_loras or lora.max_loras,
-                              device_bytes_per_rank=per_device, host_bytes_per_rank=lora_adapter_bytes(model, 1),
-                              host_to_device_gbps=lora.host_to_device_gbps or cfg.scheduler.host_bandwidth_gbps,
-                              disk_to_host_gbps=lora.disk_to_host_gbps))
+        servers = list({id(f): f for f in self.frontends.values()}.values())
+        if servers:
+            extra["frontend"] = {f.name: f.summary(self.kernel.now_ns) for f in servers}
+        return summarize_table(self.request_table(), self.infos, self.timelines(), slo=self.config.slo,
+                               sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra,
+                               client_gaps=[f.token_gaps for f in servers])

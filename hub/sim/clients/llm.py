@@ -18,6 +18,7 @@ from collections.abc import Sequence as Sequence_
 from typing import Protocol
 
 from ..admission import ClientLimits
+from ..frontend import FrontEnd
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..ports import MakeStepClock
@@ -56,13 +57,16 @@ class LLMClient:
         group: the data-parallel lock-step group it steps with (:mod:`.lockstep`), if any.
         limits: what it can hold of one request (:mod:`cosim.hub.sim.admission`), checked as requests
             reach it; None: unchecked.
+        frontend: the API server in front of it (:mod:`cosim.hub.sim.frontend`): a request's prompt goes
+            through it before the scheduler has it, and every sampled token after; None: none. Its steps
+            are then recorded one by one (its clock takes no decode run in bulk).
     """
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, clock: MakeStepClock,
                  sink: StageSink, serves: frozenset[str], group: LockStepGroup | None = None,
-                 limits: ClientLimits | None = None) -> None:
+                 limits: ClientLimits | None = None, frontend: FrontEnd | None = None) -> None:
         self.info, self.name = info, info.name
-        self.limits = limits
+        self.limits, self.frontend = limits, frontend
         self.group = group
         if group is not None:
             group.join(self)
@@ -89,7 +93,18 @@ class LLMClient:
 
     # -- work arriving ---------------------------------------------------
     def submit(self, seq: Sequence) -> None:
-        """Queues a sequence and wakes the client if it is idle."""
+        """Queues a sequence and wakes the client if it is idle; a request's prompt new to the API server
+        in front (``frontend``) is queued once it went through it."""
+        if self.frontend is not None and seq.stage.kind == "prefill" and seq.request.client_send_ns < 0:
+            self.frontend.admit(seq.request, lambda: self._after_frontend(seq))
+            return
+        self._queue(seq)
+
+    def _after_frontend(self, seq: Sequence) -> None:
+        seq.stage.enqueue_ns = self.kernel.now_ns  # the engine has it now: its queueing starts
+        self._queue(seq)
+
+    def _queue(self, seq: Sequence) -> None:
         self._hold(seq, 1)
         self.scheduler.add(seq)
         self.timer.interrupt()
@@ -287,6 +302,8 @@ class LLMClient:
                 if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
                     gaps[gap] = gaps.get(gap, 0) + 1
             request.last_token_ns = now
+        if self.frontend is not None:
+            self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
             seq.request.generated_tokens += extra
         for parent, children in outcome.forked:
