@@ -7,7 +7,8 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .bounds import MAX_BLOCKS, MAX_BYTES, MAX_GBPS, MAX_SEQS, MAX_TOKENS, MIN_GBPS
-from .frozen import FrozenModel
+from .frozen import FieldProblem, FrozenModel
+from .offload import KVOffloadConfig
 
 
 class SchedulerConfig(FrozenModel):
@@ -55,9 +56,21 @@ class SchedulerConfig(FrozenModel):
     async_scheduling: bool = Field(True, description="host_time: vLLM's --async-scheduling (0.19's default): "
                                                      "the next step is formed (and its host work done) "
                                                      "while this step runs")
+    kv_offload: KVOffloadConfig | None = Field(
+        None, description="vLLM's CPU KV offloading: a host tier of cpu_blocks blocks filled as blocks are "
+                          "computed, read back on a prefix hit the GPU misses; optionally a storage tier "
+                          "(docs/kv-offload.md). Needs enable_prefix_caching")
     profile_execution_mode: Literal["cuda_graph", "eager"] = Field(
         "cuda_graph", description="host_time: launch costs in the backend's step times: eager (wall times of "
                                   "eager forwards) or cuda_graph (graph replays, or kernel durations alone)")
+
+
+    @model_validator(mode="after")
+    def _check_offload(self) -> SchedulerConfig:
+        if self.kv_offload is not None and not self.enable_prefix_caching:
+            raise FieldProblem("kv_offload", "vLLM's offloading finds blocks by their prefix-cache hashes: set "
+                                             "enable_prefix_caching: true")
+        return self
 
 
 class LoraConfig(FrozenModel):

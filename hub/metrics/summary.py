@@ -107,6 +107,8 @@ def _timeline_block(info: ClientInfo | None, timeline: ClientTimeline | None,
         block["lora"] = timeline.lora.summary()
     if timeline is not None and timeline.speculative is not None:
         block["speculative"] = timeline.speculative.summary()
+    if timeline is not None and timeline.offload is not None:
+        block["kv_offload"] = timeline.offload.summary()
     return block
 
 

@@ -18,6 +18,7 @@ from .spill import INT64, SpillRows
 
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
+    from .scheduling.offload import OffloadTier
     from .scheduling.speculative import SpecStats
     from .workload.token_ids import SegmentIds
 
@@ -145,6 +146,7 @@ class ClientTimeline:
         self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
         self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
         self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
+        self.offload: OffloadTier | None = None  # a client's KV offload tier, for its counts
 
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
                kv_blocks_used: int, num_waiting: int) -> None:

@@ -62,7 +62,7 @@ from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
 from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
 from ..timing.step_timer import StepTimer
-from .client_parts import frontends, lora_slots
+from .client_parts import frontends, lora_slots, offload_tier
 from .interrupts import held_between_events
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
@@ -199,14 +199,15 @@ class Simulation:
         kv = BlockManager(usable, cfg.scheduler.block_size,
                           enable_prefix_caching=cfg.scheduler.enable_prefix_caching)
         speculation, drafter = self._speculation(index, cfg)
+        offload = offload_tier(where, self.config, cfg, model, kv, lambda: self.kernel.now_ns)
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill", lora=lora_slots(cfg, model),
-                              speculation=speculation)
+                              speculation=speculation, offload=offload)
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
-            decode_runs=proxy.lookahead and speculation is None and cfg.name not in self.frontends,
+            decode_runs=proxy.lookahead and speculation is None and offload is None and cfg.name not in self.frontends,
             host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
         group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, clock=clock, sink=self.coordinator,

@@ -46,7 +46,7 @@ SOURCED_FIELDS = ("peak_tflops", "mem_bandwidth_gbps", "mem_capacity_gib", "intr
                   "price_per_hour_usd")
 
 # Figures of the KV-capacity computation (cosim.hub.config.memory); sourced when set.
-MEMORY_FIELDS = ("mem_reported_bytes", "num_sms")
+MEMORY_FIELDS = ("mem_reported_bytes", "num_sms", "host_link_gbps")
 
 
 def normalize_dtype(dtype: str) -> str:
@@ -101,6 +101,9 @@ class DevicePreset(BaseModel):
         default=None, ge=0, description="Power of one device through a memory-bandwidth-bound step (decode), "
                                         "watts; null = a fraction of tdp_w "
                                         "(cosim.hub.sim.power.MEMORY_BOUND_FRACTION).")
+    host_link_gbps: float | None = Field(
+        default=None, gt=0, description="The device's link to its host's memory, GB/s per direction (KV offload "
+                                        "to CPU memory, cosim.hub.sim.scheduling.offload); null = unknown.")
     price_per_hour_usd: float | None = Field(
         default=None, ge=0, description="Approximate on-demand cloud price of one device-hour; null = none found.")
     sources: dict[str, str] = Field(description="Source of each figure, keyed by field name.")

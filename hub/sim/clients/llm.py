@@ -82,6 +82,8 @@ class LLMClient:
             self.timeline.speculative = scheduler.spec_stats
         if scheduler.lora is not None:
             self.timeline.lora = LoraStats()
+        if scheduler.offload is not None:
+            self.timeline.offload = scheduler.offload
         self._run_seqs: list[Sequence] | None = None  # the decode run _run_requests counts
         self._run_requests = 0
         self.busy = False
@@ -173,6 +175,7 @@ class LLMClient:
         while True:
             batch = self.begin_step()
             if batch is None:
+                self.wake_for_loads()
                 return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
             now = kernel.now_ns
             duration = self.time_step(batch, now)
@@ -197,6 +200,13 @@ class LLMClient:
             self.busy_ns += stage_ns
             self._stage_free_ns = now + stage_ns
             self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self._wake_label)
+
+    def wake_for_loads(self) -> None:
+        """Idle with KV being copied back from an offload tier: vLLM's engine loop polls the copies, so
+        it schedules the request as soon as its copy is done; this wakes then."""
+        at = self.scheduler.next_load_ns()
+        if at is not None and at > self.kernel.now_ns:
+            self.kernel.call_at(at, WAKE, self.wake, label=self._wake_label)
 
     def _run_alone(self) -> None:
         """Takes the decode run's steps that end before anything else happens in the simulation

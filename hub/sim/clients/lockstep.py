@@ -35,6 +35,8 @@ class Rank(Protocol):
 
     def end_step(self, batch: ScheduledBatch, start_ns: int) -> None: ...
 
+    def wake_for_loads(self) -> None: ...
+
 
 class LockStepGroup:
     """The DP ranks (clients) of one deployment; members join it when they are built.
@@ -65,6 +67,8 @@ class LockStepGroup:
         self._wake_pending = False
         batches = [member.begin_step() for member in self.members]
         if not any(batches):
+            for member in self.members:
+                member.wake_for_loads()
             return  # nothing can run on any rank
         now = self.kernel.now_ns
         tokens = [batch.num_tokens if batch else 0 for batch in batches]

@@ -26,6 +26,11 @@ outputs applied; so does :meth:`Scheduler.schedule`.
 Lookahead schedules on a :meth:`copy` (the same policy code, on cloned
 sequences), and a :class:`DecodeRun` lets a client skip forming and updating
 steps that are certain to be the same sequences decoding.
+
+With a KV offload tier (:mod:`.offload`, vLLM's CPU offloading), each step's
+new full blocks are stored there as it ends, and a sequence the tier can give
+blocks to is admitted to load them: it waits in the queue (LOADING), skipped
+without blocking it, until the copy is known to be done.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ from ...config.scheduler import SchedulerConfig
 from .batch import DecodeRun, ScheduledBatch, StepOutcome
 from .kv import BlockManager
 from .lora import LoraSlots, LoraStep
+from .offload import OffloadTier
 from .policies import POLICIES
-from .sequence import FINISHED, RUNNING, SWAPPED, WAITING, Sequence
+from .sequence import FINISHED, LOADING, RUNNING, SWAPPED, WAITING, Sequence
 from .speculative import SpecStats, Speculation
 
 
@@ -59,8 +65,9 @@ class Scheduler:
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
                  micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,
-                 speculation: Speculation | None = None) -> None:
+                 speculation: Speculation | None = None, offload: OffloadTier | None = None) -> None:
         self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
+        self.offload = offload  # the KV offload tier (see .offload), if any; a copy has none
         self.hold_finished_kv = hold_finished_kv  # a finished sequence's KV stays until release()
         self.micro_batches = micro_batches  # batches in flight at once (pipeline parallelism)
         self.in_flight: set[int] = set()  # ids of the sequences of the batches in flight (micro_batches > 1)
@@ -125,6 +132,8 @@ class Scheduler:
             batch = self._form_beside_in_flight()
             self.in_flight.update(map(id, batch.seqs))
         batch.queue_stamp = self._next_order
+        if self.offload is not None and batch.seqs:
+            self.offload.step_started()
         if self.speculation is not None:
             batch.draft_tokens = [max(0, num - (seq.num_tokens - computed))  # a prefill chunk verifies none
                                   for seq, num, computed in zip(batch.seqs, batch.num_new, batch.context)]
@@ -181,6 +190,9 @@ class Scheduler:
         finished: list[Sequence] = []
         if self.in_flight:
             self.in_flight.difference_update(map(id, batch.seqs))
+        if self.offload is not None:
+            self.offload.step_ended()
+            self.offload.store_step(batch.seqs, batch.num_new)
         if self.speculation is not None:
             return self._update_speculative(batch)
         sample = sampled.append
@@ -244,6 +256,8 @@ class Scheduler:
         forked = [(seq, self._fork(seq)) for seq in forking]
         outcome = StepOutcome(sampled, forked, finished, self.kv.num_used, len(self.waiting), extra_tokens or [])
         for seq in finished:
+            if self.offload is not None:
+                self.offload.forget(seq)
             self.running.remove(seq)
             if self.one_step_ahead:
                 self._retiring.append(seq)  # freed once the next step is formed
@@ -340,6 +354,12 @@ class Scheduler:
                     return batch  # so was everyone behind it
                 i += 1
                 continue
+            loaded = 0  # tokens an offload tier's copy computed for it
+            if self.waiting[i].state == LOADING:
+                if self.offload is None or not self.offload.loaded(self.waiting[i]):
+                    i += 1  # vLLM skips a request waiting for its KV, and takes the ones behind it
+                    continue
+                loaded = self.waiting[i].num_computed
             adapter = self.waiting[i].request.lora if lora is not None else None
             if adapter is not None and adapter not in busy and len(busy) >= max_loras:
                 i += 1  # vLLM: a request whose adapter would exceed max_loras is skipped; later ones may run
@@ -348,6 +368,9 @@ class Scheduler:
             hit = self.kv.cache_hit(seq)  # with prefix caching: blocks cached by content (its own, if preempted)
             cached = max(0, len(hit) * self.kv.block_size - seq.num_computed)  # tokens it need not compute
             need = seq.remaining_tokens - cached
+            if self.offload is not None and self.offload.start_load(seq, hit, need if reserve_whole_prompt else 0):
+                i += 1  # it waits for its blocks from the offload tier
+                continue
             num = need if whole_prompts or seq.state == SWAPPED else min(need, budget, max_chunk_tokens or need)
             fits = num > 0 and not (whole_prompts and num > budget and (batch.seqs or self.running))
             reserved = need if reserve_whole_prompt else num  # blocks are still taken for num only
@@ -360,8 +383,8 @@ class Scheduler:
             if seq.state == SWAPPED:
                 self._swap_in(seq, batch)
             self.kv.allocate(seq, num, hit)
-            if cached:
-                batch.cache_hits.append((seq, cached))
+            if cached or loaded:
+                batch.cache_hits.append((seq, cached + loaded))
             self.waiting.pop(i)
             seq.state = RUNNING
             self.running.append(seq)
@@ -386,8 +409,8 @@ class Scheduler:
         """
         running = self.running
         n = len(running)
-        if self.speculation is not None:
-            return None  # each step advances a sequence by its accepted drafts, not by one
+        if self.speculation is not None or self.offload is not None:
+            return None  # each step advances a sequence by its accepted drafts; each step's blocks are stored
         # sampled minus finished are running; a sampled sequence has forked already
         if not n or len(outcome.sampled) - len(outcome.finished) != n or not self.policy.decodes_all(n):
             return None
@@ -427,6 +450,10 @@ class Scheduler:
         run.taken += 1
         if self._retiring:
             self._retire()
+
+    def next_load_ns(self) -> int | None:
+        """When a copy back from the offload tier is next done, if one is under way (an idle client wakes then)."""
+        return self.offload.next_load_ns() if self.offload is not None else None
 
     @property
     def has_retiring(self) -> bool:
@@ -475,6 +502,7 @@ class Scheduler:
         copy._retiring = [seq.clone() for seq in self._retiring]
         copy.speculation, copy.spec_stats = self.speculation, SpecStats()  # a copy draws nothing: see add()
         copy.lora, copy._flying = self.lora.copy() if self.lora is not None else None, []
+        copy.offload = None  # a prediction: the copy neither loads nor stores (LOADING sequences wait)
         return copy
 
     def _writable(self, i: int) -> Sequence:
@@ -490,7 +518,7 @@ class Scheduler:
         queue must never pin the blocks its head needs."""
         pinned = False
         for i in range(len(self.waiting)):
-            if i != keep and self.waiting[i].prefix_blocks:
+            if i != keep and self.waiting[i].prefix_blocks and self.waiting[i].state != LOADING:
                 if self._borrowed and id(self.waiting[i]) in self._borrowed:
                     self.waiting[i] = self.waiting[i].clone()
                 self.kv.release(self.waiting[i])

@@ -19,6 +19,7 @@ import numpy as np
 from ..records import RequestRecord, StageRecord
 
 WAITING, RUNNING, SWAPPED, FINISHED = "waiting", "running", "swapped", "finished"
+LOADING = "loading"  # waiting while its KV blocks are copied back from an offload tier (see .offload)
 
 
 class Sequence:
