@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ...config.loading import parse_config
+from ...config.resolve import kv_memory_of, resolve_hardware, resolve_model
 from ...errors import ScenarioError
 
-# vLLM's KV block count of the one run that recorded it, reused for the other
-# run on the same GPU, model and vLLM version (the early RTX 4090 run).
-KNOWN_GPU_BLOCKS = {("RTX4090", "meta-llama/Llama-3.1-8B"): 2588}
+# vLLM's KV block count of the one run that recorded it, and the max_num_seqs it ran with, reused for
+# the other run on the same GPU, model, vLLM version and utilization (the early RTX 4090 run, max_num_seqs
+# 128), corrected by what vLLM's memory profiling holds back differently for that run's settings
+# (_profiled_blocks: its sampler's dummy run covers min(max_num_seqs, max_num_batched_tokens) rows).
+KNOWN_GPU_BLOCKS = {("RTX4090", "meta-llama/Llama-3.1-8B"): (2588, 256)}
 
 # Devices: scenario hardware label -> cosim device preset.
 DEVICE_PRESETS = {"RTX4090": "RTX-4090", "RTXPRO6000": "RTX-PRO-6000"}
@@ -94,9 +98,8 @@ def load_scenario(path: str | Path) -> ReplayScenario:
     except (KeyError, TypeError) as err:
         raise ScenarioError(str(path), f"not a replay scenario: missing {err}") from None
     kv = data.get("kv_cache") if isinstance(data.get("kv_cache"), dict) else {}
-    blocks = kv.get("num_gpu_blocks") if isinstance(kv.get("num_gpu_blocks"), int) else \
-        KNOWN_GPU_BLOCKS.get((hardware, model))
-    return ReplayScenario(
+    blocks = kv.get("num_gpu_blocks") if isinstance(kv.get("num_gpu_blocks"), int) else None
+    scenario = ReplayScenario(
         scenario_id=str(data.get("scenario_id", path.stem)), path=path, model=model, hardware=hardware,
         tp=_int(par.get("tp"), _int(engine.get("tensor_parallel_size"), 1)),
         dp=_int(par.get("dp"), _int(engine.get("data_parallel_size"), 1)),
@@ -108,6 +111,22 @@ def load_scenario(path: str | Path) -> ReplayScenario:
         async_scheduling=_flag(sched.get("async_scheduling"), True),  # vLLM 0.19's default on GPUs
         enforce_eager=_flag(engine.get("enforce_eager"), False),
         trace=resolve_path(path, trace), profile_bundle=resolve_path(path, bundle))
+    known = KNOWN_GPU_BLOCKS.get((hardware, model))
+    if blocks is None and known is not None:
+        blocks, recorded_seqs = known
+        if recorded_seqs != scenario.max_num_seqs:
+            blocks += _profiled_blocks(scenario) - _profiled_blocks(replace(scenario, max_num_seqs=recorded_seqs))
+        scenario = replace(scenario, num_gpu_blocks=blocks)
+    return scenario
+
+
+def _profiled_blocks(scenario: ReplayScenario) -> int:
+    """The KV blocks cosim's model of vLLM's memory profiling gives one rank of the scenario
+    (:func:`cosim.hub.config.resolve.kv_memory_of`; docs/validation.md, "KV capacity")."""
+    config = parse_config(build_config(replace(scenario, num_gpu_blocks=None)))
+    client = config.clients[0]
+    return kv_memory_of(client, resolve_model(config, "model"), resolve_hardware(config, client, "clients[0]"),
+                        "clients[0]").num_blocks
 
 
 def _backend(scenario: ReplayScenario, backend: str) -> dict[str, Any]:
