@@ -203,7 +203,7 @@ class Simulation:
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill", lora=lora_slots(cfg, model),
-                              speculation=speculation, offload=offload)
+                              speculation=speculation, offload=offload, lock_step=cfg.dp_group is not None)
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,

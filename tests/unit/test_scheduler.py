@@ -274,3 +274,15 @@ def test_priority_preempts_the_least_important_running_sequence_not_the_newest()
 
     assert run("priority")[0] == 0  # the older but less important one
     assert run("fcfs")[0] == 1  # the newest
+
+
+def test_a_lock_step_rank_with_an_empty_early_view_sits_out_one_step() -> None:
+    """vLLM's DP engine loop: a rank whose step formed one step ahead is empty runs a dummy batch with the
+    others' next step, and takes what it missed the step after (a lone engine forms again at once)."""
+    s = Scheduler(SchedulerConfig(block_size=4, batching="chunked", max_num_seqs=1, host_time=True),
+                  BlockManager(100, 4), kv_bytes_per_token=2.0, lock_step=True)
+    s.add(seq(4, 1, rid=0))
+    assert step(s) == [(0, 4, 0)]
+    s.add(seq(4, 1, rid=1))  # arrived while request 0's step ran
+    assert step(s) == []  # the dummy step
+    assert step(s) == [(1, 4, 0)]

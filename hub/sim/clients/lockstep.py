@@ -67,6 +67,11 @@ class LockStepGroup:
         self._wake_pending = False
         batches = [member.begin_step() for member in self.members]
         if not any(batches):
+            # No rank had a step one step ahead: vLLM's ranks all run a dummy batch, and then form their
+            # steps with what they know (a rank idle before it formed with everything already). The
+            # dummy step's time is not counted.
+            batches = [member.begin_step() for member in self.members]
+        if not any(batches):
             for member in self.members:
                 member.wake_for_loads()
             return  # nothing can run on any rank

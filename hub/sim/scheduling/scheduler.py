@@ -65,7 +65,8 @@ class Scheduler:
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
                  micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,
-                 speculation: Speculation | None = None, offload: OffloadTier | None = None) -> None:
+                 speculation: Speculation | None = None, offload: OffloadTier | None = None,
+                 lock_step: bool = False) -> None:
         self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
         self.offload = offload  # the KV offload tier (see .offload), if any; a copy has none
         self.hold_finished_kv = hold_finished_kv  # a finished sequence's KV stays until release()
@@ -79,6 +80,7 @@ class Scheduler:
         # vLLM's async scheduling (see the module docstring): a step is formed one step ahead
         self.one_step_ahead = config.host_time and config.async_scheduling and micro_batches == 1
         self._visible: int | None = None  # one step ahead: the queue orders below it were queued by then
+        self.lock_step = lock_step  # a data-parallel rank stepping with others (see _form_one_step_ahead)
         self._retiring: list[Sequence] = []  # one step ahead: finished in the step just done, seats still held
         self._borrowed: set[int] = set()  # in a copy: ids of the original's waiting sequences, cloned on write
         self.speculation = speculation  # speculative decoding (see .speculative), if any
@@ -143,13 +145,19 @@ class Scheduler:
 
     def _form_one_step_ahead(self) -> ScheduledBatch:
         """The step as vLLM's async scheduling forms it, while the step before it still runs;
-        if that gives nothing, the step formed once that one's outputs are applied."""
+        if that gives nothing, the step formed once that one's outputs are applied. A data-parallel
+        rank in lock-step (``lock_step``) then has nothing for this step: vLLM's DP engine loop, its
+        early step empty, waits for the step in flight and runs a dummy batch with the other ranks'
+        next step (``DPEngineCoreProc.run_busy_loop``: ``if not executed: execute_dummy_batch()``)
+        before it schedules again with everything it knows."""
         retiring = bool(self._retiring)
         ahead = retiring or self._visible is not None
         batch = self.policy.form(self)
         self._retire()
         if not batch.seqs and ahead:
             self._visible = None
+            if self.lock_step:
+                return batch
             batch = self.policy.form(self)
         elif retiring:
             batch.queue_blocked = False  # the seats and blocks freed now may admit someone next step
@@ -498,7 +506,7 @@ class Scheduler:
         copy.swap_free_bytes, copy._next_order = self.swap_free_bytes, self._next_order
         copy.micro_batches, copy.in_flight = 1, set()  # a pipelined client predicts nothing (see LLMClient)
         copy.hold_finished_kv = self.hold_finished_kv
-        copy.one_step_ahead, copy._visible = self.one_step_ahead, self._visible
+        copy.one_step_ahead, copy._visible, copy.lock_step = self.one_step_ahead, self._visible, self.lock_step
         copy._retiring = [seq.clone() for seq in self._retiring]
         copy.speculation, copy.spec_stats = self.speculation, SpecStats()  # a copy draws nothing: see add()
         copy.lora, copy._flying = self.lora.copy() if self.lora is not None else None, []
