@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -18,7 +18,6 @@ from .spill import INT64, SpillRows
 
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
-    from .scheduling.offload import OffloadTier
     from .scheduling.speculative import SpecStats
     from .workload.token_ids import SegmentIds
 
@@ -109,6 +108,12 @@ class ClientInfo:
     existed_ns: int | None = None  # how long it existed (a pool's replica, hub/sim/autoscale); None: the whole run
 
 
+class Reporting(Protocol):
+    """A part of a client that reports its own counts (a KV offload tier)."""
+
+    def summary(self) -> dict[str, float | int | None]: ...
+
+
 class ClientTimeline:
     """One row per step of one client, kept as growable columns.
 
@@ -146,7 +151,7 @@ class ClientTimeline:
         self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
         self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
         self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
-        self.offload: OffloadTier | None = None  # a client's KV offload tier, for its counts
+        self.offload: Reporting | None = None  # a client's KV offload tier (scheduling/offload.py), for its counts
 
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
                kv_blocks_used: int, num_waiting: int) -> None:
