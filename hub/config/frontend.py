@@ -31,9 +31,7 @@ OUTPUT_S_PER_STEP = 0.1555e-3 - 8 * OUTPUT_S_PER_TOKEN
 
 
 class FrontendConfig(FrozenModel):
-    """vLLM's API server (AsyncLLM's front end) in front of each serving instance: what a client
-    measures beyond the engine. Its section present turns it on; each field's default cites its
-    source (docs/frontend.md)."""
+    """vLLM's API server in front of each serving instance, on when present (docs/frontend.md)."""
 
     request_s: float = Field(0.0, ge=0, le=3600, description="per request, before tokenization: HTTP receipt, "
                              "parsing, chat template, request checks, seconds (no published vLLM figure: 0)")

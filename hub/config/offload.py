@@ -32,8 +32,7 @@ class StorageTierConfig(FrozenModel):
 
 
 class KVOffloadConfig(FrozenModel):
-    """vLLM's CPU KV offloading of one client (OffloadingConnector, vLLM 0.11-0.15): a host tier of
-    ``cpu_blocks`` blocks over the device's host link, and optionally a storage tier."""
+    """vLLM's CPU KV offloading of one client (OffloadingConnector, vLLM 0.11-0.15; docs/kv-offload.md)."""
 
     cpu_blocks: int = Field(gt=0, le=MAX_BLOCKS, description="host tier capacity, KV blocks of the client's "
                             "block_size per device (vLLM's num_cpu_blocks; the BLIS experiments' cpu_kv_blocks)")
