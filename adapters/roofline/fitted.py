@@ -57,15 +57,16 @@ def family_of(device: str) -> tuple[str, str]:
     Returns:
         ``(family, basis)``: basis ``measured`` (the family was fitted on this
         device's own kernels or steps), ``family`` (on other devices of its
-        family; the device brings its own datasheet peaks) or ``generic`` (no
-        family: the parameters fitted on every GPU).
+        family; the device brings its own datasheet peaks), ``bestserve``
+        (Ascend: BestServe's parameters, measured on the 910B3) or ``generic``
+        (no family: the parameters fitted on every GPU).
     """
     name = device.lower()
     for family, entry in load().items():
         if name in (str(d).lower() for d in entry.get("measured", [])):
             return family, "measured"
         if name in (str(d).lower() for d in entry.get("devices", [])):
-            return family, "family"
+            return family, str(entry.get("basis", "family"))
     return GENERIC, "generic"
 
 
