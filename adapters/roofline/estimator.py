@@ -33,6 +33,9 @@ from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchSta
 from .params import Params
 
 NS = 1e9
+# vLLM's custom all-reduce takes messages up to 8 MiB (CustomAllreduce max_size = 8192 * 1024 bytes,
+# vllm/distributed/device_communicators/custom_all_reduce.py); NCCL takes larger ones.
+CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +90,11 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
         attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
                                    hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
+        if p.graph_allreduce_bus_eff and p.execution != "eager" and size <= CUSTOM_AR_MAX_BYTES:
+            # vLLM's custom all-reduce; taking the faster keeps a step monotone across the 8 MiB cut
+            custom = all_reduce_ns(size, s.tp, p.graph_allreduce_bus_eff * d.tp_link,
+                                   latency_us=p.graph_allreduce_latency_us, formula="ring")
+            attn = mlp = min(attn, custom)
     if s.num_experts and s.ep > 1:
         # Dispatch and combine: each rank holds its share of the T k token copies and sends
         # (ep - 1)/ep of them to other ranks. EP replaces the MLP all-reduce.

@@ -71,7 +71,8 @@ def family_of(device: str) -> tuple[str, str]:
 
 
 def params_for(device: str, *, family: str | None = None) -> dict[str, Any]:
-    """The fitted parameters ``device`` runs (those of ``family`` when given).
+    """The fitted parameters ``device`` runs (those of ``family`` when given), with the device's own
+    where the family measured them (``device_params``: its custom all-reduce).
 
     Raises:
         InvalidArgument: ``family`` is not in the fitted profile.
@@ -83,4 +84,5 @@ def params_for(device: str, *, family: str | None = None) -> dict[str, Any]:
             log.info("device %s is in no fitted family: the roofline uses the generic fit", device)
     elif family not in families:
         raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(families)}")
-    return dict(families[family].get("params", {}))
+    own = {str(k).lower(): v for k, v in families[family].get("device_params", {}).items()}
+    return {**families[family].get("params", {}), **own.get(device.lower(), {})}

@@ -102,6 +102,11 @@ class Params:
             piecewise graphs. ``piecewise``: every step runs piecewise graphs.
         eager_comm_eff: the collectives' bus efficiency under ``execution: eager`` (0: ``comm_eff``),
             the engine the fitted eager host costs describe (Splitwise's DGX engine).
+        graph_allreduce_latency_us, graph_allreduce_bus_eff: vLLM's custom all-reduce (CUDA IPC,
+            replayed in graphs) under ``graphs``/``piecewise``, for messages up to 8 MiB: its
+            latency and bus efficiency on the device's link (bus efficiency 0: NCCL's ring on the
+            link, as under ``eager``). The fitted profile sets them for the devices whose custom
+            all-reduce aiconfigurator-core measured; a message takes the faster of the two.
         graph_step_us: host time per step the device waits for under ``graphs``/``piecewise``.
         piecewise_layer_us: host time per layer of a piecewise step (the attention call launched
             between captured pieces), overlapped with the device by Algorithm 1.
@@ -121,6 +126,8 @@ class Params:
     op_model: str = "phase"
     execution: str = "eager"
     eager_comm_eff: float = 0.0
+    graph_allreduce_latency_us: float = 0.0
+    graph_allreduce_bus_eff: float = 0.0
     graph_step_us: float = 0.0
     piecewise_layer_us: float = 0.0
     kernel: KernelParams = KernelParams()
@@ -151,6 +158,8 @@ SOURCES: dict[str, str] = {
     "op_model": "phase: BestServe's per-phase efficiencies; the fitted profile sets fitted",
     "execution": "eager: BestServe's Algorithm 1 dispatch; the fitted profile sets graphs (vLLM V1)",
     "eager_comm_eff": "0 (comm_eff applies); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
+    "graph_allreduce_latency_us": "0; the fitted profile's: aiconfigurator-core's vLLM custom all-reduce (graphs)",
+    "graph_allreduce_bus_eff": "0 (off: NCCL's ring); the fitted profile's: as graph_allreduce_latency_us",
     "graph_step_us": "0: LLMServingSim 2.0 replays vLLM 0.19 (CUDA graphs) from kernel times with no host "
                      "time added and matches it (shared/data/llmservingsim/README.md §3.4)",
     "piecewise_layer_us": "0: as graph_step_us",
@@ -186,7 +195,7 @@ def _check(field: str, key: str, value: Any) -> Any:
     if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS:
         if not 0.0 < value <= 1.0:
             raise InvalidArgument(field, value, "must be in (0, 1]")
-    elif base == "eager_comm_eff":
+    elif base in ("eager_comm_eff", "graph_allreduce_bus_eff"):
         if not 0.0 <= value <= 1.0:
             raise InvalidArgument(field, value, "must be in [0, 1] (0: comm_eff applies)")
     elif base == "act_bytes":

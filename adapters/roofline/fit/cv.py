@@ -48,7 +48,7 @@ class Score:
 def step_options(fit: P.Fit, step: S.Step, *, bare: bool = False) -> dict[str, Any]:
     """The session options that time ``step`` with ``fit`` (its family's parameters)."""
     family = P.FAMILIES_OF.get(step.device, P.GENERIC)
-    options = {**P.DEFAULT_OPTIONS, **fit.params(family if family in fit.kernels else P.GENERIC)}
+    options = {**P.DEFAULT_OPTIONS, **fit.params(family if family in fit.kernels else P.GENERIC, step.device)}
     if step.kind == "engine" and not bare:
         options["execution"] = "eager"
     return options

@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from ..estimator import CUSTOM_AR_MAX_BYTES
 from ..kernels import SAMPLE
 from . import rows as R
 
@@ -85,7 +86,8 @@ def vidur_mlp(data: Path) -> list[R.Row]:
             f, gated = int(first["n_expanded_embd"]), first["use_gated_mlp"] == "True"
             hd = h // heads
             q, kv, fr = heads * hd / tp, max(kvh / tp, 1) * hd, f / tp
-            shapes: dict[str, tuple[Any, ...]] = {"attn_pre_proj": ("gemm", h, q + 2 * kv), "attn_post_proj": ("gemm", q, h),
+            shapes: dict[str, tuple[Any, ...]] = {
+                      "attn_pre_proj": ("gemm", h, q + 2 * kv), "attn_post_proj": ("gemm", q, h),
                       "mlp_up_proj": ("gemm", h, (2 if gated else 1) * fr), "mlp_down_proj": ("gemm", fr, h),
                       "attn_rope": ("elem", 2 * 2 * t * (q + kv)),
                       "mlp_act": ("elem", 2 * (3 if gated else 2) * t * fr),
@@ -242,4 +244,24 @@ def aiconfigurator_tables(systems: Path | None = None) -> list[R.Row]:
                 seqs = [(b, 1, step)] if decode else [(b, isl, 0)]
                 out.append(R.attention("aiconfigurator", device, "", "generation" if decode else "context",
                                        heads=heads, kv_heads=kvh, head_dim=128, seqs=seqs, ms=ms))
+    return out
+
+
+def aiconfigurator_allreduce(systems: Path | None = None) -> list[tuple[str, int, float, float]]:
+    """vLLM's custom all-reduce replayed in CUDA graphs (aiconfigurator-core ``vllm_graph`` rows of
+    the newest vLLM version), messages up to :data:`CUSTOM_AR_MAX_BYTES`: (device, GPUs, bytes, ms)."""
+    import pandas as pd  # fit time only, as above
+
+    systems = systems or aiconfigurator_root()
+    if systems is None:
+        return []
+    out = []
+    for system, device in AIC_SYSTEMS.items():
+        path = _latest(systems / "data" / system / "comm", "custom_allreduce_perf.parquet")
+        if path is None:
+            continue
+        a = pd.read_parquet(path)
+        a = a[(a.backend == "vllm_graph") & (a.message_size <= CUSTOM_AR_MAX_BYTES)]
+        out += [(device, int(n), float(size), float(ms))
+                for n, size, ms in a[["num_gpus", "message_size", "latency"]].itertuples(index=False)]
     return out

@@ -35,7 +35,7 @@ from ..kernels import KERNEL_KEYS, KernelParams
 from . import datasets as D
 from . import steps as S
 from .kernelfit import fit_kernels
-from .rows import Rows
+from .rows import Rows, device_presets
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class Data:
 
     rows: Rows
     steps: list[S.Step]
+    allreduce: list[tuple[str, int, float, float]] = dataclasses.field(default_factory=list)
 
 
 
@@ -80,7 +81,32 @@ def load_data(data: Path, *, with_aiconfigurator: bool = True) -> Data:
     if with_aiconfigurator:
         rows += D.aiconfigurator_tables()
     steps = S.llmservingsim_steps(data) + S.vidur_steps(data) + S.splitwise_steps(data)
-    return Data(Rows.of(rows), steps)
+    return Data(Rows.of(rows), steps, D.aiconfigurator_allreduce() if with_aiconfigurator else [])
+
+
+def fit_allreduce(rows: list[tuple[str, int, float, float]]) -> dict[str, dict[str, float]]:
+    """Per NVLink device: the latency and bus efficiency of vLLM's custom all-reduce under CUDA
+    graphs, fitted on relative error as NCCL's ring formula on the device's link (``..collectives``).
+
+    PCIe devices keep the link model of their presets (NCCL's paths without NVLink are modelled
+    there, issue 34 item 5), whose figures this would override.
+    """
+    out = {}
+    nvlink = {name for name, entry in device_presets().items() if entry.get("intra_node_link") == "nvlink"}
+    for device in sorted({r[0] for r in rows} & nvlink):
+        own = [r for r in rows if r[0] == device]
+        link = float(device_presets()[device]["intra_node_gbps"]) * 1e9
+        n = np.array([r[1] for r in own], float)
+        size = np.array([r[2] for r in own])
+        measured_us = np.array([r[3] for r in own]) * 1e3
+
+        def residuals(x: np.ndarray, n: np.ndarray = n, size: np.ndarray = size,
+                      measured_us: np.ndarray = measured_us, link: float = link) -> np.ndarray:
+            return np.log((x[0] + 2 * (n - 1) / n * size / (x[1] * link) * 1e6) / measured_us)
+
+        result = least_squares(residuals, np.array([5.0, 0.3]), bounds=([0.0, 0.01], [100.0, 1.0]))
+        out[device] = {"graph_allreduce_latency_us": float(result.x[0]), "graph_allreduce_bus_eff": float(result.x[1])}
+    return out
 
 
 def host_options(x: Iterable[float]) -> dict[str, float]:
@@ -127,16 +153,18 @@ class Fit:
     kernels: dict[str, KernelParams]
     host: dict[str, dict[str, float]]
     measured: dict[str, list[str]]   # family -> devices with rows
+    devices: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # device -> own parameters
 
     def device_kernels(self, device: str) -> KernelParams:
         family = FAMILIES_OF.get(device, GENERIC)
         return self.kernels[family if family in self.kernels else GENERIC]
 
-    def params(self, family: str) -> dict[str, Any]:
-        """The flat session parameters of ``family`` (what ``profiles/fitted.yaml`` stores)."""
+    def params(self, family: str, device: str | None = None) -> dict[str, Any]:
+        """The flat session parameters of ``family`` (what ``profiles/fitted.yaml`` stores), with
+        ``device``'s own (its custom all-reduce) when given."""
         return {"op_model": "fitted", "kernels": "fused", "execution": "graphs", "graph_step_us": 0.0,
                 "piecewise_layer_us": 0.0, **kernel_options(self.kernels[family]),
-                **self.host.get(family, self.host[GENERIC])}
+                **self.host.get(family, self.host[GENERIC]), **self.devices.get(device or "", {})}
 
 
 def fit_all(data: Data, *, exclude_model: str | None = None, exclude_device: str | None = None,
@@ -171,7 +199,7 @@ def fit_all(data: Data, *, exclude_model: str | None = None, exclude_device: str
         if fitted is not None:
             kernels[family] = fitted
             measured[family] = sorted(str(d) for d in set(rows.device) & set(devices))
-    fit = Fit(kernels, {}, measured)
+    fit = Fit(kernels, {}, measured, fit_allreduce([r for r in data.allreduce if r[0] != exclude_device]))
     by_device = {s.device: fit.device_kernels(s.device) for s in steps}
     fit.host[GENERIC] = fit_host(steps, by_device)
     for family, (_, devices) in FAMILIES.items():

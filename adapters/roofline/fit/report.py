@@ -80,9 +80,15 @@ def _family_entry(out: Outcome, family: str, description: str, devices: list[str
     host = "eager host costs: " + ("splitwise " + ", ".join(
         sorted({s.device for s in out.data.steps if s.kind == "engine" and s.device in measured}))
         if family in out.fit.host else "the generic fit's (both DGX nodes)")
-    return {"name": family, "description": description, "devices": _names(devices), "measured": _names(measured),
-            "sources": {"kernel_rows": dict(sorted(rows.items())), "host": host},
-            "cv": cv, "params": _round(out.fit.params(family))}
+    own = {name: _round(out.fit.devices[d]) for d in devices if d in out.fit.devices for name in _names([d])}
+    entry = {"name": family, "description": description, "devices": _names(devices), "measured": _names(measured),
+             "sources": {"kernel_rows": dict(sorted(rows.items())), "host": host},
+             "cv": cv, "params": _round(out.fit.params(family))}
+    if own:
+        entry["sources"]["device_params"] = ("vLLM's custom all-reduce under CUDA graphs, aiconfigurator-core "
+                                             "custom_allreduce_perf (vllm_graph rows, messages <= 8 MiB)")
+        entry["device_params"] = own
+    return entry
 
 
 def profile_yaml(out: Outcome, *, command: str, aic_version: str) -> str:
