@@ -32,7 +32,7 @@ kernel measurements; ``profiles/fitted.yaml`` ships them):
   prefill chunk runs the varlen prefill kernel: it does not split a long
   KV cache across SMs as the decode kernel does, so one CTA scans the
   longest sequence's ``span`` keys alone, and decodes in it read their KV
-  at ``e_vm = min(attn_varlen_mem_eff, attn_mem_eff)`` (LLMServingSim's
+  at ``e_vm = attn_varlen_share x attn_mem_eff`` (LLMServingSim's
   mixed-batch shots: one decode at 16k context costs 62 µs alone and 366 µs
   beside a 256-token chunk on an RTX PRO 6000).
 
@@ -76,8 +76,7 @@ class KernelParams:
         attn_mem_eff: share of the memory bandwidth FlashAttention reaches reading K/V (0, 1].
         attn_floor_us: device time of the smallest attention call.
         attn_tile_us: time per 128-row query tile of one KV head (start-up of a tile's main loop).
-        attn_varlen_mem_eff: share of the memory bandwidth of a call with a prefill chunk (0, 1];
-            never above ``attn_mem_eff``.
+        attn_varlen_share: the share of ``attn_mem_eff`` a call with a prefill chunk reaches (0, 1].
         attn_span_ns: time per key of the longest sequence of such a call, scanned by one CTA.
         sampler_us: device time of the sampler's kernels besides reading the logits.
     """
@@ -92,13 +91,13 @@ class KernelParams:
     attn_mem_eff: float = 0.8
     attn_floor_us: float = 10.0
     attn_tile_us: float = 0.05
-    attn_varlen_mem_eff: float = 0.8
+    attn_varlen_share: float = 1.0
     attn_span_ns: float = 0.0
     sampler_us: float = 25.0
 
 
 KERNEL_KEYS = tuple(f.name for f in dataclasses.fields(KernelParams))
-EFFICIENCY_KEYS = frozenset(k for k in KERNEL_KEYS if k.endswith("_eff"))
+EFFICIENCY_KEYS = frozenset(k for k in KERNEL_KEYS if k.endswith(("_eff", "_share")))
 
 
 def attention_tiles(heads: float, kv_heads: float, tokens: float, seqs: float) -> float:
@@ -132,7 +131,7 @@ def kernel_ns(kind: int, work: float, traffic: float, rows: float, k: KernelPara
         t_c = work / (k.attn_eff * peak_flops) + rows * k.attn_tile_us * 1e-6
         if span:
             t_c = max(t_c, span * k.attn_span_ns * 1e-9)
-            t_m = traffic / (min(k.attn_varlen_mem_eff, k.attn_mem_eff) * mem_bw)
+            t_m = traffic / (k.attn_varlen_share * k.attn_mem_eff * mem_bw)
         else:
             t_m = traffic / (k.attn_mem_eff * mem_bw)
         return (t_c if t_c > t_m else t_m) * NS + k.attn_floor_us * 1e3, t_c > t_m

@@ -62,7 +62,7 @@ def test_gemm_kernel_by_hand() -> None:
 def test_attention_kernel_by_hand() -> None:
     """A decode-only call is bound by its KV read; a chunk's call pays the varlen efficiency and its span."""
     k = KernelParams(attn_eff=0.5, attn_mem_eff=0.8, attn_floor_us=10.0, attn_tile_us=0.05,
-                     attn_varlen_mem_eff=0.4, attn_span_ns=20.0)
+                     attn_varlen_share=0.5, attn_span_ns=20.0)
     t, _ = kernel_ns(ATTN, 1e6, 8e6, 100.0, k, 1e15, 1e12)
     assert t == pytest.approx(8e6 / 0.8e12 * 1e9 + 10_000.0, rel=1e-12)  # 10 us of KV read > 5 us of tiles
     t, _ = kernel_ns(ATTN, 1e6, 8e6, 100.0, k, 1e15, 1e12, span=16384)
@@ -72,7 +72,7 @@ def test_attention_kernel_by_hand() -> None:
 def test_fit_formula_is_the_runtime_formula() -> None:
     """fit.rows.predict_ns (numpy, fit time) times kernels exactly as kernels.kernel_ns (run time)."""
     rng = random.Random(7)
-    k = KernelParams(**{key: rng.uniform(0.1, 0.9) if key.endswith("_eff") else rng.uniform(0.0, 30.0)
+    k = KernelParams(**{key: rng.uniform(0.1, 0.9) if key.endswith(("_eff", "_share")) else rng.uniform(0.0, 30.0)
                         for key in KERNEL_KEYS})
     rows = []
     for i in range(200):
@@ -95,7 +95,7 @@ def test_every_family_holds_every_parameter_its_sources_and_errors() -> None:
             assert params == {}, name
             continue
         assert set(KERNEL_KEYS) <= set(params), name
-        assert all(0 < params[k] <= 1 for k in KERNEL_KEYS if k.endswith("_eff")), name
+        assert all(0 < params[k] <= 1 for k in KERNEL_KEYS if k.endswith(("_eff", "_share"))), name
         assert params["op_model"] == "fitted" and params["execution"] == "graphs"
         assert family["sources"]["kernel_rows"], name
         assert family["cv"]["in_sample"] or name in ("ada", "blackwell", "xe2", "generic"), name

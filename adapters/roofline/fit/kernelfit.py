@@ -29,10 +29,10 @@ MAX_GROUP_ROWS = 2500
 BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_eff": (0.05, 1.0), "gemm_m_half": (0.0, 4096.0), "gemm_mem_eff": (0.05, 1.0), "gemm_floor_us": (0.0, 50.0),
     "elem_mem_eff": (0.05, 1.0), "elem_floor_us": (0.0, 50.0), "attn_eff": (0.05, 1.0), "attn_mem_eff": (0.05, 1.0),
-    "attn_floor_us": (0.0, 100.0), "attn_tile_us": (0.0, 2.0), "attn_varlen_mem_eff": (0.05, 1.0),
+    "attn_floor_us": (0.0, 100.0), "attn_tile_us": (0.0, 2.0), "attn_varlen_share": (0.05, 1.0),
     "attn_span_ns": (0.0, 200.0), "sampler_us": (0.0, 500.0)}
 # Parameters only calls with a prefill chunk and cached KV identify (Row.mixed).
-MIXED_KEYS = ("attn_varlen_mem_eff", "attn_span_ns")
+MIXED_KEYS = ("attn_varlen_share", "attn_span_ns")
 
 
 def thin(rows: Rows) -> Rows:
@@ -95,7 +95,7 @@ def fit_kernels(rows: Rows, *, start: KernelParams | None = None) -> KernelParam
                            loss="soft_l1", f_scale=0.1, max_nfev=400)
     params = _params(result.x, fixed)
     if not rows.mixed.any():
-        params = dataclasses.replace(params, attn_varlen_mem_eff=params.attn_mem_eff, attn_span_ns=0.0)
+        params = dataclasses.replace(params, attn_varlen_share=1.0, attn_span_ns=0.0)
     log.info("kernel fit on %d rows: cost %.4g, %s", len(rows), result.cost, params)
     return params
 

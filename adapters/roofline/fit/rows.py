@@ -87,7 +87,7 @@ def predict_ns(rows: Rows, k: KernelParams) -> np.ndarray:
     varlen = rows.span > 0
     attn_c = np.maximum(w / (k.attn_eff * peak) + m * k.attn_tile_us * 1e-6,
                         np.where(varlen, rows.span * k.attn_span_ns * 1e-9, 0.0))
-    attn_e = np.where(varlen, min(k.attn_varlen_mem_eff, k.attn_mem_eff), k.attn_mem_eff)
+    attn_e = np.where(varlen, k.attn_varlen_share * k.attn_mem_eff, k.attn_mem_eff)
     attn = np.maximum(attn_c, q / (attn_e * bw)) * 1e9 + k.attn_floor_us * 1e3
     elem = q / (k.elem_mem_eff * bw) * 1e9 + np.where(rows.kind == SAMPLE, k.sampler_us, k.elem_floor_us) * 1e3
     return np.where(rows.kind == GEMM, gemm, np.where(rows.kind == ATTN, attn, elem))
