@@ -100,4 +100,4 @@ class RegressionBackend(RuntimeBackend):
         if isinstance(model, ProfileStepModel):  # the model with MoE and EP: DP lock-step pads its tokens
             return model.predict(list(batch.new_tokens), list(batch.context_tokens),
                                  padded_tokens=max(batch.dp_rank_tokens, default=0))
-        return model.predict(list(batch.new_tokens), list(batch.context_tokens))
+        return model.predict(list(batch.new_tokens), list(batch.context_tokens), list(batch.draft_tokens) or None)

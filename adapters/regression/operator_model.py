@@ -30,6 +30,7 @@ from cosim.v1 import types_pb2 as pb
 from .artifact import AttentionEntry, OperatorEntry, OverheadEntry
 from .curves import Table
 from .data import OPERATORS
+from .step_model import is_decode
 
 NS_PER_MS = 1e6
 
@@ -132,14 +133,20 @@ class OperatorStepModel:
                 dec_ms *= self.target.decode_s(batch, ctx) / self.reference.decode_s(batch, ctx)
         return pre_ms, dec_ms, out
 
-    def predict(self, new_tokens: list[int], context_tokens: list[int]) -> pb.StepTiming:
-        """Timing of one step; ``out_of_range`` set when any lookup left the training data."""
+    def predict(self, new_tokens: list[int], context_tokens: list[int],
+                draft_tokens: list[int] | None = None) -> pb.StepTiming:
+        """Timing of one step; ``out_of_range`` set when any lookup left the training data.
+
+        A speculative verification (``draft_tokens``) is timed as the decode it is: its tokens
+        run through the GEMMs, its attention reads the cache like a decode at the drafts' context,
+        and the step keeps the decode floor (a prefill chunk's floor would charge it +46%)."""
         tokens = sum(new_tokens)
         tokens8 = -(-tokens // 8) * 8
         prefill, decode_ctx = [], []
-        for new, ctx in zip(new_tokens, context_tokens):
-            if new == 1 and ctx > 0:
-                decode_ctx.append(ctx)
+        drafts = draft_tokens or [0] * len(new_tokens)
+        for new, ctx, draft in zip(new_tokens, context_tokens, drafts):
+            if is_decode(new, ctx, draft):
+                decode_ctx.append(ctx + draft)
             else:
                 prefill.append((new, ctx))
         ops, ar_ms = self._layer_ops(tokens8)

@@ -32,14 +32,23 @@ NS_PER_MS = 1e6
 RANGE_KEYS = ("num_seqs", "num_tokens", "max_context_tokens")
 
 
-def step_features(new_tokens: list[int], context_tokens: list[int]) -> tuple[list[float], dict[str, float]]:
+def is_decode(new: int, ctx: int, draft: int) -> bool:
+    """A sequence that generates: one sampled token after a cached context, plus the ``draft``
+    tokens of speculative decoding it verifies (StepBatch.draft_tokens). A verification reads the
+    KV cache once, like a decode, whatever its token count."""
+    return ctx > 0 and new - draft == 1
+
+
+def step_features(new_tokens: list[int], context_tokens: list[int],
+                  draft_tokens: list[int] | None = None) -> tuple[list[float], dict[str, float]]:
     """Feature vector (in :data:`STEP_FEATURES` order) and range values of one batch."""
     num_tokens = prefill_tokens = 0
     attn_work = kv_tokens = 0.0
-    for new, ctx in zip(new_tokens, context_tokens):
+    drafts = draft_tokens or [0] * len(new_tokens)
+    for new, ctx, draft in zip(new_tokens, context_tokens, drafts):
         num_tokens += new
-        if new == 1 and ctx > 0:
-            kv_tokens += ctx
+        if is_decode(new, ctx, draft):
+            kv_tokens += ctx + draft
         else:
             prefill_tokens += new
             attn_work += new * (ctx + new / 2)
@@ -89,16 +98,18 @@ class StepLinearModel:
         self.coef = list(entry.coef_ms)
         self.ranges = dict(entry.ranges)
 
-    def predict_ms(self, new_tokens: list[int], context_tokens: list[int]) -> tuple[float, bool]:
+    def predict_ms(self, new_tokens: list[int], context_tokens: list[int],
+                   draft_tokens: list[int] | None = None) -> tuple[float, bool]:
         """Step time in ms and whether the batch lies outside the training range."""
-        features, ranges = step_features(new_tokens, context_tokens)
+        features, ranges = step_features(new_tokens, context_tokens, draft_tokens)
         ms = sum(c * f for c, f in zip(self.coef, features))
         out = any(ranges[k] > self.ranges[k] for k in RANGE_KEYS)
         return ms, out
 
-    def predict(self, new_tokens: list[int], context_tokens: list[int]) -> pb.StepTiming:
+    def predict(self, new_tokens: list[int], context_tokens: list[int],
+                draft_tokens: list[int] | None = None) -> pb.StepTiming:
         """Timing of one step; the breakdown holds each feature's contribution (ns)."""
-        features, ranges = step_features(new_tokens, context_tokens)
+        features, ranges = step_features(new_tokens, context_tokens, draft_tokens)
         parts = [c * f * NS_PER_MS for c, f in zip(self.coef, features)]
         out = any(ranges[k] > self.ranges[k] for k in RANGE_KEYS)
         total = sum(parts)

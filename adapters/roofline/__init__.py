@@ -1,14 +1,19 @@
-"""Roofline runtime backend: BestServe's adapted roofline (seeds/003 §3.3).
+"""Roofline runtime backend: fitted kernel efficiencies per GPU family, or BestServe's roofline.
 
 A step's time is the sum over decoder layers of RMSNorm, attention (GQA
-projections, RoPE, QK^T, softmax, .V, O) and gated-MLP (or MoE) operators,
-each timed by the adapted roofline ``max(W/(e_c S_c), Q/(e_m S_m))``, with
-CPU dispatch overlapped as in BestServe Algorithm 1, TP all-reduces
-(formula 8), MoE all-to-alls, pipeline-stage sends, embedding and LM head.
-``docs/roofline.md`` gives the model, ``operators`` the W/Q tables.
+projections, RoPE, KV write, FlashAttention, O) and gated-MLP (or MoE)
+operators, plus embedding, LM head and sampler, TP all-reduces, MoE
+all-to-alls and pipeline-stage sends. By default (``profile: auto``) each
+kernel is timed by the fitted model of :mod:`.kernels` with its family's
+parameters (:mod:`.fitted`, fitted by :mod:`.fit`), and the host follows
+the execution mode (vLLM V1's CUDA graphs). ``profile: bestserve`` times
+each operator by BestServe's adapted roofline ``max(W/(e_c S_c), Q/(e_m
+S_m))`` at its phase's efficiencies, with CPU dispatch overlapped as in
+BestServe Algorithm 1 (seeds/003 §3.3). ``docs/roofline.md`` gives both
+models, ``operators`` the W/Q tables.
 
-Parameters (``params`` module; each from, later winning: defaults < the
-device's link (below) < profile < ``HardwareSpec.extra[key]`` <
+Parameters (``params`` module; each from, later winning: defaults (BestServe's)
+< the device's link (below) < profile < ``HardwareSpec.extra[key]`` <
 ``SessionSpec.options[key]``):
 
 =======================================  ==========================================
@@ -32,8 +37,17 @@ key                                       meaning (default, source)
 ``act_bytes``                             bytes per activation element (2)
 ``tdp_w`` (options only)                  report energy = tdp_w x devices x duration (0: none; the
                                           hub's power model applies, docs/energy.md)
-``profile`` (options only)                ``auto`` (shipped profile matching the device),
-                                          ``none``, a shipped name, or a YAML path
+``op_model``                              ``phase`` (BestServe) or ``fitted`` (the kernel model)
+``execution``                             ``eager`` (Algorithm 1 dispatch), ``graphs`` or ``piecewise``
+``graph_step_us``, ``piecewise_layer_us`` host time under graphs (0)
+``eager_comm_eff``                        all-reduce bus efficiency under eager (0: ``comm_eff``)
+``graph_allreduce_*``                     vLLM's custom all-reduce under graphs (0: off)
+``gemm_*``, ``attn_*``, ``elem_*``,       fitted kernel parameters (:mod:`.kernels`)
+``sampler_us``
+``profile`` (options only)                ``auto`` / ``fitted`` (default: the device's family in
+                                          ``profiles/fitted.yaml``), ``bestserve`` / ``none``
+                                          (the defaults above), a shipped name, or a YAML path
+``family`` (options only)                 the fitted family to use (default: the device's)
 =======================================  ==========================================
 
 Device figures come from the ``HardwareSpec``: ``peak_tflops`` (S_c),
@@ -41,10 +55,10 @@ Device figures come from the ``HardwareSpec``: ``peak_tflops`` (S_c),
 and ``devices_per_node``. A zero peak or bandwidth is an unknown device and
 is rejected with INVALID_ARGUMENT. When ``HardwareSpec.extra`` also describes
 the intra-node link (``intra_node_bus_efficiency``, ``intra_node_latency_us``,
-``intra_node_hop_latency_us``; the hub's device presets fill them) and no
-profile applies, collectives follow NCCL's ring model on that link: formula
-``ring``, ``comm_eff`` = the bus efficiency, the latencies as given
-(:mod:`.collectives`).
+``intra_node_hop_latency_us``; the hub's device presets fill them) and the
+profile is the fitted one or BestServe's, collectives follow NCCL's ring model
+on that link: formula ``ring``, ``comm_eff`` = the bus efficiency, the
+latencies as given (:mod:`.collectives`).
 """
 
 from .backend import RooflineBackend, open_model

@@ -78,7 +78,8 @@ def open_model(spec: pb.SessionSpec) -> SessionModel:
     device = _device(spec)
     options: dict[str, Any] = MessageToDict(spec.options) if spec.HasField("options") else {}
     params = resolve_params(spec.hardware.device, dict(spec.hardware.extra), options)
-    shape = make_shape(spec.model, spec.parallelism, act_bytes=params.act_bytes, fused=params.kernels == "fused")
+    shape = make_shape(spec.model, spec.parallelism, act_bytes=params.act_bytes, fused=params.kernels == "fused",
+                       fitted=params.op_model == "fitted")
     return SessionModel(shape=shape, params=params, device=device)
 
 
@@ -102,7 +103,8 @@ class RooflineBackend(RuntimeBackend):
     name = "roofline"
     version = "0.1.0"
     fidelity = pb.FIDELITY_ANALYTICAL
-    description = "adapted roofline (BestServe §3.3): MFU/MBU per phase, CPU dispatch, TP/PP/EP communication"
+    description = ("roofline: kernel efficiencies fitted per GPU family (default) or BestServe's per-phase MFU/MBU; "
+                   "CUDA-graph or eager dispatch; TP/PP/EP communication")
     # bucketed_cache_safe: step time is linear in each context, so nearby contexts time alike.
     capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel",
                     "energy", "bucketed_cache_safe", "lora")
@@ -119,16 +121,19 @@ class RooflineBackend(RuntimeBackend):
         padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
         new, context = batch.new_tokens[:], batch.context_tokens[:]  # a message field is slow to iterate: lists
+        drafts = tuple(batch.draft_tokens)
+        if drafts and len(drafts) != len(new):
+            raise InvalidArgument("batch.draft_tokens", len(drafts), f"values, but the batch has {len(new)} sequences")
         # Decodes only (as batch_stats tells them, for new tokens > 0), by the quickest tests in C.
-        decodes = new.count(1) == len(new) and 0 not in context and not batch.lora_ranks
+        decodes = new.count(1) == len(new) and 0 not in context and not batch.lora_ranks and not any(drafts)
         if decodes:
             context_sum = sum(context)
             key: tuple[object, ...] = (len(new), context_sum, padded, slim)  # decodes: timed by count and sum
         else:
-            key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids))
+            key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids), drafts)
         timing = state.cache.get(key)
         if timing is None:
-            stats = decode_stats(len(new), context_sum) if decodes else batch_stats(new, context)
+            stats = decode_stats(len(new), context_sum) if decodes else batch_stats(new, context, drafts)
             if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
                 stats = dataclasses.replace(stats, tokens=float(padded))
             if batch.lora_ranks:

@@ -10,6 +10,12 @@ the CPU, which dispatches the modules one after another, with the device,
 which starts a module when it has been dispatched and the previous one has
 finished.
 
+With ``op_model: fitted`` (the default profile) each operator is timed by the
+fitted kernel model instead (:mod:`.kernels`), and the host follows the
+execution mode (:func:`_host_ns`): vLLM V1 replays a decode-only step as one
+CUDA graph and runs other steps as piecewise graphs, so Algorithm 1's eager
+per-module dispatch applies only under ``execution: eager``.
+
 Main names: :class:`Device`, :class:`SessionModel`, :func:`device_times`, :func:`estimate`.
 """
 
@@ -22,10 +28,14 @@ from cosim.v1 import types_pb2 as pb
 
 from . import operators as ops
 from .collectives import all_reduce_ns, all_to_all_ns
+from .kernels import kernel_ns
 from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Group, Shape
 from .params import Params
 
 NS = 1e9
+# vLLM's custom all-reduce takes messages up to 8 MiB (CustomAllreduce max_size = 8192 * 1024 bytes,
+# vllm/distributed/device_communicators/custom_all_reduce.py); NCCL takes larger ones.
+CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +75,13 @@ def _blend(a: float, b: float, w: float) -> float:
     return w * a + (1.0 - w) * b
 
 
+def _comm_eff(p: Params, b: BatchStats) -> float:
+    """The collectives' bus efficiency: the phases' blend, or the eager engine's own."""
+    if p.execution == "eager" and p.eager_comm_eff:
+        return p.eager_comm_eff
+    return _blend(p.prefill.comm_eff, p.decode.comm_eff, b.prefill_share)
+
+
 def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, float]:
     """Per-layer collective time after attention and after the MLP, in ns (see :mod:`.collectives`)."""
     s, p, d = m.shape, m.params, m.device
@@ -73,6 +90,11 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
         attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
                                    hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
+        if p.graph_allreduce_bus_eff and p.execution != "eager" and size <= CUSTOM_AR_MAX_BYTES:
+            # vLLM's custom all-reduce; taking the faster keeps a step monotone across the 8 MiB cut
+            custom = all_reduce_ns(size, s.tp, p.graph_allreduce_bus_eff * d.tp_link,
+                                   latency_us=p.graph_allreduce_latency_us, formula="ring")
+            attn = mlp = min(attn, custom)
     if s.num_experts and s.ep > 1:
         # Dispatch and combine: each rank holds its share of the T k token copies and sends
         # (ep - 1)/ep of them to other ranks. EP replaces the MLP all-reduce.
@@ -149,12 +171,23 @@ class DeviceTimes:
         return self.totals[1]
 
 
-def _add_ops(times: DeviceTimes, op_list: list[ops.Op], mult: int, rate_c: tuple[float, float, float],
-             rate_m: tuple[float, float, float], *, with_breakdown: bool = True) -> None:
-    """Adds each operator's adapted-roofline time to ``times`` (``mult`` instances in the step);
-    ``with_breakdown=False`` leaves ``times.breakdown`` alone."""
+def _add_ops(m: SessionModel, times: DeviceTimes, op_list: list[ops.Op], mult: int,
+             rate_c: tuple[float, float, float], rate_m: tuple[float, float, float], *,
+             with_breakdown: bool = True) -> None:
+    """Adds each operator's time to ``times`` (``mult`` instances in the step): the adapted
+    roofline at its phase's rates, or the fitted kernel model; ``with_breakdown=False`` leaves
+    ``times.breakdown`` alone."""
     busy, breakdown, totals = times.busy, times.breakdown, times.totals
-    for module, key, work, traffic, group in op_list:
+    if m.params.op_model == "fitted":
+        k, peak, bw = m.params.kernel, m.device.peak_flops, m.device.mem_bw
+        for module, key, work, traffic, _, kind, rows, span in op_list:
+            t, compute_bound = kernel_ns(kind, work, traffic, rows, k, peak, bw, span)
+            busy[module] += t
+            if with_breakdown:
+                breakdown[key] += t * mult
+            totals[not compute_bound] += t * mult
+        return
+    for module, key, work, traffic, group, _, _, _ in op_list:
         t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
         t = t_c if t_c >= t_m else t_m
         busy[module] += t
@@ -191,10 +224,10 @@ def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
         fixed = DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
         rate_c, rate_m = _rates(m, b.prefill_share)
         embed, head = ops.head_ops(s, b)
-        layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_decode_core=False)
+        layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_core=False)
                      + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
         for op_list, mult in ((layer_ops, s.layers_per_stage * s.pp), (embed, 1), (head, 1)):
-            _add_ops(fixed, op_list, mult, rate_c, rate_m)
+            _add_ops(m, fixed, op_list, mult, rate_c, rate_m)
         if len(m.memo) >= MEMO_SIZE:
             m.memo.clear()
         m.memo[key] = fixed
@@ -211,10 +244,10 @@ def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True)
                         defaultdict(float, fixed.breakdown) if with_breakdown else defaultdict(float),
                         list(fixed.totals))
     rate_c, rate_m = _rates(m, b.prefill_share)
-    _add_ops(times, ops.decode_attention_ops(s, b), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
+    _add_ops(m, times, ops.core_ops(s, b), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
     if b.lora:
-        _add_ops(times, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
-    comm_attn, comm_mlp = _comm_ns(m, b, _blend(p.prefill.comm_eff, p.decode.comm_eff, b.prefill_share))
+        _add_ops(m, times, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
+    comm_attn, comm_mlp = _comm_ns(m, b, _comm_eff(p, b))
     times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
     times.busy[ATTENTION] += comm_attn
     times.busy[MLP] += comm_mlp
@@ -225,20 +258,34 @@ def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True)
     return times
 
 
+def _host_ns(p: Params, b: BatchStats) -> tuple[float, float, float, float, float]:
+    """Host costs of a step by execution mode: dispatch per RMSNorm, attention, MLP and head
+    module (overlapped with the device by Algorithm 1), and the step's own host time, in ns.
+
+    NOTE: every mode's costs only grow from a decode-only step to one with a prefill chunk
+    (a full graph becomes piecewise; eager steps take the prefill phase's constants, which
+    the fitted profile sets no lower), so adding work never shortens a step.
+    """
+    if p.execution == "eager":
+        phase = p.prefill if b.prefill.seqs else p.decode
+        return (phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3, phase.dispatch_mlp_us * 1e3,
+                phase.dispatch_head_us * 1e3, phase.step_overhead_us * 1e3)
+    if p.execution == "graphs" and not b.prefill.seqs:  # vLLM V1 replays a uniform decode batch as one graph
+        return 0.0, 0.0, 0.0, 0.0, p.graph_step_us * 1e3
+    return 0.0, p.piecewise_layer_us * 1e3, 0.0, 0.0, p.graph_step_us * 1e3
+
+
 def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> pb.StepTiming:
     """Times one step; see the module docstring for the model. ``with_breakdown=False`` leaves
     StepTiming.breakdown empty (a caller that reads none saves building it)."""
     s, p, dev = m.shape, m.params, m.device
-    pre, dec = p.prefill, p.decode
     times = device_times(m, b, with_breakdown=with_breakdown)
     busy, breakdown = times.busy, times.breakdown
     comm = (times.comm_attn + times.comm_mlp) * s.layers_per_stage * s.pp
-    comm_eff = _blend(pre.comm_eff, dec.comm_eff, b.prefill_share)
-    phase = pre if b.prefill.seqs else dec
-    d_norm, d_attn = phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3
-    layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]),
-             (phase.dispatch_mlp_us * 1e3, busy[MLP])]
-    first, last = [(0.0, busy[EMBED])], [(phase.dispatch_head_us * 1e3, busy[HEAD])]
+    comm_eff = _comm_eff(p, b)
+    d_norm, d_attn, d_mlp, d_head, overhead = _host_ns(p, b)
+    layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]), (d_mlp, busy[MLP])]
+    first, last = [(0.0, busy[EMBED])], [(d_head, busy[HEAD])]
     if s.pp == 1:
         total = _run_stage(first, layer, s.layers_per_stage, last)
     else:
@@ -251,7 +298,6 @@ def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> 
         breakdown["pp_send"] = (s.pp - 1) * send
 
     exposed = max(total - times.compute - times.memory - comm, 0.0)
-    overhead = phase.step_overhead_us * 1e3
     breakdown["dispatch"] = exposed
     if overhead:
         breakdown["step_overhead"] = overhead

@@ -3,14 +3,17 @@
 Every figure the model uses besides the device's peak rates is a
 :class:`Params` field. A value is resolved, later sources winning, from
 
-1. the defaults below (BestServe §4.1 and Table 3, seeds/003);
+1. the defaults below: BestServe's (§4.1 and Table 3, seeds/003), its
+   per-phase efficiencies and eager dispatch;
 2. the device's intra-node link, when ``HardwareSpec.extra`` describes it
-   (the hub's device presets do) and no profile applies: NCCL's ring model
-   on that link (:data:`LINK_PARAMS`, :mod:`.collectives`);
-3. a device profile (YAML written by ``cosim calibrate roofline``), chosen by
-   the session option ``profile`` (``auto``: a shipped profile whose device
-   or aliases match ``hardware.device``; ``none``; a shipped profile name; or
-   a path);
+   (the hub's device presets do) and the profile is the fitted one or
+   BestServe's: NCCL's ring model on that link (:data:`LINK_PARAMS`,
+   :mod:`.collectives`);
+3. a profile, chosen by the session option ``profile``: ``auto`` (the
+   default) or ``fitted``, the fitted kernel model of the device's family
+   (:mod:`.fitted`, ``profiles/fitted.yaml``); ``bestserve`` (or ``none``),
+   nothing over the defaults; another shipped profile name (``calibrated``);
+   or a path to a profile YAML;
 4. ``HardwareSpec.extra[key]`` (numbers only);
 5. ``SessionSpec.options[key]``.
 
@@ -30,12 +33,21 @@ import yaml
 
 from cosim.adapters.sdk import InvalidArgument
 
+from . import fitted as fitted_profiles
+from .kernels import EFFICIENCY_KEYS, KERNEL_KEYS, KernelParams
+
 log = logging.getLogger(__name__)
 
 PROFILE_DIR = Path(__file__).with_name("profiles")
 PHASES = ("prefill", "decode")
 KERNEL_STYLES = ("eager", "fused")
 ALLREDUCE_FORMULAS = ("bestserve", "ring")
+OP_MODELS = ("phase", "fitted")
+EXECUTIONS = ("eager", "graphs", "piecewise")
+# Profiles that are the defaults themselves: BestServe's parameters ("none": the earlier name).
+BESTSERVE_PROFILES = ("bestserve", "none")
+FITTED_PROFILES = ("auto", "fitted")
+PHASE_MODEL_KEYS = ("mfu", "mbu")  # read only by op_model: phase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +94,23 @@ class Params:
         act_bytes: bytes per activation element.
         tdp_w: device power the backend reports energy with, tdp_w x devices x duration (0: it
             reports none and the hub's power model applies; set in the backend's options only).
+        op_model: ``phase`` (BestServe: every operator of a phase at the phase's MFU/MBU) or
+            ``fitted`` (the kernel model of :mod:`.kernels`, with ``kernel``'s parameters).
+        execution: how the host drives the device. ``eager``: it launches every module, and
+            Algorithm 1 overlaps the ``dispatch_*_us`` with the device. ``graphs`` (vLLM V1's
+            FULL_AND_PIECEWISE): a decode-only step replays one CUDA graph, other steps run
+            piecewise graphs. ``piecewise``: every step runs piecewise graphs.
+        eager_comm_eff: the collectives' bus efficiency under ``execution: eager`` (0: ``comm_eff``),
+            the engine the fitted eager host costs describe (Splitwise's DGX engine).
+        graph_allreduce_latency_us, graph_allreduce_bus_eff: vLLM's custom all-reduce (CUDA IPC,
+            replayed in graphs) under ``graphs``/``piecewise``, for messages up to 8 MiB: its
+            latency and bus efficiency on the device's link (bus efficiency 0: NCCL's ring on the
+            link, as under ``eager``). The fitted profile sets them for the devices whose custom
+            all-reduce aiconfigurator-core measured; a message takes the faster of the two.
+        graph_step_us: host time per step the device waits for under ``graphs``/``piecewise``.
+        piecewise_layer_us: host time per layer of a piecewise step (the attention call launched
+            between captured pieces), overlapped with the device by Algorithm 1.
+        kernel: the fitted kernel model's parameters (``op_model: fitted``).
     """
 
     prefill: PhaseParams = PhaseParams()
@@ -94,6 +123,14 @@ class Params:
     p2p_latency_us: float = 0.0
     act_bytes: float = 2.0
     tdp_w: float = 0.0
+    op_model: str = "phase"
+    execution: str = "eager"
+    eager_comm_eff: float = 0.0
+    graph_allreduce_latency_us: float = 0.0
+    graph_allreduce_bus_eff: float = 0.0
+    graph_step_us: float = 0.0
+    piecewise_layer_us: float = 0.0
+    kernel: KernelParams = KernelParams()
 
     def phase(self, name: str) -> PhaseParams:
         return self.prefill if name == "prefill" else self.decode
@@ -118,6 +155,15 @@ SOURCES: dict[str, str] = {
     "p2p_latency_us": "not in BestServe: 0",
     "act_bytes": "fp16/bf16 activations (BestServe's 2 bytes per float)",
     "tdp_w": "0: no energy reported (the hub's power model applies, docs/energy.md) unless given in options",
+    "op_model": "phase: BestServe's per-phase efficiencies; the fitted profile sets fitted",
+    "execution": "eager: BestServe's Algorithm 1 dispatch; the fitted profile sets graphs (vLLM V1)",
+    "eager_comm_eff": "0 (comm_eff applies); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
+    "graph_allreduce_latency_us": "0; the fitted profile's: aiconfigurator-core's vLLM custom all-reduce (graphs)",
+    "graph_allreduce_bus_eff": "0 (off: NCCL's ring); the fitted profile's: as graph_allreduce_latency_us",
+    "graph_step_us": "0: LLMServingSim 2.0 replays vLLM 0.19 (CUDA graphs) from kernel times with no host "
+                     "time added and matches it (shared/data/llmservingsim/README.md §3.4)",
+    "piecewise_layer_us": "0: as graph_step_us",
+    **{key: "fitted kernel model (profiles/fitted.yaml gives the data each was fitted on)" for key in KERNEL_KEYS},
 }
 
 # HardwareSpec.extra keys that describe the device's intra-node link (the hub's presets set
@@ -129,11 +175,12 @@ LINK_PARAMS: dict[str, tuple[str, ...]] = {
 }
 
 PHASE_KEYS = tuple(f.name for f in dataclasses.fields(PhaseParams))
-GLOBAL_KEYS = tuple(f.name for f in dataclasses.fields(Params) if f.name not in PHASES)
-STRING_KEYS = {"kernels": KERNEL_STYLES, "allreduce_formula": ALLREDUCE_FORMULAS}
+GLOBAL_KEYS = tuple(f.name for f in dataclasses.fields(Params) if f.name not in (*PHASES, "kernel"))
+STRING_KEYS = {"kernels": KERNEL_STYLES, "allreduce_formula": ALLREDUCE_FORMULAS, "op_model": OP_MODELS,
+               "execution": EXECUTIONS}
 KNOWN_KEYS = frozenset(
-    list(GLOBAL_KEYS) + list(PHASE_KEYS) + [f"{k}_{p}" for k in PHASE_KEYS for p in PHASES])
-OPTION_ONLY_KEYS = frozenset({"profile"})
+    list(GLOBAL_KEYS) + list(KERNEL_KEYS) + list(PHASE_KEYS) + [f"{k}_{p}" for k in PHASE_KEYS for p in PHASES])
+OPTION_ONLY_KEYS = frozenset({"profile", "family"})
 
 
 def _check(field: str, key: str, value: Any) -> Any:
@@ -145,9 +192,12 @@ def _check(field: str, key: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(field, value, "must be a number")
     base = key.rsplit("_", 1)[0] if key.endswith(PHASES) else key
-    if base in ("mfu", "mbu", "comm_eff"):
+    if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS:
         if not 0.0 < value <= 1.0:
             raise InvalidArgument(field, value, "must be in (0, 1]")
+    elif base in ("eager_comm_eff", "graph_allreduce_bus_eff"):
+        if not 0.0 <= value <= 1.0:
+            raise InvalidArgument(field, value, "must be in [0, 1] (0: comm_eff applies)")
     elif base == "act_bytes":
         if not value > 0:
             raise InvalidArgument(field, value, "must be > 0")
@@ -183,12 +233,14 @@ def build_params(values: Mapping[str, Any]) -> Params:
         phases[phase] = dataclasses.replace(base, **{
             k: values[f"{k}_{phase}"] for k in PHASE_KEYS if f"{k}_{phase}" in values})
     globals_ = {k: values[k] for k in GLOBAL_KEYS if k in values}
-    return Params(prefill=phases["prefill"], decode=phases["decode"], **globals_)
+    kernel = KernelParams(**{k: values[k] for k in KERNEL_KEYS if k in values})
+    return Params(prefill=phases["prefill"], decode=phases["decode"], kernel=kernel, **globals_)
 
 
 def flatten(params: Params) -> dict[str, Any]:
     """Flat ``key -> value`` view of ``params`` (the profile file format)."""
     out: dict[str, Any] = {k: getattr(params, k) for k in GLOBAL_KEYS}
+    out.update({k: getattr(params.kernel, k) for k in KERNEL_KEYS})
     for phase in PHASES:
         for k in PHASE_KEYS:
             out[f"{k}_{phase}"] = getattr(params.phase(phase), k)
@@ -201,25 +253,15 @@ def _matches(entry: Mapping[str, Any], device: str) -> bool:
 
 
 def load_profile(reference: str, device: str, *, field: str = "spec.options.profile") -> dict[str, Any]:
-    """Parameters of ``device`` from a profile file (see module docstring).
+    """Parameters of ``device`` from a profile file (``calibrated``, or a path).
 
     Returns:
-        The profile's flat parameters; empty for ``none`` or an ``auto``
-        that finds no shipped profile for the device.
+        The profile's flat parameters.
 
     Raises:
-        InvalidArgument: the file is missing or malformed, or (for an
-            explicit profile) has no entry for ``device`` among several.
+        InvalidArgument: the file is missing or malformed, or has no entry
+            for ``device`` among several.
     """
-    if reference == "none":
-        return {}
-    if reference == "auto":
-        for path in sorted(PROFILE_DIR.glob("*.yaml")):
-            for entry in _read_profiles(path, field):
-                if _matches(entry, device):
-                    log.debug("device %s: using shipped profile %s", device, path.name)
-                    return dict(entry.get("params", {}))
-        return {}
     path = Path(reference)
     if not path.suffix:
         path = PROFILE_DIR / f"{reference}.yaml"
@@ -260,24 +302,49 @@ def link_params(extra: Mapping[str, float]) -> dict[str, Any]:
     return values
 
 
+def profile_params(profile: str, device: str, family: str | None) -> tuple[dict[str, Any], bool]:
+    """The parameters ``profile`` sets for ``device`` and whether the device's link figures apply
+    under them (the fitted and BestServe parameters fit no collective; a calibrated profile's
+    ``comm_eff`` absorbs the latency the link would add again).
+
+    Raises:
+        InvalidArgument: an unknown profile or family.
+    """
+    if profile in BESTSERVE_PROFILES:
+        return {}, True
+    if profile in FITTED_PROFILES:
+        return fitted_profiles.params_for(device, family=family), True
+    return load_profile(profile, device), False
+
+
 def resolve_params(device: str, extra: Mapping[str, float], options: Mapping[str, Any]) -> Params:
-    """Resolves a session's parameters: defaults < link (without a profile) < profile < extra < options.
+    """Resolves a session's parameters: defaults < link < profile < extra < options.
 
     Raises:
         InvalidArgument: an option is unknown or a value is out of range.
     """
     values: dict[str, Any] = {}
-    profile = options.get("profile", "none")
+    profile, family = options.get("profile", "auto"), options.get("family")
     if not isinstance(profile, str):
-        raise InvalidArgument("spec.options.profile", profile, "must be auto, none, a profile name or a path")
-    fitted = load_profile(profile, device)
-    if not fitted:
-        # A profile was fitted as a whole (its comm_eff absorbs latency), so the link's figures
-        # would count that twice; they fill in only where no profile applies.
+        raise InvalidArgument("spec.options.profile", profile,
+                              "must be auto, fitted, bestserve, none, a profile name or a path")
+    if family is not None and not isinstance(family, str):
+        raise InvalidArgument("spec.options.family", family, f"must be one of {fitted_profiles.family_names()}")
+    chosen, with_link = profile_params(profile, device, family)
+    if with_link:
         _apply(values, link_params(extra), "spec.hardware.extra", strict=True)
-    _apply(values, fitted, f"profile[{profile}]", strict=True)
+    _apply(values, chosen, f"profile[{profile}]", strict=True)
     # The presets' tdp_w in extra is the hub's power model's figure (docs/energy.md): only an
     # explicit option makes this backend report its own TDP x duration upper bound.
     _apply(values, {k: v for k, v in extra.items() if k != "tdp_w"}, "spec.hardware.extra", strict=False)
     _apply(values, options, "spec.options", strict=True)
+    if values.get("kernels") == "eager" and "execution" not in options:
+        values["execution"] = "eager"  # Hugging Face eager kernels run without graphs (BestServe's dispatch)
+    if values.get("op_model") == "fitted":
+        for key in options:
+            if key.split("_")[0] in PHASE_MODEL_KEYS:
+                raise InvalidArgument(f"spec.options.{key}", options[key],
+                                      "is an efficiency of BestServe's per-phase model, which the fitted profile "
+                                      "does not use (it times each kernel class: gemm_eff, attn_mem_eff, ...); "
+                                      "add profile: bestserve to time with it")
     return build_params(values)

@@ -3,7 +3,8 @@
 Lists the built-in presets (``hub/config/presets/*.yaml``) and, with ``--config`` or
 ``--presets``, a scenario's own (its ``presets:`` file and ``hf_config:``
 models), each with where its figures come from. ``-s`` prints the source of
-every figure of a device, not only its peak's.
+every figure of a device, not only its peak's, and which fitted family the
+roofline backend times it with.
 """
 
 from __future__ import annotations
@@ -54,7 +55,20 @@ def device_rows(devices: list[tuple[DevicePreset, str]], every_source: bool) -> 
                     f"{device.mem_bandwidth_gbps:>9g} {device.intra_node_gbps:>9g}  {origin}")
         shown = device.sources.items() if every_source else [("peak_tflops", device.sources["peak_tflops"])]
         rows += [f"    {field}: {text}" for field, text in shown]
+        if every_source:
+            rows.append(f"    roofline: {_roofline_family(device.name)}")
     return rows
+
+
+def _roofline_family(device: str) -> str:
+    """Which fitted parameters the roofline backend's default profile times ``device`` with."""
+    from cosim.adapters.roofline.fitted import family_of  # lazy: data only, read when asked
+
+    family, basis = family_of(device)
+    return {"measured": f"fitted family {family}, measured on this device",
+            "family": f"fitted family {family} (measured on other {family} devices) over this device's peaks",
+            "bestserve": f"{family}: BestServe's parameters (profile: bestserve)",
+            "generic": "generic fit (every measured GPU pooled) over this device's peaks: no family data"}[basis]
 
 
 def presets_command(args: argparse.Namespace) -> int:

@@ -105,3 +105,17 @@ def test_one_prediction_takes_well_under_a_millisecond(kind: str) -> None:
     for _ in range(500):
         predict(pair, *batch)
     assert (time.perf_counter() - start) / 500 < 500e-6
+
+
+@pytest.mark.parametrize("kind", ["operator", "step"])
+def test_speculative_verification_is_timed_as_a_decode_not_a_prefill(kind: str) -> None:
+    """Eight sequences verifying 4 drafts at context 900 (StepBatch.draft_tokens) keep the decode
+    floor: within 10% of eight decodes at context 904, where the same tokens read as prefill chunks
+    take the prefill floor (issue 34: +46%)."""
+    backend, session = open_session(make_spec(artifact=str(DEFAULT_ARTIFACTS[kind])))
+    verify = backend.predict(session, pb.StepBatch(new_tokens=[5] * 8, context_tokens=[900] * 8,
+                                                   draft_tokens=[4] * 8)).duration_ns
+    decode = backend.predict(session, pb.StepBatch(new_tokens=[1] * 8, context_tokens=[904] * 8)).duration_ns
+    chunks = backend.predict(session, pb.StepBatch(new_tokens=[5] * 8, context_tokens=[900] * 8)).duration_ns
+    assert decode <= verify < 1.10 * decode
+    assert chunks > 1.2 * verify

@@ -1,0 +1,139 @@
+"""The fitted kernel model: how long one GPU kernel of a known class takes.
+
+BestServe's roofline gives every operator of a phase the same efficiencies.
+Measured kernels do not behave that way: a GEMM's tensor-core efficiency
+rises with its row count M, FlashAttention's with the length of each
+sequence's query, and every kernel, however small, costs a few
+microseconds. The fitted model gives each operator class a handful of
+physical parameters per device family (``fit`` fits them on public
+kernel measurements; ``profiles/fitted.yaml`` ships them):
+
+- **GEMM** (projections, MLP, LM head, MoE experts), ``M`` rows::
+
+      t = floor + max(W / (e_g(M) S_c), Q / (e_w S_m)),   e_g(M) = gemm_eff M / (M + gemm_m_half)
+
+  Compute efficiency saturates in M (small M fills few output tiles and
+  runs short main loops); a GEMM of few rows streams its weights at e_w.
+  ``W / e_g(M)`` is ``2KN (M + m_half) / gemm_eff``: it never falls as M grows.
+
+- **Attention** (one FlashAttention call over every sequence of the step,
+  as vLLM V1 issues it; prefill chunks, decodes and speculative
+  verifications alike)::
+
+      decode-only call:  t = floor + max(W / (e_a S_c) + tiles x attn_tile_us, Q / (e_am S_m))
+      any prefill chunk: t = floor + max(W / (e_a S_c) + tiles x attn_tile_us, Q / (e_vm S_m),
+                                         span x attn_span_ns)
+
+  with W the causal FLOPs, Q the Q/K/V/O bytes and ``tiles`` the
+  128-row query tiles of the call (``heads x tokens / 128 + kv_heads x
+  sequences``: FlashAttention packs the query heads of one KV head into a
+  tile, and every sequence starts tiles of its own). The tile term is why a
+  short sequence attends less efficiently than a long one. A call with a
+  prefill chunk runs the varlen prefill kernel: it does not split a long
+  KV cache across SMs as the decode kernel does, so one CTA scans the
+  longest sequence's ``span`` keys alone, and decodes in it read their KV
+  at ``e_vm = attn_varlen_share x attn_mem_eff`` (LLMServingSim's
+  mixed-batch shots: one decode at 16k context costs 62 µs alone and 366 µs
+  beside a 256-token chunk on an RTX PRO 6000).
+
+- **Element-wise** (norms, RoPE, activation, KV write, embedding)::
+
+      t = floor + Q / (e_e S_m)
+
+- **Sampler** (top-k/top-p over the logits): ``sampler_us`` plus the logits
+  read as an element-wise op.
+
+All terms grow with the work, so a step's device time never falls when a
+token or a sequence is added. Main names: :class:`KernelParams`,
+:func:`kernel_ns`, :data:`KERNEL_KEYS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# Operator classes (the ``kind`` of an op in :mod:`.operators`).
+GEMM, ELEM, ATTN, SAMPLE = range(4)
+KIND_NAMES = ("gemm", "elementwise", "attention", "sampler")
+# Query rows per FlashAttention tile: kBlockM = 128 for head_dim 128 in FlashAttention-2/3
+# (Dao, "FlashAttention-2", 2023, §3.3; FlashAttention-3's Hopper kernels, hdim 128).
+TILE_ROWS = 128
+NS = 1e9
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelParams:
+    """Per-family kernel parameters (fitted; ``profiles/fitted.yaml`` says on what).
+
+    Attributes:
+        gemm_eff: tensor-core efficiency a GEMM approaches as M grows (0, 1].
+        gemm_m_half: rows at which a GEMM reaches half of ``gemm_eff``.
+        gemm_mem_eff: share of the memory bandwidth a weight-streaming GEMM reaches (0, 1].
+        gemm_floor_us: device time of the smallest GEMM.
+        elem_mem_eff: share of the memory bandwidth of element-wise kernels (0, 1].
+        elem_floor_us: device time of the smallest element-wise kernel.
+        attn_eff: tensor-core efficiency of FlashAttention on long sequences (0, 1].
+        attn_mem_eff: share of the memory bandwidth FlashAttention reaches reading K/V (0, 1].
+        attn_floor_us: device time of the smallest attention call.
+        attn_tile_us: time per 128-row query tile of one KV head (start-up of a tile's main loop).
+        attn_varlen_share: the share of ``attn_mem_eff`` a call with a prefill chunk reaches (0, 1].
+        attn_span_ns: time per key of the longest sequence of such a call, scanned by one CTA.
+        sampler_us: device time of the sampler's kernels besides reading the logits.
+    """
+
+    gemm_eff: float = 0.7
+    gemm_m_half: float = 64.0
+    gemm_mem_eff: float = 0.85
+    gemm_floor_us: float = 5.0
+    elem_mem_eff: float = 0.7
+    elem_floor_us: float = 2.5
+    attn_eff: float = 0.6
+    attn_mem_eff: float = 0.8
+    attn_floor_us: float = 10.0
+    attn_tile_us: float = 0.05
+    attn_varlen_share: float = 1.0
+    attn_span_ns: float = 0.0
+    sampler_us: float = 25.0
+
+
+KERNEL_KEYS = tuple(f.name for f in dataclasses.fields(KernelParams))
+EFFICIENCY_KEYS = frozenset(k for k in KERNEL_KEYS if k.endswith(("_eff", "_share")))
+
+
+def attention_tiles(heads: float, kv_heads: float, tokens: float, seqs: float) -> float:
+    """Query tiles of one attention call: ``heads x tokens / 128 + kv_heads x seqs`` (see module)."""
+    return heads * tokens / TILE_ROWS + kv_heads * seqs
+
+
+def kernel_ns(kind: int, work: float, traffic: float, rows: float, k: KernelParams,
+              peak_flops: float, mem_bw: float, span: float = 0.0) -> tuple[float, bool]:
+    """Device time of one kernel, in ns, and whether its compute term bounds it.
+
+    Args:
+        kind: GEMM, ELEM, ATTN or SAMPLE.
+        work: FLOPs.
+        traffic: bytes read and written.
+        rows: the GEMM's M; the attention call's query tiles (:func:`attention_tiles`); unused
+            otherwise.
+        k: the family's parameters.
+        peak_flops: the device's dense peak for the dtype, FLOP/s.
+        mem_bw: the device's memory bandwidth, bytes/s.
+        span: keys of the longest sequence of an attention call with a prefill chunk; 0 for a
+            decode-only call.
+    """
+    if kind == GEMM:
+        if rows <= 0:
+            return 0.0, False
+        t_c = work * (rows + k.gemm_m_half) / (rows * k.gemm_eff * peak_flops)
+        t_m = traffic / (k.gemm_mem_eff * mem_bw)
+        return (t_c if t_c > t_m else t_m) * NS + k.gemm_floor_us * 1e3, t_c > t_m
+    if kind == ATTN:
+        t_c = work / (k.attn_eff * peak_flops) + rows * k.attn_tile_us * 1e-6
+        if span:
+            t_c = max(t_c, span * k.attn_span_ns * 1e-9)
+            t_m = traffic / (k.attn_varlen_share * k.attn_mem_eff * mem_bw)
+        else:
+            t_m = traffic / (k.attn_mem_eff * mem_bw)
+        return (t_c if t_c > t_m else t_m) * NS + k.attn_floor_us * 1e3, t_c > t_m
+    floor = k.sampler_us if kind == SAMPLE else k.elem_floor_us
+    return traffic / (k.elem_mem_eff * mem_bw) * NS + floor * 1e3, False
