@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from ..errors import ScenarioError
 from . import safe_yaml
 from .frozen import FieldProblem, Problems
+from .inference_perf import inline_profile
 from .presets.user import inline_files
 from .scenario import ScenarioConfig
 
@@ -141,7 +142,8 @@ def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), sour
     for assignment in overrides:
         apply_override(copied, assignment)
     root = Path.cwd() if folder is None else folder
-    files = inline_files(copied, root / copied["base_dir"] if isinstance(copied.get("base_dir"), str) else root)
+    folder_of_files = root / copied["base_dir"] if isinstance(copied.get("base_dir"), str) else root
+    files = inline_files(copied, folder_of_files) + inline_profile(copied, folder_of_files)
     try:
         config = ScenarioConfig.model_validate(copied)
     except ValidationError as err:

@@ -19,139 +19,61 @@ from cosim.hub.errors import ScenarioError
 
 from .bounds import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, MAX_WEIGHT
 from .frozen import FrozenModel
-
-TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl", "mooncake"]
-TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
-
-# format -> (arrival column, input column, output column, time unit)
-FORMAT_DEFAULTS: dict[str, tuple[str, str, str, TimeUnit]] = {
-    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens", "datetime"),
-    "splitwise": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
-    "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens", "s"),
-    "csv": ("arrival_s", "input_tokens", "output_tokens", "s"),
-    "jsonl": ("arrival_s", "input_tokens", "output_tokens", "s"),
-    "mooncake": ("timestamp", "input_length", "output_length", "ms"),
-}
-# Mooncake's traces name each prompt's 512-token blocks by hash (FAST25-release/README.md).
-MOONCAKE_BLOCK_TOKENS = 512
-
-
-class TraceSource(FrozenModel):
-    """A request trace file and how to read it.
-
-    Formats: ``azure`` (Azure LLM inference traces 2023/2024: TIMESTAMP,
-    ContextTokens, GeneratedTokens), ``splitwise``/``vidur`` (Vidur's
-    processed traces: arrived_at in seconds, num_prefill_tokens,
-    num_decode_tokens; arrived_at may be absent when arrivals are not taken
-    from the trace), generic ``csv``/``jsonl`` (columns arrival_s,
-    input_tokens, output_tokens unless renamed), and ``mooncake`` (Mooncake's
-    JSONL traces: timestamp in ms, input_length, output_length, and hash_ids,
-    one per 512-token block of the prompt: equal hash ids become equal token
-    ids, so prefix caching sees the reuse the trace records).
-    """
-
-    path: str = Field(description="Trace file; a relative path is read from the scenario file's folder.")
-    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv, jsonl or mooncake.")
-    arrival_column: str | None = Field(default=None, description="Arrival time column; default per format.")
-    input_column: str | None = Field(default=None, description="Prompt length column; default per format.")
-    output_column: str | None = Field(default=None, description="Output length column; default per format.")
-    token_ids_column: str | None = Field(
-        default=None, description="Prompt token ids column (a JSON list, or space-separated in CSV), for prefix "
-                                  "caching by content; without it, prompts are synthesized (see docs).")
-    lora_column: str | None = Field(
-        default=None, description="Column naming each request's LoRA adapter (empty: the base model); read "
-                                  "from the input lengths' source, in place of workload.lora's draws.")
-    time_unit: TimeUnit | None = Field(
-        default=None, description="Unit of the arrival column (s, ms, us, ns or datetime); default per format.")
-    sample: Literal["sequential", "random"] = Field(
-        default="sequential",
-        description="Rows for requests: 'sequential' (request i takes row start_row + i, keeping the "
-                    "trace's length mix and order) or 'random' (rows drawn uniformly with replacement).")
-    start_row: int = Field(default=0, ge=0, le=MAX_REQUESTS, description="Data rows to skip at the start of the file.")
-
-    @property
-    def columns(self) -> tuple[str, str, str, TimeUnit]:
-        """(arrival column, input column, output column, time unit), defaults filled in."""
-        arrival, inp, out, unit = FORMAT_DEFAULTS[self.format]
-        return (self.arrival_column or arrival, self.input_column or inp,
-                self.output_column or out, self.time_unit or unit)
-
-
-# --- token lengths ---------------------------------------------------------
-
-
-class _Length(FrozenModel):
-    min: int = Field(default=1, ge=1, le=MAX_TOKENS, description="Samples below this are raised to it (tokens).")
-    max: int | None = Field(default=None, ge=1, le=MAX_TOKENS,
-                            description="Samples above this are lowered to it (tokens); without it a sample "
-                                        "beyond 1e9 tokens is an error, not clipped.")
-
-    @model_validator(mode="after")
-    def _check_bounds(self) -> _Length:
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"max must be >= min={self.min}, got {self.max}")
-        return self
-
-
-class FixedLength(_Length):
-    """Every request gets ``value`` tokens."""
-
-    dist: Literal["fixed"] = Field(description="Distribution kind.")
-    value: int = Field(ge=1, le=MAX_TOKENS, description="Tokens.")
-
-
-class UniformLength(_Length):
-    """Integers drawn uniformly from ``low..high`` inclusive."""
-
-    dist: Literal["uniform"] = Field(description="Distribution kind.")
-    low: int = Field(ge=1, le=MAX_TOKENS, description="Smallest length (tokens).")
-    high: int = Field(ge=1, le=MAX_TOKENS, description="Largest length (tokens), inclusive.")
-
-    @model_validator(mode="after")
-    def _check_range(self) -> UniformLength:
-        if self.high < self.low:
-            raise ValueError(f"high must be >= low={self.low}, got {self.high}")
-        return self
-
-
-class NormalLength(_Length):
-    """Normal samples, rounded to integers, then clipped to min..max."""
-
-    dist: Literal["normal"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean (tokens).")
-    std: float = Field(ge=0, le=MAX_TOKENS, description="Standard deviation (tokens).")
-
-
-class LognormalLength(_Length):
-    """Lognormal samples, rounded and clipped.
-
-    ``mean`` is the mean of the lengths themselves (not of their log), and
-    ``sigma`` the standard deviation of the underlying normal, so the log
-    has mean ``ln(mean) - sigma**2 / 2``. ``sigma`` 0.5 gives a coefficient
-    of variation of about 0.53.
-    """
-
-    dist: Literal["lognormal"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, le=MAX_TOKENS, description="Mean of the distribution (tokens).")
-    sigma: float = Field(ge=0, le=10, description="Standard deviation of the underlying normal (log space).")
-
-
-class TraceLength(_Length):
-    """Lengths read from a trace column, for the rows the source selects.
-
-    Input and output lengths from the same source come from the same rows,
-    so their correlation in the trace is kept.
-    """
-
-    dist: Literal["trace"] = Field(description="Distribution kind.")
-    trace: TraceSource | None = Field(default=None, description="Trace to read; default workload.trace.")
-    column: str | None = Field(
-        default=None, description="Column to read; default the source's input or output column.")
-
-
-LengthDist = Annotated[
-    FixedLength | UniformLength | NormalLength | LognormalLength | TraceLength, Field(discriminator="dist")]
-
+from .inference_perf import InferencePerfConfig
+from .lengths import (
+    FORMAT_DEFAULTS as FORMAT_DEFAULTS,
+)
+from .lengths import (
+    MOONCAKE_BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS,
+)
+from .lengths import (
+    FixedLength as FixedLength,
+)
+from .lengths import (
+    LengthDist as LengthDist,
+)
+from .lengths import (
+    LognormalLength as LognormalLength,
+)
+from .lengths import (
+    NormalLength as NormalLength,
+)
+from .lengths import (
+    TimeUnit as TimeUnit,
+)
+from .lengths import (
+    TraceFormat as TraceFormat,
+)
+from .lengths import (
+    TraceLength as TraceLength,
+)
+from .lengths import (
+    TraceSource as TraceSource,
+)
+from .lengths import (
+    UniformLength as UniformLength,
+)
+from .sessions import (
+    ExponentialTime as ExponentialTime,
+)
+from .sessions import (
+    FixedTime as FixedTime,
+)
+from .sessions import (
+    LognormalTime as LognormalTime,
+)
+from .sessions import (
+    SessionsConfig as SessionsConfig,
+)
+from .sessions import (
+    SessionTraceSource as SessionTraceSource,
+)
+from .sessions import (
+    TimeDist as TimeDist,
+)
+from .sessions import (
+    UniformTime as UniformTime,
+)
 
 # --- arrivals --------------------------------------------------------------
 
@@ -297,95 +219,6 @@ class RequestClassConfig(FrozenModel):
                                                  "deadline under scheduler.packing: edf")
 
 
-# --- sessions --------------------------------------------------------------
-
-
-class FixedTime(FrozenModel):
-    """Every draw is ``value`` seconds."""
-
-    dist: Literal["fixed"] = Field(description="Distribution kind.")
-    value: float = Field(ge=0, le=MAX_TIME_S, description="Seconds.")
-
-
-class UniformTime(FrozenModel):
-    """Seconds drawn uniformly from ``low..high``."""
-
-    dist: Literal["uniform"] = Field(description="Distribution kind.")
-    low: float = Field(ge=0, le=MAX_TIME_S, description="Shortest (s).")
-    high: float = Field(ge=0, le=MAX_TIME_S, description="Longest (s).")
-
-    @model_validator(mode="after")
-    def _check_range(self) -> UniformTime:
-        if self.high < self.low:
-            raise ValueError(f"high must be >= low={self.low}, got {self.high}")
-        return self
-
-
-class ExponentialTime(FrozenModel):
-    """Exponential seconds of mean ``mean`` (a memoryless user)."""
-
-    dist: Literal["exponential"] = Field(description="Distribution kind.")
-    mean: float = Field(ge=0, le=MAX_TIME_S, description="Mean (s).")
-
-
-class LognormalTime(FrozenModel):
-    """Lognormal seconds of mean ``mean`` (sigma in log space, as lognormal lengths)."""
-
-    dist: Literal["lognormal"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, le=MAX_TIME_S, description="Mean (s).")
-    sigma: float = Field(ge=0, le=10, description="Standard deviation of the underlying normal.")
-
-
-TimeDist = Annotated[FixedTime | UniformTime | ExponentialTime | LognormalTime, Field(discriminator="dist")]
-
-
-class SessionTraceSource(FrozenModel):
-    """A file of sessions (docs/sessions.md): ``sharegpt`` (a JSON array, or JSON lines, of
-    ``{"conversations": [{"from", "value"}, ...]}``: each model message (``gpt``, ``function_call``)
-    is a turn whose prompt is the conversation before it; tokens counted from the text at
-    ``chars_per_token``) or ``llmservingsim`` (LLMServingSim's agentic JSONL: a line per session,
-    ``arrival_time_ns`` and ``sub_requests`` of ``input_toks``, ``output_toks``, ``tool_duration_ns``)."""
-
-    path: str = Field(description="Session file; a relative path is read from the scenario file's folder.")
-    format: Literal["sharegpt", "llmservingsim"] = Field(description="File layout: sharegpt or llmservingsim.")
-    chars_per_token: float = Field(
-        default=4.0, gt=0, le=1000,
-        description="sharegpt: characters per token (OpenAI's rule of thumb for English text: about 4).")
-
-
-class SessionsConfig(FrozenModel):
-    """Requests as multi-turn sessions (docs/sessions.md).
-
-    A session is a chain of turns: each turn is released when the one before it finished plus a
-    think (or tool) time, and its prompt is the previous turn's prompt and output plus its own
-    new tokens (``workload.input_tokens``; ``workload.output_tokens`` its output), so prefix
-    caching and routing see the history. Sessions start by ``workload.arrival`` (open loop) or,
-    with ``users``, each of N users starts its next session when its last one ends (closed loop).
-    """
-
-    count: int | None = Field(default=None, ge=1, le=MAX_REQUESTS,
-                              description="Sessions to run; default: every session of the trace, or as many as "
-                                          "start before duration_s.")
-    turns: LengthDist | None = Field(default=None, description="Turns per session (synthetic sessions).")
-    think_time_s: TimeDist | None = Field(
-        default=None, description="Pause between a turn's end and the next turn's release; default 0 (a trace's "
-                                  "own tool durations take precedence).")
-    users: int | None = Field(default=None, ge=1, le=1_000_000,
-                              description="Closed loop: concurrent users, each starting its next session when its "
-                                          "last one ends (their first sessions start by workload.arrival).")
-    duration_s: float | None = Field(default=None, gt=0, le=MAX_TIME_S,
-                                     description="No session starts at or after this time (s).")
-    trace: SessionTraceSource | None = Field(default=None, description="Sessions read from a file.")
-
-    @model_validator(mode="after")
-    def _check(self) -> SessionsConfig:
-        if (self.turns is None) == (self.trace is None):
-            raise ValueError("set exactly one of turns (synthetic sessions) and trace (sessions from a file)")
-        if self.count is None and self.trace is None and (self.users is None or self.duration_s is None):
-            raise ValueError("count must be set, unless users and duration_s are (closed loop for a time)")
-        return self
-
-
 class WorkloadConfig(FrozenModel):
     """What requests arrive, when, and how long they are."""
 
@@ -393,9 +226,12 @@ class WorkloadConfig(FrozenModel):
         default=None, ge=1, le=MAX_REQUESTS,
         description="Requests to generate; default all rows a sequential trace source has from start_row.")
     trace: TraceSource | None = Field(default=None, description="Trace shared by 'trace' lengths and arrivals.")
-    arrival: ArrivalProcess = Field(description="Arrival process.")
-    input_tokens: LengthDist = Field(description="Prompt length distribution.")
-    output_tokens: LengthDist = Field(description="Output length distribution.")
+    arrival: ArrivalProcess | None = Field(
+        default=None, description="Arrival process (required unless inference_perf gives the load).")
+    input_tokens: LengthDist | None = Field(
+        default=None, description="Prompt length distribution (required unless inference_perf gives the data).")
+    output_tokens: LengthDist | None = Field(
+        default=None, description="Output length distribution (required unless inference_perf gives the data).")
     prefix: PrefixConfig | None = Field(default=None, description="Shared prefixes for prefix caching; none if unset.")
     templates: dict[str, float] | None = Field(
         default=None, description="Pipeline mix: template name -> relative weight (> 0); unset = prefill+decode.")
@@ -408,9 +244,18 @@ class WorkloadConfig(FrozenModel):
                                   "(docs/priorities.md); none if unset.")
     sessions: SessionsConfig | None = Field(
         default=None, description="Multi-turn sessions (docs/sessions.md); none if unset: independent requests.")
+    inference_perf: InferencePerfConfig | None = Field(
+        default=None, description="An inference-perf profile's data and load sections (docs/inference-perf.md), in "
+                                  "place of requests, arrival and lengths.")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
+        if self.inference_perf is not None:
+            self._check_inference_perf()
+            return self
+        missing = [name for name in _PARTS if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"set {', '.join(missing)} (or inference_perf, an inference-perf profile)")
         for field in _PARTS:
             part = getattr(self, field)
             if self.sessions is not None and self.sessions.trace is not None:
@@ -433,6 +278,21 @@ class WorkloadConfig(FrozenModel):
         if any(not 0 <= w <= MAX_WEIGHT for w in weights.values()) or (weights and not any(weights.values())):
             raise ValueError(f"templates needs weights in [0, {MAX_WEIGHT:g}], one of them > 0, got {weights}")
         return self
+
+    def _check_inference_perf(self) -> None:
+        """The profile gives the requests: nothing else may say how many, when or how long."""
+        clash = [name for name in ("requests", "trace", *_PARTS, "prefix", "templates", "models", "lora", "classes",
+                                   "sessions") if getattr(self, name) is not None]
+        if clash:
+            raise ValueError(f"inference_perf gives the requests, their lengths and times: remove {', '.join(clash)}")
+
+    @property
+    def num_requests(self) -> int | None:
+        """Requests the workload sends where known before drawing it (``requests``, or the
+        inference-perf profile's stages), else None."""
+        if self.inference_perf is not None:
+            return self.inference_perf.num_requests
+        return self.requests
 
     def _check_sessions(self, sessions: SessionsConfig) -> None:
         if self.requests is not None:

@@ -20,6 +20,7 @@ from .conversations import SessionSource
 from .pipelines import Pipeline, assign_pipelines, session_pipeline
 from .records import RequestRecord
 from .workload import RequestSpec, generate_requests
+from .workload.inference_perf import InferencePerfSessions
 
 
 def _objects(specs: Sequence[RequestSpec], name: str) -> list[Any] | None:
@@ -97,8 +98,12 @@ def scenario_requests(config: ScenarioConfig, rng: np.random.Generator,
         ScenarioError: see :func:`cosim.hub.sim.workload.generate_requests`.
     """
     default_model = next(c.model for c in config.clients if c.kind == "llm")
-    if config.workload.sessions is not None:  # every turn known ahead (hub/sim/conversations.py runs them)
-        turns = SessionSource(config.workload, config.seed, base_dir).check_specs()
+    workload = config.workload
+    if workload.inference_perf is not None:  # staged turns (hub/sim/workload/inference_perf.py)
+        turns = InferencePerfSessions(workload.inference_perf, config.seed).check_specs()
+        return turns, [session_pipeline(str(default_model))] * len(turns)
+    if workload.sessions is not None:  # every turn known ahead (hub/sim/conversations.py runs them)
+        turns = SessionSource(workload, config.seed, base_dir).check_specs()
         return turns, [session_pipeline(str(default_model))] * len(turns)
     specs = generate_requests(config.workload, rng, base_dir=base_dir)
     weights = config.workload.templates or {"chat": 1.0}

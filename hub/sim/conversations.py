@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from ..metrics.stats import stat_block
 from .kernel import ARRIVAL, Kernel
 from .pipelines import Pipeline
 from .records import RequestRecord
+from .staged import StageClock
 from .workload.generator import RequestSpec
 from .workload.sampling import clip_lengths, sample_arrivals_ns, sample_lengths, sample_prefixes
 from .workload.session_traces import TracedSession, load_sessions
@@ -50,12 +51,23 @@ START_STREAM = 0x5E56  # the sessions' start times
 @dataclass(frozen=True, slots=True)
 class TurnSpec:
     """One turn: its whole prompt (the history it repeats, then new tokens), its output, the
-    pause between its predecessors' end and its release, and its predecessors (turn indices)."""
+    pause between its predecessors' end and its release, and its predecessors (turn indices).
+
+    A staged turn (an inference-perf load stage, :mod:`.staged`) also has its ``stage`` (-1: none)
+    and its send time ``offset_ns`` after that stage's start: it is released at that time or when its
+    predecessors end, whichever is later. ``new_key`` names the content of its new tokens where
+    other turns repeat it (default: its own, :func:`session_key`); ``label`` becomes its request's
+    class (summary.json's ``classes``).
+    """
 
     input_tokens: int
     output_tokens: int
     think_ns: int
     parents: tuple[int, ...]
+    stage: int = -1
+    offset_ns: int = 0
+    new_key: int | None = None
+    label: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +99,24 @@ def sample_times_ns(dist: TimeDist | None, n: int, rng: np.random.Generator) -> 
     return np.asarray(np.rint(np.minimum(seconds, MAX_TIME_S) * 1e9), dtype=np.int64)
 
 
+class SessionPlan(Protocol):
+    """What the driver asks of its sessions: :class:`SessionSource` (``workload.sessions``) or a
+    staged plan (:class:`cosim.hub.sim.workload.inference_perf.InferencePerfSessions`)."""
+
+    closed_loop: bool
+    duration_s: float | None  # no session starts at or after this time (s); None: no limit
+    stage_totals: list[int] | None  # turns per load stage of a staged plan; None: not staged
+    stage_gap_ns: int  # between a stage's last turn's end and the next stage's start
+
+    def session(self, k: int) -> SessionSpec | None: ...
+
+    def start_ns(self, k: int) -> int | None: ...
+
+    def num_starts(self) -> int: ...
+
+    def check_specs(self) -> list[RequestSpec]: ...
+
+
 class SessionSource:
     """The sessions of a workload, drawn (or read) one at a time by index.
 
@@ -111,7 +141,14 @@ class SessionSource:
         self.count = self.config.count if self.config.count is not None else \
             (len(self.traced) if self.traced is not None else None)
         self.closed_loop = self.config.users is not None
+        self.duration_s = self.config.duration_s
+        self.stage_totals: list[int] | None = None  # sessions of workload.sessions are not staged
+        self.stage_gap_ns = 0
         self._starts = self._start_times()
+
+    def num_starts(self) -> int:
+        """Start times drawn: every session's (open loop), each user's first (closed loop)."""
+        return len(self._starts)
 
     def _start_times(self) -> np.ndarray:
         """Open loop: every session's start; closed loop: each user's first session's start."""
@@ -120,6 +157,7 @@ class SessionSource:
         if self.closed_loop and self.count is not None:
             n = min(n, self.count)
         arrival = self.workload.arrival
+        assert arrival is not None  # validated: sessions start by workload.arrival
         if isinstance(arrival, TraceArrival):
             assert self.traced is not None
             times = np.array([s.start_ns for s in self.traced[:n]], dtype=np.int64)
@@ -146,17 +184,17 @@ class SessionSource:
         config, workload = self.config, self.workload
         assert config.turns is not None
         where = "workload.sessions.turns"
-        assert not isinstance(config.turns, TraceLength) and not isinstance(workload.input_tokens, TraceLength) \
-            and not isinstance(workload.output_tokens, TraceLength)  # validated: synthetic sessions draw them
+        inputs, outputs = workload.input_tokens, workload.output_tokens
+        assert not isinstance(config.turns, TraceLength) and inputs is not None and outputs is not None \
+            and not isinstance(inputs, TraceLength) and not isinstance(outputs, TraceLength)  # validated
         turns = int(clip_lengths(sample_lengths(config.turns, 1, rng), config.turns.min, config.turns.max,
                                  where=where)[0])
         if turns > SEGMENTS_PER_SESSION // 2:
             raise ScenarioError(where, f"session {k} drew {turns} turns, more than the "
                                        f"{SEGMENTS_PER_SESSION // 2} cosim allows; set max")
-        new = clip_lengths(sample_lengths(workload.input_tokens, turns, rng), workload.input_tokens.min,
-                           workload.input_tokens.max, where="workload.input_tokens")
-        out = clip_lengths(sample_lengths(workload.output_tokens, turns, rng), workload.output_tokens.min,
-                           workload.output_tokens.max, where="workload.output_tokens")
+        new = clip_lengths(sample_lengths(inputs, turns, rng), inputs.min, inputs.max, where="workload.input_tokens")
+        out = clip_lengths(sample_lengths(outputs, turns, rng), outputs.min, outputs.max,
+                           where="workload.output_tokens")
         think = sample_times_ns(config.think_time_s, turns, rng)
         prefix_index, prefix_tokens = -1, 0
         if workload.prefix is not None:
@@ -217,11 +255,14 @@ class SessionDriver:
         on_session_end: called with each finished session's index (the router forgets it).
     """
 
-    def __init__(self, source: SessionSource, *, kernel: Kernel, pipeline: Pipeline,
+    def __init__(self, source: SessionPlan, *, kernel: Kernel, pipeline: Pipeline,
                  release: Callable[[RequestRecord], None], on_session_end: Callable[[int], None]) -> None:
         self.source, self.kernel, self.pipeline = source, kernel, pipeline
         self.release, self.on_session_end = release, on_session_end
-        self.duration_ns = round(source.config.duration_s * 1e9) if source.config.duration_s is not None else None
+        self.duration_ns = round(source.duration_s * 1e9) if source.duration_s is not None else None
+        # The stages of a staged plan (an inference-perf profile), which release its turns; None: none.
+        self.stages: StageClock | None = StageClock(self, source.stage_totals, source.stage_gap_ns) \
+            if source.stage_totals is not None else None
         self.live: dict[int, _Live] = {}
         self.next_session = 0
         self.next_id = 0
@@ -233,8 +274,10 @@ class SessionDriver:
     def start(self) -> None:
         """Schedules the first sessions: open loop the next one (each start schedules the one after,
         so that sessions not started cost nothing), closed loop each user's first."""
-        if self.source.closed_loop:
-            for user in range(len(self.source._starts)):
+        if self.stages is not None:
+            self.stages.start()
+        elif self.source.closed_loop:
+            for user in range(self.source.num_starts()):
                 self._schedule_start(self.source.start_ns(user) or 0, user)
         else:
             self._schedule_start(self.source.start_ns(0), -1)
@@ -278,7 +321,8 @@ class SessionDriver:
         history = SegmentIds([k for k, _ in segments], [n for _, n in segments])
         if len(history) >= turn.input_tokens:
             return history.head(turn.input_tokens)
-        segments.append((session_key(spec.index, 2 * j), turn.input_tokens - len(history)))
+        key = turn.new_key if turn.new_key is not None else session_key(spec.index, 2 * j)
+        segments.append((key, turn.input_tokens - len(history)))
         return SegmentIds([k for k, _ in segments], [n for _, n in segments])
 
     def _release(self, live: _Live, j: int, at_ns: int) -> None:
@@ -291,7 +335,7 @@ class SessionDriver:
         record = RequestRecord(id=self.next_id, model=self.pipeline.model, arrival_ns=at_ns,
                                input_tokens=turn.input_tokens, output_tokens=turn.output_tokens,
                                prompt_token_ids=prompt, output_token_ids=output, template=self.pipeline.template,
-                               pipeline=self.pipeline.stages, session=spec.index, turn=j)
+                               pipeline=self.pipeline.stages, session=spec.index, turn=j, cls=turn.label)
         self.next_id += 1
         self.release(record)
 
@@ -309,7 +353,12 @@ class SessionDriver:
         for child in range(j + 1, len(turns)):
             spec = turns[child]
             if j in spec.parents and all(p in live.contexts for p in spec.parents):
-                self._release(live, child, now + spec.think_ns)
+                if self.stages is None:
+                    self._release(live, child, now + spec.think_ns)
+                else:
+                    self.stages.ready(live, child, now + spec.think_ns)
+        if self.stages is not None:
+            self.stages.turn_done(turns[j].stage, now)
         if live.done == len(turns):
             del self.live[request.session]
             self.finished.append((live.spec.index, live.start_ns, now, len(turns)))

@@ -48,7 +48,7 @@ from ..sim.clients.llm import LLMClient
 from ..sim.clients.lockstep import LockStepGroup
 from ..sim.clients.service import ServiceClient
 from ..sim.clients.stages import KVRetrievalTimer, LinearStageTimer, RagStageTimer
-from ..sim.conversations import SessionDriver, SessionSource
+from ..sim.conversations import SessionDriver, SessionPlan, SessionSource
 from ..sim.coordinator import Coordinator
 from ..sim.frontend import FrontEnd
 from ..sim.kernel import Kernel
@@ -60,6 +60,7 @@ from ..sim.router import Router
 from ..sim.scheduling import BlockManager, Scheduler
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
+from ..sim.workload.inference_perf import InferencePerfSessions
 from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
 from ..timing.step_timer import StepTimer
 from .client_parts import frontends, lora_slots, offload_tier
@@ -321,10 +322,13 @@ class Simulation:
 
     def _session_driver(self, router: Router) -> SessionDriver | None:
         """The driver of the workload's multi-turn sessions (hub/sim/conversations.py), if it has them."""
-        if self.config.workload.sessions is None:
+        workload = self.config.workload
+        if workload.sessions is None and workload.inference_perf is None:
             return None
         model = next(str(c.model) for c in self.config.clients if c.kind == "llm")
-        return SessionDriver(SessionSource(self.config.workload, self.config.seed, self.base_dir),
+        plan: SessionPlan = InferencePerfSessions(workload.inference_perf, self.config.seed) \
+            if workload.inference_perf is not None else SessionSource(workload, self.config.seed, self.base_dir)
+        return SessionDriver(plan,
                              kernel=self.kernel, pipeline=session_pipeline(model), release=self.coordinator.release,
                              on_session_end=router.end_session)
 

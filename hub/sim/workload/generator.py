@@ -173,6 +173,7 @@ def _select_rows(config: WorkloadConfig, tables: _TraceTables, num: int,
 def _arrivals_ns(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray],
                  num: int, rng: np.random.Generator) -> np.ndarray:
     process = config.arrival
+    assert process is not None  # validated: independent requests have an arrival process
     if not isinstance(process, TraceArrival):
         return sample_arrivals_ns(process, num, rng, where="workload.arrival")
     source = config.trace_source("arrival")

@@ -12,7 +12,8 @@ Key spaces (all above the ids of any real vocabulary, below 2**63):
 
 - :func:`block_key`: a Mooncake ``hash_id`` (one 512-token block);
 - :func:`prefix_key`: a declared shared prefix (``workload.prefix``), for a session's first turn;
-- :func:`session_key`: a session's own segments (a turn's new tokens, a turn's output).
+- :func:`session_key`: a session's own segments (a turn's new tokens, a turn's output);
+- :func:`question_key`: a question that requests repeat (an inference-perf user's question).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ MAX_SEGMENT_TOKENS = 1 << SEGMENT_BITS
 _BLOCK_BASE = 1 << 12  # key spaces, each below the next (keys < 2**39 keep ids < 2**63)
 _PREFIX_BASE = 1 << 36
 _SESSION_BASE = 1 << 37
+_QUESTION_BASE = 1 << 38
 SEGMENTS_PER_SESSION = 1 << 12  # two per turn: 2048 turns
 MAX_HASH_ID = _PREFIX_BASE - _BLOCK_BASE  # a trace's block hashes below this
 
@@ -36,6 +38,11 @@ def block_key(hash_id: int) -> int:
 def prefix_key(index: int) -> int:
     """The key of declared shared prefix ``index``."""
     return _PREFIX_BASE + index
+
+
+def question_key(index: int) -> int:
+    """The key of repeated question ``index`` (< 2**38)."""
+    return _QUESTION_BASE + index
 
 
 def session_key(session: int, segment: int) -> int:
