@@ -24,7 +24,7 @@ for name, folder in ROOTS.items():
         package_dir[f"{name}.{sub}"] = f"{folder}/{sub.replace('.', '/')}"
 
 # Data files of every package (presets, roofline profiles, regression artifacts, stub types, build scripts).
-DATA = ["*.pyi", "*.yaml", "*.json", "*.csv", "*.md", "*.sh", "py.typed"]
+DATA = ["*.pyi", "*.yaml", "*.json", "*.jsonl", "*.csv", "*.md", "*.sh", "LICENSE*", "py.typed"]
 
 
 def native_extensions() -> list:

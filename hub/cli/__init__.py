@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "sweep",
     "compare",
     "validate",
+    "validate_runs",
     "presets",
     "replay",
     "goodput",
