@@ -53,6 +53,6 @@ def validate_runs_command(args: argparse.Namespace) -> int:
             Path(args.markdown).write_text(table + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps({"backend": args.backend, "fast": args.fast, "wall_s": result.wall_s,
-                                               "skipped": result.skipped,
+                                               "cpu_s": result.cpu_s, "skipped": result.skipped,
                                                "rows": [dataclasses.asdict(r) for r in result.rows]}, indent=1))
     return 0

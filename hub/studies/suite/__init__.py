@@ -31,18 +31,20 @@ BACKEND_CHOICES = ("auto", "roofline", "aiconfigurator", "profile")
 
 @dataclass
 class SuiteResult:
-    """What a suite run gave: its rows, each run's wall time (s), and the runs left out, with why."""
+    """What a suite run gave: its rows, each run's wall and CPU time (s: this process's, which runs
+    the simulation and the in-process backends), and the runs left out, with why."""
 
     backend: str
     fast: bool
     rows: list[Row] = field(default_factory=list)
     wall_s: dict[str, float] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         """The table, then each run's wall time and the runs left out."""
-        lines = [format_text(self.rows, backend=self.backend), "", "wall time per run (in-process):"]
-        lines += [f"  {run_id}: {seconds:.1f} s" for run_id, seconds in self.wall_s.items()]
+        lines = [format_text(self.rows, backend=self.backend), "", "time per run (in-process; wall, CPU):"]
+        lines += [f"  {run_id}: {wall:.1f} s, {self.cpu_s[run_id]:.1f} s CPU" for run_id, wall in self.wall_s.items()]
         lines += [f"  {run_id}: not run ({why})" for run_id, why in self.skipped.items()]
         return "\n".join(lines)
 
@@ -99,7 +101,7 @@ def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] 
         if chosen is None:
             result.skipped[entry.id] = why
             continue
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             result.rows.extend(_run_one(entry, chosen, fast=fast))
         except CosimError as err:
@@ -107,6 +109,7 @@ def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] 
             result.skipped[entry.id] = f"{chosen}: {err}"
             continue
         result.wall_s[entry.id] = time.perf_counter() - start
+        result.cpu_s[entry.id] = time.process_time() - cpu
         if on_run is not None:
             on_run(entry.id, result.wall_s[entry.id])
     return result

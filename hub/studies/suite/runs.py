@@ -23,7 +23,7 @@ INDEX = DATA_DIR / "index.yaml"
 RunKind = Literal["blis-h100", "llmservingsim"]
 KINDS: tuple[RunKind, ...] = ("blis-h100", "llmservingsim")
 #: How much --fast shortens a blis experiment's stages when its line does not say.
-DEFAULT_FAST_SCALE = 0.05
+DEFAULT_FAST_SCALE = 0.02
 
 
 @dataclass(frozen=True)
