@@ -25,6 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "run, the bare roofline of an H100 experiment), roofline, aiconfigurator or profile")
     parser.add_argument("--fast", action="store_true",
                         help="only the index's fast subset, H100 experiments with shortened stages (seconds)")
+    parser.add_argument("--multi-turn", action="store_true",
+                        help="send the H100 experiments' chats as inference-perf v0.4.0 does (each round resending "
+                             "its history); default: each request its user's system prompt and question, what the "
+                             "measured runs served (docs/validation.md)")
     parser.add_argument("--run", dest="runs", action="append", default=[], metavar="ID",
                         help="run only this run of the index (repeatable)")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown ('-': print it)")
@@ -43,7 +47,8 @@ def validate_runs_command(args: argparse.Namespace) -> int:
     def progress(run_id: str, seconds: float) -> None:
         print(f"  {run_id}: {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    result = run_suite(backend=args.backend, fast=args.fast, only=tuple(args.runs), on_run=progress)
+    result = run_suite(backend=args.backend, fast=args.fast, only=tuple(args.runs), multi_turn=args.multi_turn,
+                       on_run=progress)
     print(result.text())
     if args.markdown:
         table = format_markdown(result.rows, backend=args.backend)

@@ -261,8 +261,10 @@ class SessionDriver:
         self.release, self.on_session_end = release, on_session_end
         self.duration_ns = round(source.duration_s * 1e9) if source.duration_s is not None else None
         # The stages of a staged plan (an inference-perf profile), which release its turns; None: none.
-        self.stages: StageClock | None = StageClock(self, source.stage_totals, source.stage_gap_ns) \
-            if source.stage_totals is not None else None
+        self.stages: StageClock[_Live] | None = None
+        if source.stage_totals is not None:
+            self.stages = StageClock(source.stage_totals, source.stage_gap_ns, release=self._release_staged,
+                                     timing=lambda live, j: (live.spec.turns[j].stage, live.spec.turns[j].offset_ns))
         self.live: dict[int, _Live] = {}
         self.next_session = 0
         self.next_id = 0
@@ -275,12 +277,29 @@ class SessionDriver:
         """Schedules the first sessions: open loop the next one (each start schedules the one after,
         so that sessions not started cost nothing), closed loop each user's first."""
         if self.stages is not None:
-            self.stages.start()
+            self._start_staged(self.stages)
         elif self.source.closed_loop:
             for user in range(self.source.num_starts()):
                 self._schedule_start(self.source.start_ns(user) or 0, user)
         else:
             self._schedule_start(self.source.start_ns(0), -1)
+
+    def _start_staged(self, stages: StageClock[_Live]) -> None:
+        """A staged plan: every session live from the start, its turns released by their stages."""
+        k = 0
+        while (session := self.source.session(k)) is not None:
+            live = self.live[session.index] = _Live(session, -1, 0)
+            self.num_started += 1
+            for j, turn in enumerate(session.turns):
+                if not turn.parents:
+                    stages.ready(live, j, 0)
+            k += 1
+        stages.start()
+
+    def _release_staged(self, live: _Live, j: int, at_ns: int) -> None:
+        if j == 0:
+            live.start_ns = at_ns  # the session's first turn: its latency counts from here
+        self._release(live, j, at_ns)
 
     def _schedule_start(self, at_ns: int | None, user: int) -> None:
         if at_ns is None or (self.duration_ns is not None and at_ns >= self.duration_ns):

@@ -14,54 +14,43 @@ user session lock makes it), and stage ``s + 1`` starts ``gap_ns`` after the las
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from .conversations import SessionDriver, _Live
+T = TypeVar("T")  # a live session (the driver's; this module knows nothing of it)
 
 
-class StageClock:
+class StageClock(Generic[T]):
     """Starts a staged plan's stages and releases their turns.
 
     Args:
-        driver: the session driver it releases turns through.
         totals: turns per stage (the stage ends when that many have ended).
         gap_ns: from a stage's last turn's end to the next stage's start.
+        timing: a turn's (stage, send time after its stage's start in ns), by session and turn index.
+        release: releases a turn at a time (the session driver's).
     """
 
-    def __init__(self, driver: SessionDriver, totals: list[int], gap_ns: int) -> None:
-        self.driver, self.totals, self.gap_ns = driver, totals, gap_ns
+    def __init__(self, totals: list[int], gap_ns: int, *, timing: Callable[[T, int], tuple[int, int]],
+                 release: Callable[[T, int, int], None]) -> None:
+        self.totals, self.gap_ns, self.timing, self.release = totals, gap_ns, timing, release
         self.starts: list[int | None] = [None] * len(totals)
         self.done = [0] * len(totals)
         # Per stage, the turns ready (predecessors ended) before the stage started: (session, turn, ready at).
-        self.pending: list[list[tuple[_Live, int, int]]] = [[] for _ in totals]
+        self.pending: list[list[tuple[T, int, int]]] = [[] for _ in totals]
 
     def start(self) -> None:
-        """Makes every session of the plan live and starts stage 0 at time 0."""
-        from .conversations import _Live
-
-        driver, k = self.driver, 0
-        while (session := driver.source.session(k)) is not None:
-            live = driver.live[session.index] = _Live(session, -1, 0)
-            driver.num_started += 1
-            for j, turn in enumerate(session.turns):
-                if not turn.parents:
-                    self.pending[turn.stage].append((live, j, 0))
-            k += 1
+        """Starts stage 0 at time 0 (its turns were handed in by :meth:`ready`)."""
         self._begin(0, 0)
 
-    def ready(self, live: _Live, j: int, at_ns: int) -> None:
+    def ready(self, live: T, j: int, at_ns: int) -> None:
         """Turn ``j`` of ``live`` may go from ``at_ns`` on (its predecessors have ended): released at
         its send time in its stage, or at ``at_ns`` if later; held until its stage starts."""
-        turn = live.spec.turns[j]
-        start = self.starts[turn.stage]
+        stage, offset_ns = self.timing(live, j)
+        start = self.starts[stage]
         if start is None:
-            self.pending[turn.stage].append((live, j, at_ns))
+            self.pending[stage].append((live, j, at_ns))
             return
-        at = max(at_ns, start + turn.offset_ns)
-        if j == 0:
-            live.start_ns = at  # the session's first turn: its latency counts from here
-        self.driver._release(live, j, at)
+        self.release(live, j, max(at_ns, start + offset_ns))
 
     def turn_done(self, stage: int, now_ns: int) -> None:
         """A turn of ``stage`` ended: the next stage starts once every turn of this one has."""

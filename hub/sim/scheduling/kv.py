@@ -107,10 +107,12 @@ class BlockManager:
         refs = self._refs
         hit: list[Hashable] = list(takewhile(refs.__contains__, seq.block_hashes[:most]))
         for i in range(len(hit), most if len(hit) == len(seq.block_hashes) else 0):  # hashed as far as it hits
-            block = block_hashes(seq, i + 1, self.block_size)[i]
-            if block not in refs:
+            # ahead in doubling chunks, not a block per call: a long prompt's ids cost a slice per call
+            chain = seq.block_hashes if i < len(seq.block_hashes) else \
+                block_hashes(seq, min(most, i + max(16, i)), self.block_size)
+            if chain[i] not in refs:
                 break
-            hit.append(block)
+            hit.append(chain[i])
         return hit
 
     def fits(self, seq: Sequence, num_new_tokens: int, hit: list[Hashable] | None = None) -> bool:

@@ -36,6 +36,7 @@ class SuiteResult:
 
     backend: str
     fast: bool
+    multi_turn: bool = False
     rows: list[Row] = field(default_factory=list)
     wall_s: dict[str, float] = field(default_factory=dict)
     cpu_s: dict[str, float] = field(default_factory=dict)
@@ -43,7 +44,10 @@ class SuiteResult:
 
     def text(self) -> str:
         """The table, then each run's wall time and the runs left out."""
-        lines = [format_text(self.rows, backend=self.backend), "", "time per run (in-process; wall, CPU):"]
+        chats = "as inference-perf v0.4.0 sends them (--multi-turn)" if self.multi_turn else \
+            "each request its user's system prompt and question (the default; --multi-turn: as sent)"
+        lines = [format_text(self.rows, backend=self.backend), f"H100 experiments' chats: {chats}", "",
+                 "time per run (in-process; wall, CPU):"]
         lines += [f"  {run_id}: {wall:.1f} s, {self.cpu_s[run_id]:.1f} s CPU" for run_id, wall in self.wall_s.items()]
         lines += [f"  {run_id}: not run ({why})" for run_id, why in self.skipped.items()]
         return "\n".join(lines)
@@ -72,19 +76,21 @@ def _backend_for(entry: RunEntry, backend: str) -> tuple[str | None, str]:
     return backend, ""
 
 
-def _run_one(entry: RunEntry, backend: str, *, fast: bool) -> list[Row]:
+def _run_one(entry: RunEntry, backend: str, *, fast: bool, multi_turn: bool) -> list[Row]:
     if entry.kind == "llmservingsim":
         return llmss.run_and_score(entry, backend=backend)
     experiment = blis.load_experiment(entry.file)
     scale = entry.fast_scale if fast else 1.0
-    config = blis.experiment_config(experiment, backend=backend, stage_scale=scale)
+    config = blis.experiment_config(experiment, backend=backend, stage_scale=scale, multi_turn=multi_turn)
     result = run(config, base_dir=entry.file.parent, in_process=True)
     return blis.score(experiment, entry.id, result.summary, shortened=scale < 1.0)
 
 
-def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] = (),
+def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] = (), multi_turn: bool = False,
               on_run: Callable[[str, float], None] | None = None) -> SuiteResult:
-    """Runs the index's runs (those named by ``only``, the fast subset with ``fast``) on ``backend``.
+    """Runs the index's runs (those named by ``only``, the fast subset with ``fast``) on ``backend``;
+    ``multi_turn``: the H100 experiments' chats as inference-perf v0.4.0 sends them (see
+    :func:`.blis.inference_perf_section`).
 
     A run that cannot use the backend, or that fails with a :class:`~cosim.hub.errors.CosimError`
     (a scenario the backend refuses: no tables for that GPU, ...), is left out with the reason;
@@ -95,7 +101,7 @@ def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] 
     """
     if backend not in BACKEND_CHOICES:
         raise ScenarioError("--backend", f"{backend!r} is not one of {list(BACKEND_CHOICES)}")
-    result = SuiteResult(backend=backend, fast=fast)
+    result = SuiteResult(backend=backend, fast=fast, multi_turn=multi_turn)
     for entry in select_runs(load_index(INDEX), fast=fast, only=only):
         chosen, why = _backend_for(entry, backend)
         if chosen is None:
@@ -103,7 +109,7 @@ def run_suite(*, backend: str = "auto", fast: bool = False, only: Sequence[str] 
             continue
         start, cpu = time.perf_counter(), time.process_time()
         try:
-            result.rows.extend(_run_one(entry, chosen, fast=fast))
+            result.rows.extend(_run_one(entry, chosen, fast=fast, multi_turn=multi_turn))
         except CosimError as err:
             log.warning("run %s on %s failed: %s", entry.id, chosen, err)
             result.skipped[entry.id] = f"{chosen}: {err}"

@@ -74,15 +74,28 @@ def load_experiment(path: Path) -> Experiment:
         raise ScenarioError(str(path), f"not an experiment file: missing or bad {err}") from None
 
 
-def inference_perf_section(experiment: Experiment, *, stage_scale: float = 1.0) -> dict[str, Any]:
+def inference_perf_section(experiment: Experiment, *, stage_scale: float = 1.0,
+                           multi_turn: bool = False) -> dict[str, Any]:
     """``workload.inference_perf`` of the experiment: its shared_prefix data and constant-timer stages
-    (each ``duration`` times ``stage_scale``: --fast's shortened run)."""
+    (each ``duration`` times ``stage_scale``: --fast's shortened run).
+
+    ``multi_turn``: keep the profile's ``enable_multi_turn_chat`` (each user a chat resending its
+    history, as inference-perf v0.4.0 sends it). Off by default, every request is its user's system
+    prompt and question: what the measured outcomes show the runs served. Accumulated chats could not
+    have been served as measured: Llama-2-7B's 4096-token context would refuse every round after
+    the fifth (stage 1 of its experiment, measured at twice the load, would have no successful request),
+    and on Llama-3.1-70B 28 chats of 50k+ tokens in flight need 1.4M tokens of KV where the GPU held
+    487k, yet TTFT stayed at 54 ms (docs/validation.md, "Multi-turn chat").
+    """
     stages = [{"rate": s["rate"], "duration": s["duration"] * stage_scale} for s in experiment.stages]
-    return {"data": {"type": "shared_prefix", "shared_prefix": dict(experiment.shared_prefix)},
+    data = dict(experiment.shared_prefix)
+    data["enable_multi_turn_chat"] = bool(data.get("enable_multi_turn_chat")) and multi_turn
+    return {"data": {"type": "shared_prefix", "shared_prefix": data},
             "load": {"type": "constant", "stages": stages}}
 
 
-def experiment_config(experiment: Experiment, *, backend: str, stage_scale: float = 1.0) -> dict[str, Any]:
+def experiment_config(experiment: Experiment, *, backend: str, stage_scale: float = 1.0,
+                      multi_turn: bool = False) -> dict[str, Any]:
     """The cosim config of an experiment on ``backend`` (one of :data:`BACKENDS`).
 
     vLLM v0.15.1 as the experiment ran it: chunked prefill within ``max_num_batched_tokens``, FCFS,
@@ -91,7 +104,8 @@ def experiment_config(experiment: Experiment, *, backend: str, stage_scale: floa
 
     Not modelled yet, and mapped here when they are (issue #35): the CPU KV offloading that
     ``cpu_kv_blocks`` > 0 turned on (a host tier of that many blocks) and the client-side front end
-    (HTTP, tokenization, detokenization, streaming) inside inference-perf's TTFT.
+    (HTTP, tokenization, detokenization, streaming) inside inference-perf's TTFT. ``multi_turn``: see
+    :func:`inference_perf_section`.
 
     Raises:
         ScenarioError: an unknown backend.
@@ -122,7 +136,8 @@ def experiment_config(experiment: Experiment, *, backend: str, stage_scale: floa
         "backends": {backend: spec},
         "clients": [client],
         "router": {"policy": "round_robin"},
-        "workload": {"inference_perf": inference_perf_section(experiment, stage_scale=stage_scale)},
+        "workload": {"inference_perf": inference_perf_section(experiment, stage_scale=stage_scale,
+                                                              multi_turn=multi_turn)},
         "output": {"plots": False},
     }
 
