@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from .bounds import MAX_REQUESTS, MAX_TOKENS
 from .frozen import FrozenModel
 
-TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl", "mooncake"]
+TraceFormat = Literal["azure", "splitwise", "vidur", "csv", "jsonl", "mooncake", "sharegpt"]
 TimeUnit = Literal["s", "ms", "us", "ns", "datetime"]
 
 # format -> (arrival column, input column, output column, time unit)
@@ -25,6 +25,7 @@ FORMAT_DEFAULTS: dict[str, tuple[str, str, str, TimeUnit]] = {
     "csv": ("arrival_s", "input_tokens", "output_tokens", "s"),
     "jsonl": ("arrival_s", "input_tokens", "output_tokens", "s"),
     "mooncake": ("timestamp", "input_length", "output_length", "ms"),
+    "sharegpt": ("arrival_s", "input_tokens", "output_tokens", "s"),  # no times: lengths of first exchanges
 }
 # Mooncake's traces name each prompt's 512-token blocks by hash (FAST25-release/README.md).
 MOONCAKE_BLOCK_TOKENS = 512
@@ -38,14 +39,17 @@ class TraceSource(FrozenModel):
     processed traces: arrived_at in seconds, num_prefill_tokens,
     num_decode_tokens; arrived_at may be absent when arrivals are not taken
     from the trace), generic ``csv``/``jsonl`` (columns arrival_s,
-    input_tokens, output_tokens unless renamed), and ``mooncake`` (Mooncake's
+    input_tokens, output_tokens unless renamed), ``sharegpt`` (a ShareGPT JSON file: each conversation's
+    first message and answer, as ``vllm bench serve`` takes them, counted at ``chars_per_token``; no
+    times), and ``mooncake`` (Mooncake's
     JSONL traces: timestamp in ms, input_length, output_length, and hash_ids,
     one per 512-token block of the prompt: equal hash ids become equal token
     ids, so prefix caching sees the reuse the trace records).
     """
 
     path: str = Field(description="Trace file; a relative path is read from the scenario file's folder.")
-    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv, jsonl or mooncake.")
+    format: TraceFormat = Field(description="File layout: azure, splitwise, vidur, csv, jsonl, mooncake "
+                                                    "or sharegpt.")
     arrival_column: str | None = Field(default=None, description="Arrival time column; default per format.")
     input_column: str | None = Field(default=None, description="Prompt length column; default per format.")
     output_column: str | None = Field(default=None, description="Output length column; default per format.")
@@ -62,6 +66,10 @@ class TraceSource(FrozenModel):
         description="Rows for requests: 'sequential' (request i takes row start_row + i, keeping the "
                     "trace's length mix and order) or 'random' (rows drawn uniformly with replacement).")
     start_row: int = Field(default=0, ge=0, le=MAX_REQUESTS, description="Data rows to skip at the start of the file.")
+    chars_per_token: float = Field(default=4.0, gt=0, le=1000, description="sharegpt: characters per token.")
+    fixed_output_tokens: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="sharegpt: every output this long (vllm bench serve's "
+                                                       "--sharegpt-output-len), in place of the answers' lengths.")
 
     @property
     def columns(self) -> tuple[str, str, str, TimeUnit]:

@@ -21,59 +21,36 @@ from .bounds import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS, MAX_WE
 from .frozen import FrozenModel
 from .inference_perf import InferencePerfConfig
 from .lengths import (
-    FORMAT_DEFAULTS as FORMAT_DEFAULTS,
-)
-from .lengths import (
-    MOONCAKE_BLOCK_TOKENS as MOONCAKE_BLOCK_TOKENS,
-)
-from .lengths import (
-    FixedLength as FixedLength,
-)
-from .lengths import (
-    LengthDist as LengthDist,
-)
-from .lengths import (
-    LognormalLength as LognormalLength,
-)
-from .lengths import (
-    NormalLength as NormalLength,
-)
-from .lengths import (
-    TimeUnit as TimeUnit,
-)
-from .lengths import (
-    TraceFormat as TraceFormat,
-)
-from .lengths import (
-    TraceLength as TraceLength,
-)
-from .lengths import (
-    TraceSource as TraceSource,
-)
-from .lengths import (
-    UniformLength as UniformLength,
+    FORMAT_DEFAULTS,
+    MOONCAKE_BLOCK_TOKENS,
+    FixedLength,
+    LengthDist,
+    LognormalLength,
+    NormalLength,
+    TimeUnit,
+    TraceFormat,
+    TraceLength,
+    TraceSource,
+    UniformLength,
 )
 from .sessions import (
-    ExponentialTime as ExponentialTime,
+    ExponentialTime,
+    FixedTime,
+    LognormalTime,
+    SessionsConfig,
+    SessionTraceSource,
+    TimeDist,
+    UniformTime,
 )
-from .sessions import (
-    FixedTime as FixedTime,
-)
-from .sessions import (
-    LognormalTime as LognormalTime,
-)
-from .sessions import (
-    SessionsConfig as SessionsConfig,
-)
-from .sessions import (
-    SessionTraceSource as SessionTraceSource,
-)
-from .sessions import (
-    TimeDist as TimeDist,
-)
-from .sessions import (
-    UniformTime as UniformTime,
-)
+from .vllm_bench import VllmBenchConfig, expand_vllm_bench
+
+# Re-exported: the models split into .lengths and .sessions keep their old import path.
+__all__ = ["FORMAT_DEFAULTS", "MOONCAKE_BLOCK_TOKENS", "FixedLength", "LengthDist", "LognormalLength",
+           "NormalLength", "TimeUnit", "TraceFormat", "TraceLength", "TraceSource", "UniformLength",
+           "ExponentialTime", "FixedTime", "LognormalTime", "SessionsConfig", "SessionTraceSource", "TimeDist",
+           "UniformTime", "ArrivalProcess", "InferencePerfConfig", "PrefixConfig", "VllmBenchConfig",
+           "WorkloadConfig", "parse_workload"]
+
 
 # --- arrivals --------------------------------------------------------------
 
@@ -247,6 +224,19 @@ class WorkloadConfig(FrozenModel):
     inference_perf: InferencePerfConfig | None = Field(
         default=None, description="An inference-perf profile's data and load sections (docs/inference-perf.md), in "
                                   "place of requests, arrival and lengths.")
+    vllm_bench: VllmBenchConfig | None = Field(
+        default=None, description="vllm bench serve's dataset and load options (docs/inference-perf.md), written "
+                                  "as requests, arrival, lengths and prefix.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_vllm_bench(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("vllm_bench"), dict):
+            return data
+        try:
+            return expand_vllm_bench(data)
+        except ValidationError:
+            return data  # the field's own validation reports it, located under vllm_bench
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadConfig:
@@ -255,7 +245,7 @@ class WorkloadConfig(FrozenModel):
             return self
         missing = [name for name in _PARTS if getattr(self, name) is None]
         if missing:
-            raise ValueError(f"set {', '.join(missing)} (or inference_perf, an inference-perf profile)")
+            raise ValueError(f"set {', '.join(missing)} (or inference_perf or vllm_bench)")
         for field in _PARTS:
             part = getattr(self, field)
             if self.sessions is not None and self.sessions.trace is not None:
@@ -282,7 +272,7 @@ class WorkloadConfig(FrozenModel):
     def _check_inference_perf(self) -> None:
         """The profile gives the requests: nothing else may say how many, when or how long."""
         clash = [name for name in ("requests", "trace", *_PARTS, "prefix", "templates", "models", "lora", "classes",
-                                   "sessions") if getattr(self, name) is not None]
+                                   "sessions", "vllm_bench") if getattr(self, name) is not None]
         if clash:
             raise ValueError(f"inference_perf gives the requests, their lengths and times: remove {', '.join(clash)}")
 

@@ -126,6 +126,8 @@ def load_trace(source: TraceSource, base_dir: Path) -> TraceTable:
     if not path.is_absolute():
         path = base_dir / path
     label = str(path)
+    if source.format == "sharegpt":
+        return _sharegpt_table(source, path)
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = _read_jsonl if source.format in ("jsonl", "mooncake") else _read_csv
@@ -228,3 +230,27 @@ def _epoch_s(stamp: datetime) -> int:
     if stamp.tzinfo is not None:
         return calendar.timegm(stamp.utctimetuple())
     return calendar.timegm(stamp.timetuple())
+
+
+def _sharegpt_table(source: TraceSource, path: Path) -> TraceTable:
+    """The first exchange of each ShareGPT conversation, as ``vllm bench serve`` samples them
+    (vLLM's ``ShareGPTDataset``): the first message's length and its answer's (or
+    ``fixed_output_tokens``), dropping pairs under 4 tokens and, unless the output is fixed,
+    prompts over 1024 tokens and pairs over 2048. Lengths are counted at ``chars_per_token``."""
+    from .session_traces import load_sessions  # the ShareGPT reader of workload.sessions
+
+    if not path.is_file():
+        raise ScenarioError(str(path), f"trace file not found (looked for {path.resolve()})")
+    fixed = source.fixed_output_tokens
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    for session in load_sessions(path, "sharegpt", chars_per_token=source.chars_per_token):
+        first = session.turns[0]
+        prompt, output = first.input_tokens, fixed or first.output_tokens
+        if prompt < 4 or output < 4 or (fixed is None and (prompt > 1024 or prompt + output > 2048)):
+            continue
+        rows.append({"input_tokens": prompt, "output_tokens": output})
+        lines.append(int(session.source.rsplit(":", 1)[1]) if session.source else len(lines) + 1)
+    if not rows:
+        raise ScenarioError(str(path), "no conversation has a first message and answer vllm bench serve would take")
+    return TraceTable(str(path), ["input_tokens", "output_tokens"], rows, lines)
