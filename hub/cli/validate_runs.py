@@ -3,7 +3,7 @@
 Prints, per run, scope and metric, the measured figure, cosim's, cosim's error and the published
 errors of the other simulators that report them; then the median errors and each run's wall time.
 ``--fast`` runs the index's fast subset (seconds); ``--markdown FILE`` also writes the table as
-markdown (docs/validation.md's), ``--json FILE`` the rows.
+markdown (into docs/validation.md between its markers), ``--json FILE`` the rows.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "measured runs served (docs/validation.md)")
     parser.add_argument("--run", dest="runs", action="append", default=[], metavar="ID",
                         help="run only this run of the index (repeatable)")
-    parser.add_argument("--markdown", metavar="FILE", help="also write the table as markdown ('-': print it)")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="also write the table as markdown: into FILE between its '<!-- validate-runs:begin -->' "
+                             "and '<!-- validate-runs:end -->' lines where it has them (docs/validation.md), else as "
+                             "FILE; '-' prints it")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.set_defaults(handler=validate_runs_command)
 
@@ -43,6 +46,7 @@ def validate_runs_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..studies.suite import format_markdown, run_suite
+    from ..studies.suite.table import splice
 
     def progress(run_id: str, seconds: float) -> None:
         print(f"  {run_id}: {seconds:.1f} s", file=sys.stderr, flush=True)
@@ -55,7 +59,8 @@ def validate_runs_command(args: argparse.Namespace) -> int:
         if args.markdown == "-":
             print(table)
         else:
-            Path(args.markdown).write_text(table + "\n")
+            path = Path(args.markdown)
+            path.write_text(splice(path.read_text() if path.is_file() else "", table))
     if args.json:
         Path(args.json).write_text(json.dumps({"backend": args.backend, "fast": args.fast, "wall_s": result.wall_s,
                                                "cpu_s": result.cpu_s, "skipped": result.skipped,

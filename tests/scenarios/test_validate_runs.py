@@ -87,3 +87,11 @@ def test_index_errors_name_the_line(tmp_path: Path) -> None:
         load_index(index)
     with pytest.raises(ScenarioError, match="not in the index"):
         select_runs(load_index(INDEX), fast=False, only=("nope",))
+
+
+def test_markdown_goes_between_the_markers_of_a_document() -> None:
+    from cosim.hub.studies.suite.table import BEGIN, END, splice
+
+    document = f"# title\n\n{BEGIN}\nold table\n{END}\n\n## after\n"
+    assert splice(document, "new table") == f"# title\n\n{BEGIN}\nnew table\n{END}\n\n## after\n"
+    assert splice("no markers", "t") == f"{BEGIN}\nt\n{END}\n"

@@ -133,3 +133,17 @@ def format_markdown(rows: Sequence[Row], *, backend: str) -> str:
             "| --- | --- | --- | ---: | ---: | ---: |" + " ---: |" * len(names)]
     out += ["| " + " | ".join(_cells(row, names)) + " |" for row in rows]
     return "\n".join(out)
+
+
+#: Where a document holds the generated table (``cosim validate-runs --markdown docs/validation.md``).
+BEGIN, END = "<!-- validate-runs:begin -->", "<!-- validate-runs:end -->"
+
+
+def splice(document: str, table: str) -> str:
+    """``document`` with the text between its :data:`BEGIN` and :data:`END` markers replaced by
+    ``table``; the table alone, between markers, where the document has none."""
+    block = f"{BEGIN}\n{table}\n{END}"
+    start, end = document.find(BEGIN), document.find(END)
+    if start < 0 or end < start:
+        return block + "\n"
+    return document[:start] + block + document[end + len(END):]
