@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             for update in stub.Run(request, wait_for_ready=False):
                 if bar is None:  # the first update names the run: say it first, so it is known come what may
                     print(f"run {update.run_id} on {args.hub}", flush=True)
-                    bar = ProgressBar(config.workload.requests, enabled=False if args.no_progress else None)
+                    bar = ProgressBar(config.workload.num_requests, enabled=False if args.no_progress else None)
                 last = update
                 bar.update(update.completed_requests, update.sim_time_ns)
         except grpc.RpcError as err:

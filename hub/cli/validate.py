@@ -63,7 +63,7 @@ def validate_command(args: argparse.Namespace) -> int:
             print(f"error: {error}", file=sys.stderr)
         return 2
     clients = f"{len(config.clients)} client{'s' * (len(config.clients) != 1)}"
-    print(f"{args.config}: ok ({clients}, {config.workload.requests} requests)")
+    print(f"{args.config}: ok ({clients}, {config.workload.num_requests} requests)")
     for client in resolution.clients:
         print(describe(client))
     return 0

@@ -80,8 +80,8 @@ def _uniform(length: int, ratio: float) -> dict[str, Any]:
 
 
 def expand_vllm_bench(data: dict[str, Any]) -> dict[str, Any]:
-    """The ``workload:`` mapping with its ``vllm_bench`` section written as cosim's own keys (kept
-    beside them for the record); a mapping without one, unchanged. Validates the section first.
+    """The ``workload:`` mapping with its ``vllm_bench`` section written as cosim's own keys in its
+    place; a mapping without one, unchanged. Validates the section first.
 
     Raises:
         pydantic.ValidationError: a bad option (located under ``vllm_bench``).
@@ -93,7 +93,8 @@ def expand_vllm_bench(data: dict[str, Any]) -> dict[str, Any]:
     clash = sorted(k for k in ("requests", "arrival", "input_tokens", "output_tokens", "prefix", "trace") if k in data)
     if clash:
         raise ValueError(f"vllm_bench gives the requests, their lengths and times: remove {', '.join(clash)}")
-    out = {**data, "requests": bench.num_prompts, "arrival": _arrival(bench)}
+    out = {key: value for key, value in data.items() if key != "vllm_bench"}
+    out.update(requests=bench.num_prompts, arrival=_arrival(bench))
     if bench.dataset_name == "random":
         out["input_tokens"] = _uniform(bench.random_input_len, bench.random_range_ratio)
         out["output_tokens"] = _uniform(bench.random_output_len, bench.random_range_ratio)

@@ -164,9 +164,9 @@ class HubServicer(hub_grpc.HubServiceServicer):
             self._active.add(run_id)
             active = set(self._active)
         prune_runs(self.runs_dir, self.keep_runs, keep_ids=active)
-        log.info("run %s: %d clients, %s requests", run_id, len(config.clients), config.workload.requests)
+        log.info("run %s: %d clients, %s requests", run_id, len(config.clients), config.workload.num_requests)
         updates: queue.Queue[hub_pb.RunUpdate | BaseException | None] = queue.Queue()
-        last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.requests or 0)
+        last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.num_requests or 0)
 
         def on_progress(completed: int, total: int, sim_ns: int) -> None:
             if not context.is_active():

@@ -214,7 +214,7 @@ def check_request_count(config: ScenarioConfig, data_dir: Path, policy: SubmitPo
     not already within the limit.
     """
     limit = policy.max_requests
-    requests = config.workload.requests
+    requests = config.workload.num_requests  # set, or an inference-perf profile's stages
     if requests is not None:
         if requests > limit:
             raise ScenarioError("workload.requests", f"{requests:,} requests exceed this hub's limit of {limit:,} "

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...config.loading import load_config, parse_config
 from ...config.scenario import ScenarioConfig
+from ...config.vllm_bench import expand_vllm_bench
 from ...errors import CosimError, HubError, ScenarioError
 from ...sim.workload import generate_requests
 from ...timing.cache import SharedTimings
@@ -67,6 +68,10 @@ def with_rate(data: Mapping[str, Any], rate_per_s: float, *, trace_rate: float |
     Raises:
         ScenarioError: the arrival process has no rate (``constant``).
     """
+    data = {**data, "workload": expand_vllm_bench(dict(data["workload"]))}  # vllm bench serve's rate, as ours
+    if "arrival" not in data["workload"]:  # an inference-perf profile: its stages fix their own rates
+        raise ScenarioError("workload", "goodput varies workload.arrival's rate; this workload has none (an "
+                                        "inference-perf profile's stages fix their rates): vary them with cosim sweep")
     arrival = dict(data["workload"]["arrival"])
     if arrival["process"] in _RATED:
         arrival["rate_per_s"] = rate_per_s
