@@ -44,7 +44,7 @@ def test_fast_runs_the_fast_subset_and_every_metric(fast: SuiteResult) -> None:
 
 def test_fast_table_and_markdown(fast: SuiteResult) -> None:
     text = fast.text()
-    assert "median |error| over whole runs" in text and "CPU" in text
+    assert "median |error| over whole runs, per family" in text and "CPU" in text
     markdown = format_markdown(fast.rows, backend="auto").splitlines()
     assert sum(line.startswith("| llmss-") or line.startswith("| blis-") for line in markdown) == len(fast.rows)
     errors = {(r.run, r.metric): r.error for r in fast.rows if r.scope == "run"}

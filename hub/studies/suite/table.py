@@ -44,6 +44,11 @@ class Row:
     shortened: bool = False
 
     @property
+    def family(self) -> str:
+        """The runs it is pooled with in the medians: its id's prefix (``blis``, ``llmss``)."""
+        return self.run.split("-", 1)[0]
+
+    @property
     def error(self) -> float | None:
         """cosim's signed relative error, or None."""
         return relative_error(self.cosim, self.measured)
@@ -86,18 +91,21 @@ def _cells(row: Row, names: Sequence[str]) -> list[str]:
 
 
 def medians(rows: Sequence[Row]) -> dict[str, dict[str, tuple[float, int]]]:
-    """Per metric, per simulator (``cosim`` first): (median |error|, runs) over whole-run rows."""
+    """Per family and metric (``blis ttft_mean``), per simulator (``cosim`` first): (median |error|,
+    runs) over whole-run rows; families apart, as their runs measure different things (client-side
+    H100 runs, engine-side LLMServingSim replays)."""
     errors: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if row.scope not in ("summary", "run") or row.shortened:
             continue
+        key = f"{row.family} {row.metric}"
         if (err := row.error) is not None:
-            errors[row.metric]["cosim"].append(abs(err))
+            errors[key]["cosim"].append(abs(err))
         for name in row.published:
             if (other := row.published_error(name)) is not None:
-                errors[row.metric][name].append(abs(other))
-    return {metric: {name: (float(np.median(values)), len(values)) for name, values in by_sim.items()}
-            for metric, by_sim in errors.items()}
+                errors[key][name].append(abs(other))
+    return {key: {name: (float(np.median(values)), len(values)) for name, values in by_sim.items()}
+            for key, by_sim in errors.items()}
 
 
 def format_text(rows: Sequence[Row], *, backend: str) -> str:
@@ -114,7 +122,7 @@ def format_text(rows: Sequence[Row], *, backend: str) -> str:
 
 
 def _median_lines(rows: Sequence[Row]) -> list[str]:
-    lines = ["median |error| over whole runs (runs counted):"]
+    lines = ["median |error| over whole runs, per family of runs (runs counted):"]
     for metric, by_sim in medians(rows).items():
         parts = [f"{name} {value * 100:.1f}% ({n})" for name, (value, n) in by_sim.items()]
         lines.append(f"  {metric}: " + ", ".join(parts))
@@ -125,10 +133,10 @@ def format_markdown(rows: Sequence[Row], *, backend: str) -> str:
     """The same table as GitHub markdown, medians first."""
     names = simulators(rows)
     out = [f"Backend: `{backend}`. Error = (predicted − measured) / measured.", "",
-           "| metric | " + " | ".join(["cosim", *names]) + " |", "| --- |" + " --- |" * (len(names) + 1)]
+           "| runs, metric | " + " | ".join(["cosim", *names]) + " |", "| --- |" + " --- |" * (len(names) + 1)]
     for metric, by_sim in medians(rows).items():
         cells = [f"{by_sim[n][0] * 100:.1f}% ({by_sim[n][1]})" if n in by_sim else "" for n in ["cosim", *names]]
-        out.append(f"| median \\|error\\| of {metric} | " + " | ".join(cells) + " |")
+        out.append(f"| median \\|error\\|, {metric} | " + " | ".join(cells) + " |")
     out += ["", "| run | scope | metric | measured | cosim | cosim err | " + " | ".join(names) + " |",
             "| --- | --- | --- | ---: | ---: | ---: |" + " ---: |" * len(names)]
     out += ["| " + " | ".join(_cells(row, names)) + " |" for row in rows]
