@@ -132,7 +132,9 @@ def _median_lines(rows: Sequence[Row]) -> list[str]:
 def format_markdown(rows: Sequence[Row], *, backend: str) -> str:
     """The same table as GitHub markdown, medians first."""
     names = simulators(rows)
-    out = [f"Backend: `{backend}`. Error = (predicted − measured) / measured.", "",
+    what = " (each run's own: an LLMServingSim run's profile bundle, an H100 run's bare roofline)" \
+        if backend == "auto" else ""
+    out = [f"Backend: `{backend}`{what}. Error = (predicted − measured) / measured.", "",
            "| runs, metric | " + " | ".join(["cosim", *names]) + " |", "| --- |" + " --- |" * (len(names) + 1)]
     for metric, by_sim in medians(rows).items():
         cells = [f"{by_sim[n][0] * 100:.1f}% ({by_sim[n][1]})" if n in by_sim else "" for n in ["cosim", *names]]
