@@ -189,6 +189,10 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
         classes = table.columns["cls"]
         summary["classes"] = {name: _traffic_block(metrics, tokens, classes == name, good, sim_time_s)
                               for name in sorted(table.classes)}
+        if table.has_client_side:  # each class's latencies as its clients saw them too
+            for name, block in summary["classes"].items():
+                stats = latency_block(seen, seen.finished & (classes == name))
+                block["client_latency"] = {metric: stats[metric] for metric in ("ttft_s", "tpot_s", "e2e_s")}
 
     usd = sum(b.get("cost_usd", 0.0) for b in per_client.values())
     summary["cost"] = {

@@ -102,10 +102,10 @@ def experiment_config(experiment: Experiment, *, backend: str, stage_scale: floa
     ``max_num_seqs``, 16-token blocks, prefix caching, and the GPU KV blocks its log reported as the
     KV capacity; the model from its Hugging Face config.json; one H100-SXM per TP rank.
 
-    Not modelled yet, and mapped here when they are (issue #35): the CPU KV offloading that
-    ``cpu_kv_blocks`` > 0 turned on (a host tier of that many blocks) and the client-side front end
-    (HTTP, tokenization, detokenization, streaming) inside inference-perf's TTFT. ``multi_turn``: see
-    :func:`inference_perf_section`.
+    The CPU KV offloading that ``cpu_kv_blocks`` > 0 turned on is a host tier of that many blocks
+    (docs/kv-offload.md), and the latencies are scored as inference-perf measured them, at the client:
+    the front end (docs/frontend.md: tokenization, detokenization, streaming) at its defaults, with
+    the benchmark's client on the server's host. ``multi_turn``: see :func:`inference_perf_section`.
 
     Raises:
         ScenarioError: an unknown backend.
@@ -116,15 +116,14 @@ def experiment_config(experiment: Experiment, *, backend: str, stage_scale: floa
         "batching": "chunked", "packing": "fcfs", "max_num_seqs": experiment.max_num_seqs,
         "max_num_batched_tokens": experiment.max_num_batched_tokens, "block_size": 16,
         "enable_prefix_caching": True, "preemption": "recompute", "num_gpu_blocks": experiment.total_kv_blocks}
-    if backend == "aiconfigurator":
-        # aiconfigurator times kernels alone: the hub adds vLLM V1's host time (async scheduling is
-        # v0.15's default), as replays on it do (docs/validation.md, "Host time").
-        spec: dict[str, Any] = {"kind": "aiconfigurator", "options": {"engine": "vllm"}}
-        scheduler.update(host_time=True, async_scheduling=True)
-    else:
-        spec = {"kind": "roofline"}  # bare: the default step model a user gets
-    # cpu_kv_blocks > 0: vLLM's CPU offloading (issue #35, item 3) maps in here, as a host tier of that
-    # many blocks on the client, when cosim has one; until then the run has the GPU blocks alone.
+    # Both backends time GPU kernels alone (the roofline's default replays graphs with no host cost,
+    # aiconfigurator's tables are kernel times): the hub adds vLLM V1's host time, async scheduling on
+    # (v0.15's default, vLLM PR #27614), as replays on profile bundles do (docs/validation.md, "Host time").
+    scheduler.update(host_time=True, async_scheduling=True)
+    spec: dict[str, Any] = {"kind": "aiconfigurator", "options": {"engine": "vllm"}} if backend == "aiconfigurator" \
+        else {"kind": "roofline"}  # bare: the default step model a user gets
+    if experiment.cpu_kv_blocks:
+        scheduler["kv_offload"] = {"cpu_blocks": experiment.cpu_kv_blocks}
     client = {"name": "vllm", "model": experiment.model, "role": "mixed", "backend": backend,
               "hardware": {"device": "h100", "count": experiment.tp, "tensor_parallel": experiment.tp},
               "scheduler": scheduler}
@@ -136,14 +135,17 @@ def experiment_config(experiment: Experiment, *, backend: str, stage_scale: floa
         "backends": {backend: spec},
         "clients": [client],
         "router": {"policy": "round_robin"},
+        "frontend": {},
         "workload": {"inference_perf": inference_perf_section(experiment, stage_scale=stage_scale,
                                                               multi_turn=multi_turn)},
         "output": {"plots": False},
     }
 
 
-def _block(latency: dict[str, Any], output_tokens: float, completed: int) -> dict[str, float]:
-    """An inference-perf-style block (ms) of a summary's latency block: ITL by the benchmark's formula."""
+def _block(scope: dict[str, Any], output_tokens: float, completed: int) -> dict[str, float]:
+    """An inference-perf-style block (ms) of a summary's (or a class's) latencies, as its clients saw them
+    where the front end is modelled: ITL by the benchmark's formula."""
+    latency = scope.get("client_latency") or scope["latency"]
     ttft, e2e = latency["ttft_s"], latency["e2e_s"]
     mean_output = output_tokens / completed if completed else float("nan")
     itl = (e2e["mean"] - ttft["mean"]) / (mean_output - 1) if mean_output > 1 else float("nan")
@@ -154,9 +156,9 @@ def _block(latency: dict[str, Any], output_tokens: float, completed: int) -> dic
 
 def simulated_blocks(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
     """The run's figures per scope (``summary`` and ``stage_<i>``), as inference-perf reports them."""
-    blocks = {"summary": _block(summary["latency"], summary["output_tokens"], summary["requests"]["completed"])}
+    blocks = {"summary": _block(summary, summary["output_tokens"], summary["requests"]["completed"])}
     for name, block in sorted((summary.get("classes") or {}).items()):
-        blocks[name] = _block(block["latency"], block["output_tokens"], block["requests"]["completed"])
+        blocks[name] = _block(block, block["output_tokens"], block["requests"]["completed"])
     return blocks
 
 
