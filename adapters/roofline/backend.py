@@ -12,6 +12,7 @@ from google.protobuf.json_format import MessageToDict
 from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
+from .collectives import PathLink, path_link, path_name
 from .estimator import Device, SessionModel, estimate
 from .operators import batch_stats, decode_stats, lora_adapters, make_shape
 from .params import resolve_params
@@ -66,7 +67,24 @@ def _device(spec: pb.SessionSpec) -> Device:
     crosses = tp * pp > per_node and hw.inter_node_gbps > 0
     return Device(peak_flops=hw.peak_tflops * 1e12, mem_bw=hw.mem_bandwidth_gbps * 1e9, tp_link=intra or 1.0,
                   ep_link=hw.inter_node_gbps * 1e9 if ep > per_node and hw.inter_node_gbps > 0 else intra or 1.0,
-                  pp_link=hw.inter_node_gbps * 1e9 if crosses else intra or 1.0, num_devices=tp * pp)
+                  pp_link=hw.inter_node_gbps * 1e9 if crosses else intra or 1.0, num_devices=tp * pp,
+                  path=_path(hw))
+
+
+def _path(hw: pb.HardwareSpec) -> PathLink | None:
+    """The PCIe path NCCL takes between the device's GPUs, where its preset names one (docs/validation.md,
+    "PCIe paths"); None for NVLink devices, whose collectives follow the ring line."""
+    extra = hw.extra
+    if "intra_node_path" not in extra:
+        return None
+    try:
+        return path_link(path_name(extra["intra_node_path"]), hw.intra_node_gbps,
+                         latency_us=extra["intra_node_path_latency_us"],
+                         bus_efficiency=extra["intra_node_path_bus_efficiency"])
+    except (KeyError, ValueError) as err:
+        raise InvalidArgument("spec.hardware.extra.intra_node_path", extra["intra_node_path"],
+                              f"needs intra_node_path_latency_us and intra_node_path_bus_efficiency in range: "
+                              f"{err}") from err
 
 
 def open_model(spec: pb.SessionSpec) -> SessionModel:

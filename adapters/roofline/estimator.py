@@ -27,7 +27,7 @@ from collections import defaultdict
 from cosim.v1 import types_pb2 as pb
 
 from . import operators as ops
-from .collectives import all_reduce_ns, all_to_all_ns
+from .collectives import PathLink, all_reduce_ns, all_to_all_ns, path_all_reduce_ns, path_all_to_all_ns
 from .kernels import kernel_ns
 from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchStats, Group, Shape
 from .params import Params
@@ -48,6 +48,9 @@ class Device:
     ep_link: float   # all-to-all bandwidth
     pp_link: float   # stage-to-stage bandwidth
     num_devices: int  # devices one step occupies (for energy)
+    # The path NCCL takes between the GPUs of a box without NVLink (p2p, switch or host-staged: the
+    # device preset's intra_node_path), timed with its protocols in place of the ring line; None: the ring.
+    path: PathLink | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +91,12 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
     attn = mlp = 0.0
     if s.tp > 1:
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
-        attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
-                                   hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
-        if p.graph_allreduce_bus_eff and p.execution != "eager" and size <= CUSTOM_AR_MAX_BYTES:
+        if d.path is not None:
+            attn = mlp = path_all_reduce_ns(size, s.tp, d.path)
+        else:
+            attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
+                                       hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
+        if d.path is None and p.graph_allreduce_bus_eff and p.execution != "eager" and size <= CUSTOM_AR_MAX_BYTES:
             # vLLM's custom all-reduce; taking the faster keeps a step monotone across the 8 MiB cut
             custom = all_reduce_ns(size, s.tp, p.graph_allreduce_bus_eff * d.tp_link,
                                    latency_us=p.graph_allreduce_latency_us, formula="ring")
@@ -99,8 +105,11 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
         # Dispatch and combine: each rank holds its share of the T k token copies and sends
         # (ep - 1)/ep of them to other ranks. EP replaces the MLP all-reduce.
         size = s.ba * s.h * b.tokens * s.top_k / s.ep
-        mlp = 2.0 * all_to_all_ns(size, s.ep, comm_eff * d.ep_link, latency_us=p.alltoall_latency_us,
-                                  hop_latency_us=p.hop_latency_us)
+        if d.path is not None and d.ep_link == d.tp_link:  # the experts' ranks share the box's path
+            mlp = 2.0 * path_all_to_all_ns(size, s.ep, d.path)
+        else:
+            mlp = 2.0 * all_to_all_ns(size, s.ep, comm_eff * d.ep_link, latency_us=p.alltoall_latency_us,
+                                      hop_latency_us=p.hop_latency_us)
     return attn, mlp
 
 

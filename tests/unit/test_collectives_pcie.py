@@ -266,3 +266,33 @@ def test_rtx_4090_p2p_figures_match_a_patched_driver_measurement() -> None:
     boxes) give 2419 µs (+6%)."""
     predicted_us = path_all_reduce_ns(32 * 2**20, 6, preset_link("RTX-4090", "p2p")) / 1e3
     assert predicted_us == pytest.approx(2275.1, rel=0.07)
+
+
+def _roofline_comm_ms(device: str, tp: int) -> float:
+    """The communication time of one 8-sequence decode step of Qwen3-32B on ``tp`` devices, by the roofline."""
+    from cosim.adapters.roofline.backend import open_model
+    from cosim.adapters.roofline.estimator import estimate
+    from cosim.adapters.roofline.operators import batch_stats
+    from cosim.v1 import types_pb2 as pb
+
+    spec = pb.SessionSpec(model=presets.get_model("Qwen/Qwen3-32B").to_model_spec(),
+                          hardware=presets.hardware_spec(device, tp, "bf16"),
+                          parallelism=pb.Parallelism(tensor=tp, pipeline=1, expert=1))
+    timing = estimate(open_model(spec), batch_stats([1] * 8, [1024] * 8))
+    return timing.communication_ns / 1e6
+
+
+def test_the_roofline_times_a_pcie_box_s_all_reduces_on_its_path() -> None:
+    """RTX PRO 6000 (switch path): two all-reduces per layer of 8 tokens x 5120 bf16, each the path's."""
+    device = get_device("RTX-PRO-6000")
+    extra = presets.hardware_spec(device, 2, "bf16").extra
+    link = path_link(path_name(extra["intra_node_path"]), device.intra_node_gbps,
+                     latency_us=extra["intra_node_path_latency_us"],
+                     bus_efficiency=extra["intra_node_path_bus_efficiency"])
+    per_layer = 2 * path_all_reduce_ns(2 * 8 * 5120, 2, link)
+    assert _roofline_comm_ms("RTX-PRO-6000", 2) == pytest.approx(64 * per_layer / 1e6, abs=1e-6)  # whole ns
+
+
+def test_a_host_staged_box_pays_more_than_a_p2p_one_for_the_same_all_reduces() -> None:
+    assert "intra_node_path" not in presets.hardware_spec(get_device("H100-SXM"), 2, "bf16").extra  # NVLink: ring
+    assert _roofline_comm_ms("RTX-4090", 2) > _roofline_comm_ms("RTX-PRO-6000", 2)
