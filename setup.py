@@ -27,6 +27,13 @@ for name, folder in ROOTS.items():
 DATA = ["*.pyi", "*.yaml", "*.json", "*.jsonl", "*.csv", "*.md", "*.sh", "LICENSE*", "py.typed"]
 
 
+def package_data(folder: str) -> list[str]:
+    """DATA, and every file below a subfolder whose name holds a dot (a model's config under
+    ``llama-3.1-70b-instruct/``): discovery cannot name such a folder a package, so its parent ships it."""
+    dotted = [sub.name for sub in Path(folder).iterdir() if sub.is_dir() and "." in sub.name]
+    return DATA + [f"{name}/**/{pattern}" for name in dotted for pattern in DATA]
+
+
 def native_extensions() -> list:
     """mypyc's extensions of hub/native.py's NATIVE modules, named as installed (cosim.hub....).
 
@@ -46,5 +53,6 @@ def native_extensions() -> list:
     return mypycify([str(tree / path) for path in native["NATIVE"]], group_name="cosim.hub.native")
 
 
-setup(packages=packages, package_dir=package_dir, package_data={"": DATA},
+setup(packages=packages, package_dir=package_dir,
+      package_data={name: package_data(folder) for name, folder in package_dir.items()},
       ext_modules=native_extensions() if os.environ.get("COSIM_NATIVE") == "1" else [])
