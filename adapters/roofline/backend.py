@@ -12,15 +12,18 @@ from google.protobuf.json_format import MessageToDict
 from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
 from cosim.v1 import types_pb2 as pb
 
+from . import fitted
 from .collectives import PathLink, path_link, path_name
 from .estimator import Device, SessionModel, estimate
 from .operators import batch_stats, decode_stats, lora_adapters, make_shape
-from .params import resolve_params
+from .params import FITTED_PROFILES, resolve_params
 
 log = logging.getLogger(__name__)
 
 CACHE_SIZE = 16384  # step timings kept per session (BestServe §3.3.4)
 SHARED_STATES = 8  # models and their caches kept for later sessions of an equal model
+# Options that leave the fitted default's step times as its cross-validation scored them.
+UNSCORED_OK_OPTIONS = frozenset({"profile", "family", "tdp_w"})
 
 
 class _State:
@@ -133,6 +136,19 @@ class RooflineBackend(RuntimeBackend):
         model = open_model(spec)
         log.debug("roofline session for %s on %s: %s", spec.model.name, spec.hardware.device, model.params)
         return _shared_state(model)
+
+    def step_error(self, session: Session[pb.SessionSpec]) -> pb.StepError | None:
+        """The fitted default's cross-validated step MAPE as a band of ± that (:func:`.fitted.step_mape`);
+        none under another profile or with parameters set by option, which no cross-validation scored."""
+        spec = session.spec
+        options: dict[str, Any] = MessageToDict(spec.options) if spec.HasField("options") else {}
+        if options.get("profile", "auto") not in FITTED_PROFILES or set(options) - UNSCORED_OK_OPTIONS:
+            return None
+        declared = fitted.step_mape(spec.hardware.device, family=options.get("family"))
+        if declared is None:
+            return None
+        mape, basis = declared
+        return pb.StepError(low=-mape, high=mape, basis=basis)
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         state: _State = session.state

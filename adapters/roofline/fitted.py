@@ -8,7 +8,8 @@ efficiencies over its own datasheet peaks; a device in no family runs the
 ``generic`` parameters, fitted on every GPU at once (``family_of`` says
 which applies, and ``cosim presets devices -s`` prints it).
 
-Main names: :func:`params_for`, :func:`family_of`, :func:`family_names`, :func:`load`.
+Main names: :func:`params_for`, :func:`family_of`, :func:`family_names`, :func:`load`,
+:func:`step_mape` (the cross-validated error a session's step carries).
 """
 
 from __future__ import annotations
@@ -86,3 +87,47 @@ def params_for(device: str, *, family: str | None = None) -> dict[str, Any]:
         raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(families)}")
     own = {str(k).lower(): v for k, v in families[family].get("device_params", {}).items()}
     return {**families[family].get("params", {}), **own.get(device.lower(), {})}
+
+
+def _pooled(scores: dict[str, dict[str, Any]]) -> tuple[float, int, list[str]]:
+    """The MAPE % of ``scores`` ({dataset/device: {steps, mape_pct}}) pooled over every step, the
+    steps, and the datasets."""
+    steps = sum(int(score["steps"]) for score in scores.values())
+    mape = sum(int(score["steps"]) * float(score["mape_pct"]) for score in scores.values()) / steps
+    return round(mape, 1), steps, sorted({key.split("/")[0] for key in scores})
+
+
+def step_mape(device: str, *, family: str | None = None) -> tuple[float, str] | None:
+    """The step-level error of ``device`` under the fitted default (``family``: the one chosen by
+    option), from the cross-validation in the profile: a device its family measured gets the
+    family's leave-one-model-out MAPE (the model it runs is one the fit may never have seen); any
+    other its leave-one-GPU-out MAPE (a GPU the fit never saw). Each pooled over the family's
+    datasets, weighted by their steps; a family without step measurements takes the generic fit's
+    leave-one-GPU-out MAPE. None for Ascend (BestServe's parameters, not cross-validated).
+
+    Returns:
+        ``(MAPE as a fraction, a sentence saying where it comes from)``, or None.
+
+    Raises:
+        InvalidArgument: ``family`` is not in the fitted profile.
+    """
+    families = load()
+    if family is None:
+        family, basis = family_of(device)
+        if basis == "bestserve":
+            return None
+    elif family not in families:
+        raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(families)}")
+    measured = device.lower() in (str(d).lower() for d in families[family].get("measured", []))
+    split, what = ("lomo", "leave-one-model-out") if measured else ("logo", "leave-one-GPU-out")
+    scores = families[family].get("cv", {}).get(split) or {}
+    source = f"{family} family"
+    if not scores:  # no step measured on this family: what any GPU the fit never saw gets
+        split, what = "logo", "leave-one-GPU-out"
+        scores = families[GENERIC].get("cv", {}).get(split) or {}
+        source = f"{family} family (no step measurements: the generic fit's, every measured GPU)"
+    if not scores:
+        return None
+    mape, steps, datasets = _pooled(scores)
+    return round(mape / 100, 6), (f"fitted roofline, {source}, {what} step MAPE {mape:.1f}% "
+                        f"({', '.join(datasets)}; {steps} steps)")

@@ -106,6 +106,13 @@ class RuntimeBackend(Backend):
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         """Returns the timing of one step of ``session``."""
 
+    def step_error(self, session: Session[pb.SessionSpec]) -> pb.StepError | None:
+        """How far the session's step durations may be off, where the backend knows (e.g. from its
+        cross-validation): ``pb.StepError(low=-0.1, high=0.1, basis="...")``, relative, low <= 0 <=
+        high. The hub's prediction intervals (``cosim run --intervals``) rerun a scenario with the
+        session's steps scaled by 1 + low and 1 + high. The default declares none."""
+        return None
+
     def predict_many(self, session: Session[pb.SessionSpec],
                      batches: list[pb.StepBatch]) -> list[pb.StepTiming]:
         """Times consecutive steps; override to vectorize over batches."""

@@ -121,7 +121,11 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
     def OpenSession(self, request: rt_pb.OpenSessionRequest, context: grpc.ServicerContext) -> pb.OpenSessionResponse:
         validate_session_spec(request.spec)
         self.backend.check_device(request.spec)
-        return self._open(request.spec)
+        reply = self._open(request.spec)
+        band = self.backend.step_error(self.sessions[reply.session_id])
+        if band is not None:
+            reply.step_error.CopyFrom(band)
+        return reply
 
     @_rpc
     def PredictSteps(self, request: rt_pb.PredictStepsRequest,

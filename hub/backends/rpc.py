@@ -198,7 +198,10 @@ class BackendClient:
         reply = self.call(rpc, request)
         caller_id = self.sessions.add(reply.session_id, rpc, request)
         if caller_id != reply.session_id:
-            reply = pb.OpenSessionResponse(session_id=caller_id, info=reply.info)
+            renamed = pb.OpenSessionResponse()
+            renamed.CopyFrom(reply)  # the backend's info and step error, under the callers' id
+            renamed.session_id = caller_id
+            reply = renamed
         return reply
 
     stub: Any  # the service's generated stub, set by each subclass

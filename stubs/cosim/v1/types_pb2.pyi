@@ -248,25 +248,67 @@ class OpenSessionResponse(_message.Message):
 
     SESSION_ID_FIELD_NUMBER: _builtins.int
     INFO_FIELD_NUMBER: _builtins.int
+    STEP_ERROR_FIELD_NUMBER: _builtins.int
     session_id: _builtins.str
     """Opaque id naming the session in later calls."""
     @_builtins.property
     def info(self) -> Global___BackendInfo:
         """Identity of the backend that opened it (same as Describe)."""
 
+    @_builtins.property
+    def step_error(self) -> Global___StepError:
+        """How far this session's step durations may be off, where the backend knows
+        (e.g. from cross-validation); unset: it declares none. The hub's
+        prediction intervals (`cosim run --intervals`) rerun a scenario with every
+        step of the session scaled by 1 + low and by 1 + high.
+        """
+
     def __init__(
         self,
         *,
         session_id: _builtins.str = ...,
         info: Global___BackendInfo | None = ...,
+        step_error: Global___StepError | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["info", b"info"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["info", b"info", "step_error", b"step_error"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["info", b"info", "session_id", b"session_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["info", b"info", "session_id", b"session_id", "step_error", b"step_error"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___OpenSessionResponse: _TypeAlias = OpenSessionResponse  # noqa: Y015
+
+@_typing.final
+class StepError(_message.Message):
+    """The relative error band of a session's step durations: a step the backend
+    times at d may take from d * (1 + low) to d * (1 + high).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    LOW_FIELD_NUMBER: _builtins.int
+    HIGH_FIELD_NUMBER: _builtins.int
+    BASIS_FIELD_NUMBER: _builtins.int
+    low: _builtins.float
+    """Lower edge, <= 0 and > -1 (e.g. -0.12: up to 12% faster)."""
+    high: _builtins.float
+    """Upper edge, >= 0 (e.g. 0.12: up to 12% slower)."""
+    basis: _builtins.str
+    """One sentence saying where the band comes from, for run summaries."""
+    def __init__(
+        self,
+        *,
+        low: _builtins.float = ...,
+        high: _builtins.float = ...,
+        basis: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["basis", b"basis", "high", b"high", "low", b"low"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StepError: _TypeAlias = StepError  # noqa: Y015
 
 @_typing.final
 class ModelSpec(_message.Message):
