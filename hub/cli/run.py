@@ -23,6 +23,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--in-process", action="store_true",
                         help="call built-in and python: runtime backends in the hub's thread instead of over gRPC "
                              "on loopback: the same results, faster (docs/performance.md)")
+    parser.add_argument("--intervals", action="store_true",
+                        help="prediction intervals: rerun at the edges of each backend's declared step error "
+                             "and give each headline metric's [low, high] (output.intervals; docs/intervals.md)")
     parser.set_defaults(handler=run_command)
 
 
@@ -30,7 +33,8 @@ def run_command(args: argparse.Namespace) -> int:
     from ..metrics import format_table, summary_json
     from ..studies.runner import run
 
-    result = run(args.config, overrides=args.overrides, output_dir=args.output,
+    overrides = [*args.overrides, "output.intervals=true"] if args.intervals else args.overrides
+    result = run(args.config, overrides=overrides, output_dir=args.output,
                  progress=False if args.no_progress else None, log_events=args.log_events,
                  overwrite=args.overwrite, command=getattr(args, "command_line", None), in_process=args.in_process)
     events = sys.stderr if args.json else sys.stdout

@@ -196,3 +196,9 @@ class OutputConfig(FrozenModel):
     requests_format: Literal["csv", "parquet"] = Field(
         "csv", description="requests.csv, or requests.parquet (typed columns, row groups; needs pyarrow: "
         "pip install 'cosim[parquet]')")
+    intervals: bool = Field(
+        False, description="prediction intervals (also `cosim run --intervals`): after the run, rerun it twice with "
+        "every step scaled to the low and the high edge of the step error its backend declares (the fitted "
+        "roofline: its cross-validated step MAPE), and give each headline metric's [low, high] in summary.json "
+        "`intervals`, report.html and the printed table; step-model error only, not workload randomness "
+        "(docs/intervals.md). Three runs' time")

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .benchmark import benchmark_text
+from .intervals import LATENCY_STATS as INTERVAL_STATS
+from .intervals import band_text, interval_of
 
 # Plot file -> caption, in page order; other PNGs follow by name.
 PLOT_CAPTIONS = {
@@ -69,11 +71,32 @@ def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> s
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _interval(summary: Mapping[str, Any], path: tuple[str, ...], show: Any) -> str:
+    """`` [low–high]`` of the metric at ``path`` (prediction intervals), each as ``show`` formats it;
+    empty where the run has none."""
+    found = interval_of(summary, path)
+    if found is None:
+        return ""
+    return f" <span class=\"interval\" style=\"color:#555\">[{show(found[0])}–{show(found[1])}]</span>"
+
+
 def _latency_table(summary: Mapping[str, Any]) -> str:
     latency = summary.get("latency", {})
-    rows = [[label] + [_ms(latency.get(name, {}).get(stat)) for stat, _ in LATENCY_STATS]
+    rows = [[label] + [_ms(latency.get(name, {}).get(stat))
+                       + (_interval(summary, ("latency", name, stat), _ms) if stat in INTERVAL_STATS else "")
+                       for stat, _ in LATENCY_STATS]
             for name, label in LATENCY_ROWS if name in latency]
     return _table(["latency (ms)"] + [label for _, label in LATENCY_STATS], rows)
+
+
+def _intervals_note(summary: Mapping[str, Any]) -> str:
+    """What the bracketed figures are and each client's declared step error (a run with intervals)."""
+    block = summary.get("intervals")
+    if not block:
+        return ""
+    clients = "".join(f"<li>{_e(client)}: {_e(band_text(band))}</li>" for client, band in block["clients"].items())
+    return (f"<p id=\"intervals\">Prediction intervals in brackets: {_e(block.get('error') or block['what'])}."
+            f"</p><ul>{clients}</ul>")
 
 
 def _overview_table(summary: Mapping[str, Any]) -> str:
@@ -82,10 +105,13 @@ def _overview_table(summary: Mapping[str, Any]) -> str:
     rows = [["requests completed / submitted", f"{_num(reqs.get('completed'))} / {_num(reqs.get('submitted'))}"],
             ["simulated time (s)", _num(summary.get("sim_time_s"), ".6g")],
             ["wall time (s)", _num(summary.get("wall_time_s"), ".3g")],
-            ["throughput (req/s)", _num(tput.get("requests_per_s"))],
-            ["output tokens/s", _num(tput.get("output_tokens_per_s"))],
+            ["throughput (req/s)", _num(tput.get("requests_per_s"))
+             + _interval(summary, ("throughput", "requests_per_s"), _num)],
+            ["output tokens/s", _num(tput.get("output_tokens_per_s"))
+             + _interval(summary, ("throughput", "output_tokens_per_s"), _num)],
             ["input tokens/s", _num(tput.get("input_tokens_per_s"))],
-            ["goodput (req/s)", _num(summary.get("goodput_requests_per_s"))],
+            ["goodput (req/s)", _num(summary.get("goodput_requests_per_s"))
+             + _interval(summary, ("goodput_requests_per_s",), _num)],
             ["SLO attainment", "-" if attainment is None else f"{100 * attainment:.1f}%"],
             ["preemptions", _num(summary.get("preemptions"))],
             ["cost (USD)", _num(cost.get("usd"))], ["tokens per USD", _num(cost.get("tokens_per_usd"))],
@@ -155,7 +181,7 @@ def report_html(summary: Mapping[str, Any], plots: Path, *, title: str) -> str:
         "<h2>Serving benchmark result</h2>",
         "<p>As <code>vllm bench serve</code> prints it (ITL per token).</p>",
         f"<pre id=\"benchmark\">{_e(benchmark_text(summary.get('benchmark', {})))}</pre>",
-        "<h2>Latency</h2>", _latency_table(summary),
+        "<h2>Latency</h2>", _intervals_note(summary), _latency_table(summary),
         "<h2>Throughput, goodput, cost and energy</h2>", _overview_table(summary),
         "<h2>SLOs</h2>", _slo_table(summary),
         "<h2>Clients</h2>", _client_table(summary),

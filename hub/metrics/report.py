@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .intervals import LATENCY_STATS, band_text, interval_of, value_at
+
 
 def _num(value: Any, unit: str = "", digits: int = 4) -> str:
     """A compact number, or "-" for missing values."""
@@ -79,6 +81,30 @@ def _replica_rows(summary: Mapping[str, Any]) -> list[str]:
             for pool, block in sorted((summary.get("autoscaling") or {}).items())]
 
 
+def _interval_rows(summary: Mapping[str, Any]) -> list[str]:
+    """The prediction intervals (``intervals``): each headline figure and its [low, high], and each
+    client's declared step error; nothing for a run without them."""
+    block = summary.get("intervals")
+    if not block:
+        return []
+    rows = [f"  intervals   {block.get('error') or block['what']}"]
+    latency = []
+    for name, label in (("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("itl_s", "ITL per token"), ("e2e_s", "E2E")):
+        cells = [f"{_ms(value_at(summary, ('latency', name, stat)))} [{_ms(found[0])}, {_ms(found[1])}]"
+                 if (found := interval_of(summary, ("latency", name, stat))) else "-" for stat in LATENCY_STATS]
+        if cells != ["-"] * len(LATENCY_STATS):
+            latency.append(f"  {label:<16}" + "".join(f"{cell:>28}" for cell in cells))
+    if latency:
+        rows += [f"  {'interval (ms)':<16}" + "".join(f"{stat:>28}" for stat in LATENCY_STATS), *latency]
+    for path, label in ((("throughput", "requests_per_s"), "req/s"),
+                        (("throughput", "output_tokens_per_s"), "output tok/s"),
+                        (("goodput_requests_per_s",), "goodput req/s")):
+        if found := interval_of(summary, path):
+            rows.append(f"  {label:<16}{_num(value_at(summary, path))} [{_num(found[0])}, {_num(found[1])}]")
+    rows += [f"  step error  {client}: {band_text(band)}" for client, band in block["clients"].items()]
+    return rows
+
+
 def format_table(summary: Mapping[str, Any]) -> str:
     """A few lines with the key metrics of a summary (missing values show as "-")."""
     reqs = summary.get("requests", {})
@@ -97,4 +123,5 @@ def format_table(summary: Mapping[str, Any]) -> str:
     ]
     if cost.get("usd"):
         lines.append(f"  cost        ${_num(cost.get('usd'))}, {_num(cost.get('tokens_per_usd'))} tokens/$")
-    return "\n".join(lines + _replica_rows(summary) + _energy_row(summary) + _client_rows(summary))
+    return "\n".join(lines + _interval_rows(summary) + _replica_rows(summary) + _energy_row(summary)
+                     + _client_rows(summary))

@@ -37,6 +37,7 @@ from ..metrics import write_run_folder
 from ..sim.records import ClientInfo, RequestRecord
 from .frames import requests_frame, summary_frame
 from .interrupts import Interrupted, signal_name
+from .intervals import run_intervals
 from .provenance import check_run_folder, write_provenance
 from .simulation import Simulation
 from .validation import check_scenario
@@ -212,6 +213,12 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
             interrupt = stop
             error = Interrupted(f"interrupted by {signal_name(stop)} at t={simulation.kernel.now_ns / 1e9:.6f}s")
         summary = simulation.summarize(time.perf_counter() - started)
+        if scenario.output.intervals and error is None:
+            try:
+                summary["intervals"] = run_intervals(scenario, folder, backends, simulation, summary)
+            except KeyboardInterrupt as stop:  # the run itself is whole: written without its intervals
+                interrupt = stop
+                error = Interrupted(f"interrupted by {signal_name(stop)} in the prediction intervals' reruns")
     if error is not None:
         summary["error"] = str(error)
     result = RunResult(summary=summary, requests=simulation.coordinator.requests, clients=simulation.infos,

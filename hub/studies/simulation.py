@@ -62,6 +62,7 @@ from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
 from ..sim.workload.inference_perf import InferencePerfSessions
 from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
+from ..timing.step_error import Edge, edge_scale
 from ..timing.step_timer import StepTimer
 from .client_parts import frontends, lora_slots, offload_tier
 from .interrupts import held_between_events
@@ -93,13 +94,19 @@ class Simulation:
             :data:`~cosim.hub.sim.request_log.KEEP_IN_MEMORY` requests.
         shared_timings: step timings shared with earlier runs of this process that opened equal
             sessions (a search's replications); None: this run's own.
+        step_edge: ``low`` or ``high``: every runtime session's steps scaled to that edge of the
+            step error its backend declares (a prediction interval's rerun,
+            :mod:`cosim.hub.studies.intervals`); None: as the backends answer.
     """
 
     def __init__(self, config: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient], *,
                  log_events: int = 0, spill_requests: bool | None = None,
-                 shared_timings: SharedTimings | None = None) -> None:
+                 shared_timings: SharedTimings | None = None, step_edge: Edge | None = None) -> None:
         self.config, self.base_dir, self.backends = config, base_dir, backends
-        self.spill_requests, self.shared_timings = spill_requests, shared_timings
+        self.spill_requests, self.shared_timings, self.step_edge = spill_requests, shared_timings, step_edge
+        # The step error each runtime session's backend declared (None: none), by the client it times
+        # (a speculative drafter's: "<client> draft").
+        self.step_errors: dict[str, pb.StepError | None] = {}
         self._table: tuple[int, RequestTable] | None = None  # (events handled, the table then)
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel(log_limit=log_events)
@@ -154,8 +161,17 @@ class Simulation:
             options=session_options(self.config.backends[cfg.backend].options))
         # Clients whose sessions would differ only in the client's name share one, and its cache.
         key = (cfg.backend, _without_client(spec))
-        if key in self.sessions:
-            return self.sessions[key]
+        if key not in self.sessions:
+            self.sessions[key] = self._open_runtime(where, cfg, backend, spec, key[1])
+        opened = self.sessions[key][1]
+        self.step_errors[cfg.name if model is None else f"{cfg.name} draft"] = \
+            opened.step_error if opened.HasField("step_error") else None
+        return self.sessions[key]
+
+    def _open_runtime(self, where: str, cfg: ClientConfig, backend: RuntimeClient, spec: pb.SessionSpec,
+                      anonymous: bytes) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
+        """Opens a runtime session and its timing proxy (its steps scaled to ``step_edge``)."""
+        assert cfg.backend
         opened = open_or_blame(where, cfg.backend, lambda: backend.open_session(spec))
         backend_config = self.config.backends[cfg.backend]
         bucket = backend_config.cache_bucket_tokens
@@ -163,14 +179,16 @@ class Simulation:
             raise ScenarioError(f"backends.{cfg.backend}.cache_bucket_tokens",
                                 f"{bucket}: backend {opened.info.name!r} does not declare {BUCKETED_CACHE_SAFE!r} "
                                 "(its timings may change within a bucket); use 0 for exact keys")
+        scale = edge_scale(opened, self.step_edge, backend=cfg.backend) if self.step_edge else 1.0
         shared = None
         if self.shared_timings is not None and backend_config.cache:
-            # The same backend (as configured, and as it describes itself) and the same session spec.
+            # The same backend (as configured, and as it describes itself), the same session spec and scale.
             shared = self.shared_timings.cache((backend_config.model_dump_json(exclude={"deadline_s", "reconnect_s"}),
-                                                opened.info.SerializeToString(deterministic=True), key[1], bucket))
+                                                opened.info.SerializeToString(deterministic=True), anonymous, bucket,
+                                                scale))
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
-                                    lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared)
-        self.sessions[key] = proxy, opened
+                                    lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared,
+                                    scale=scale)
         return proxy, opened
 
     def _info(self, cfg: ClientConfig, opened: pb.OpenSessionResponse | None, **extra: Any) -> ClientInfo:

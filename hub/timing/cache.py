@@ -61,6 +61,15 @@ def _convert(timing: pb.StepTiming) -> Timing:
                   compute_ns=timing.compute_ns, memory_ns=timing.memory_ns, dispatch_ns=timing.dispatch_ns)
 
 
+def scaled(timing: Timing, scale: float) -> Timing:
+    """``timing`` with its duration and the duration's parts times ``scale`` (a prediction
+    interval's edge, :mod:`cosim.hub.studies.intervals`); a reported energy stays the backend's."""
+    return Timing(duration_ns=round(timing.duration_ns * scale), energy_j=timing.energy_j,
+                  out_of_range=timing.out_of_range, communication_ns=round(timing.communication_ns * scale),
+                  compute_ns=round(timing.compute_ns * scale), memory_ns=round(timing.memory_ns * scale),
+                  dispatch_ns=round(timing.dispatch_ns * scale))
+
+
 class SharedTimings:
     """Step timings kept across the runs of one process, by backend and session spec.
 
@@ -112,7 +121,10 @@ class RuntimeSessionProxy:
         bucket_tokens: time every batch with its contexts rounded up to a multiple of this
             (0: exact); the caller checked the backend declares BUCKETED_CACHE_SAFE.
         shared_cache: the cache to use, shared with earlier runs' proxies of an equal session
-            (:class:`SharedTimings`); None: its own.
+            (:class:`SharedTimings`); None: its own. It holds the timings as scaled, so a
+            scaled session's cache is never an unscaled one's.
+        scale: every step's duration is the backend's times this (1: as the backend answers;
+            a prediction interval's edge otherwise, :func:`scaled`).
     """
 
     # At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
@@ -121,8 +133,9 @@ class RuntimeSessionProxy:
 
     def __init__(self, client: RuntimeClient, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
-                 shared_cache: OrderedDict[Signature, Timing] | None = None) -> None:
+                 shared_cache: OrderedDict[Signature, Timing] | None = None, scale: float = 1.0) -> None:
         self.client, self.session_id, self.client_name = client, session_id, client_name
+        self.scale = scale
         self.use_cache, self.max_cache_entries = cache, max_cache_entries
         self.bucket_tokens = bucket_tokens
         self.lookahead = lookahead and cache
@@ -178,6 +191,8 @@ class RuntimeSessionProxy:
         timings = [_convert(t) for t in self.client.predict_steps(
             self.session_id, batches, sim_time_ns=now_ns, client=rider.name if rider else self.client_name,
             omit_breakdown=True)]
+        if self.scale != 1.0:
+            timings = [scaled(t, self.scale) for t in timings]
         if self.use_cache:
             for k, timing in zip(keys, timings):
                 self._store(k, timing)
