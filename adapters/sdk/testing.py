@@ -207,6 +207,8 @@ class LinearBackend(RuntimeBackend):
     the "constant-time test backend". For energy tests: ``memory_share`` of the
     duration is reported as ``memory_ns`` and the rest as ``compute_ns`` (default 0:
     all compute_ns), and ``energy_j``, when given, is reported as each step's energy.
+    ``step_error`` (e.g. 0.25), when given, is declared as the session's step error, ± that
+    (for tests of the hub's prediction intervals).
     """
 
     name = "linear"
@@ -220,6 +222,13 @@ class LinearBackend(RuntimeBackend):
         return (int(options.get("step_ns", 1000)), int(options.get("per_token_ns", 0)),
                 int(options.get("per_seq_ns", 0)), int(options.get("per_context_ns", 0)),
                 float(options.get("memory_share", 0.0)), None if energy is None else float(energy))
+
+    def step_error(self, session: Session[pb.SessionSpec]) -> pb.StepError | None:
+        options: dict[str, Any] = dict(session.spec.options)
+        error = options.get("step_error")
+        if error is None:
+            return None
+        return pb.StepError(low=-float(error), high=float(error), basis="linear test backend: option step_error")
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
         step_ns, per_token_ns, per_seq_ns, per_context_ns, memory_share, energy_j = session.state
