@@ -26,7 +26,7 @@ def run_intervals(scenario: ScenarioConfig, base_dir: Path, backends: Mapping[st
     it at the low and the high edge, on the same backends, unless no backend declared a step error.
     A rerun that stops early leaves the block without intervals, saying why."""
     bands = {client: None if band is None else {"low": band.low, "high": band.high, "basis": band.basis}
-             for client, band in nominal.step_errors.items()}
+             for client, band in nominal.runtime.step_errors.items()}
     if all(band is None for band in bands.values()):
         return intervals_block(summary, [], bands)
     edges = []

@@ -18,7 +18,7 @@ import numpy as np
 
 from cosim.v1 import types_pb2 as pb
 
-from ..backends import BackendClient, MemoryClient, NetworkClient, RuntimeClient
+from ..backends import BackendClient, MemoryClient, NetworkClient
 from ..config.presets import ModelPreset
 from ..config.resolve import (
     FIDELITY,
@@ -61,24 +61,17 @@ from ..sim.scheduling import BlockManager, Scheduler
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
 from ..sim.workload.inference_perf import InferencePerfSessions
-from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
-from ..timing.step_error import Edge, edge_scale
+from ..timing.cache import RuntimeSessionProxy, SharedTimings
+from ..timing.step_error import Edge
 from ..timing.step_timer import StepTimer
 from .client_parts import frontends, lora_slots, offload_tier
 from .interrupts import held_between_events
+from .runtime_sessions import RuntimeSessions
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
 SPECULATION_STREAM = 0x5BEC
 _SERVES = {"mixed": frozenset({"prefill", "decode"}), "prefill": frozenset({"prefill"}),
            "decode": frozenset({"decode"})}
-
-
-def _without_client(spec: pb.SessionSpec) -> bytes:
-    """The spec's bytes less the client's name: what a backend's timings may depend on."""
-    anonymous = pb.SessionSpec()
-    anonymous.CopyFrom(spec)
-    anonymous.ClearField("client")
-    return anonymous.SerializeToString(deterministic=True)
 
 
 class Simulation:
@@ -103,15 +96,12 @@ class Simulation:
                  log_events: int = 0, spill_requests: bool | None = None,
                  shared_timings: SharedTimings | None = None, step_edge: Edge | None = None) -> None:
         self.config, self.base_dir, self.backends = config, base_dir, backends
-        self.spill_requests, self.shared_timings, self.step_edge = spill_requests, shared_timings, step_edge
-        # The step error each runtime session's backend declared (None: none), by the client it times
-        # (a speculative drafter's: "<client> draft").
-        self.step_errors: dict[str, pb.StepError | None] = {}
+        self.spill_requests = spill_requests
+        # Runtime sessions by backend and spec (less the client's name), each with its timing proxy.
+        self.runtime = RuntimeSessions(config, backends, shared_timings=shared_timings, step_edge=step_edge)
         self._table: tuple[int, RequestTable] | None = None  # (events handled, the table then)
         self.rng = np.random.default_rng(config.seed)
         self.kernel = Kernel(log_limit=log_events)
-        # Runtime sessions by backend and spec (less the client's name), each with its timing proxy.
-        self.sessions: dict[tuple[str, bytes], tuple[RuntimeSessionProxy, pb.OpenSessionResponse]] = {}
         self.infos: list[ClientInfo] = []
         # The clusters of the clients timed by a runtime backend (LLM, RAG embedding, model-based stages).
         self.hardware_specs = {cfg.name: resolve_hardware(config, cfg, f"clients[{i}]")
@@ -151,45 +141,13 @@ class Simulation:
         cluster, and its timing proxy: opened for it, or the one already open for another client
         of the same backend and spec."""
         assert cfg.model and cfg.backend and cfg.hardware
-        backend = self.backends[cfg.backend]
-        assert isinstance(backend, RuntimeClient)
         spec = pb.SessionSpec(
             client=cfg.name, model=(model or resolve_model(self.config, cfg.model)).to_model_spec(),
             hardware=self.hardware_specs[cfg.name],
             parallelism=pb.Parallelism(tensor=cfg.hardware.tensor_parallel, pipeline=cfg.hardware.pipeline_parallel,
                                        expert=cfg.hardware.expert_parallel),
             options=session_options(self.config.backends[cfg.backend].options))
-        # Clients whose sessions would differ only in the client's name share one, and its cache.
-        key = (cfg.backend, _without_client(spec))
-        if key not in self.sessions:
-            self.sessions[key] = self._open_runtime(where, cfg, backend, spec, key[1])
-        opened = self.sessions[key][1]
-        self.step_errors[cfg.name if model is None else f"{cfg.name} draft"] = \
-            opened.step_error if opened.HasField("step_error") else None
-        return self.sessions[key]
-
-    def _open_runtime(self, where: str, cfg: ClientConfig, backend: RuntimeClient, spec: pb.SessionSpec,
-                      anonymous: bytes) -> tuple[RuntimeSessionProxy, pb.OpenSessionResponse]:
-        """Opens a runtime session and its timing proxy (its steps scaled to ``step_edge``)."""
-        assert cfg.backend
-        opened = open_or_blame(where, cfg.backend, lambda: backend.open_session(spec))
-        backend_config = self.config.backends[cfg.backend]
-        bucket = backend_config.cache_bucket_tokens
-        if bucket and BUCKETED_CACHE_SAFE not in opened.info.capabilities:
-            raise ScenarioError(f"backends.{cfg.backend}.cache_bucket_tokens",
-                                f"{bucket}: backend {opened.info.name!r} does not declare {BUCKETED_CACHE_SAFE!r} "
-                                "(its timings may change within a bucket); use 0 for exact keys")
-        scale = edge_scale(opened, self.step_edge, backend=cfg.backend) if self.step_edge else 1.0
-        shared = None
-        if self.shared_timings is not None and backend_config.cache:
-            # The same backend (as configured, and as it describes itself), the same session spec and scale.
-            shared = self.shared_timings.cache((backend_config.model_dump_json(exclude={"deadline_s", "reconnect_s"}),
-                                                opened.info.SerializeToString(deterministic=True), anonymous, bucket,
-                                                scale))
-        proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=cfg.name, cache=backend_config.cache,
-                                    lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared,
-                                    scale=scale)
-        return proxy, opened
+        return self.runtime.session(where, cfg.backend, spec, label=cfg.name if model is None else f"{cfg.name} draft")
 
     def _info(self, cfg: ClientConfig, opened: pb.OpenSessionResponse | None, **extra: Any) -> ClientInfo:
         hardware = self.hardware_specs.get(cfg.name)
@@ -434,7 +392,7 @@ class Simulation:
 
     def summarize(self, wall_time_s: float) -> dict[str, Any]:
         """summary.json content, with backend statistics."""
-        proxies = [proxy for proxy, _ in self.sessions.values()]
+        proxies = self.runtime.proxies()
         lookups = sum(p.num_lookups for p in proxies)
         hits = sum(p.num_hits for p in proxies)
         rpcs = sum(client.num_calls for client in self.backends.values())
