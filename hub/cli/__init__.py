@@ -48,7 +48,8 @@ class _PrintVersion(argparse.Action):
                  option_string: str | None = None) -> None:
         from ..studies.provenance import cosim_version
 
-        parser.exit(message=f"cosim {cosim_version()}\n")
+        print(f"cosim {cosim_version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
