@@ -8,7 +8,7 @@ The Python API mirrors the CLI::
     cosim.goodput("examples/quickstart.yaml").goodput_rps       # highest rate meeting the SLOs
     cosim.search("examples/search/math_reasoning.yaml").rows    # deployments ranked per dollar
     cosim.validate("examples/quickstart.yaml")                  # every problem, without running ([] = ok)
-    cosim.sweep("examples/quickstart.yaml", ["workload.arrival.rate_per_s=1,2,4,8"]).rows  # sweep.csv's rows
+    cosim.sweep("examples/quickstart.yaml", ["workload.arrival.rate_per_s=1,2,4,8"]).df()  # sweep.csv (pandas)
     cosim.compare(["runs/a", "runs/b"], output_dir="runs/compare").table                  # metrics side by side
     result.requests_df(), result.summary_df()                   # pandas DataFrames (pip install 'cosim[pandas]')
 """

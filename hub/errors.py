@@ -1,6 +1,7 @@
 """Errors, sorted by who must act.
 
-- :class:`ScenarioError`: the user must fix the scenario (config, trace, CLI input).
+- :class:`ScenarioError`: the user must fix the scenario (config, trace, CLI input);
+  :class:`RunFolderTaken`, one that would replace an earlier run.
 - :class:`BackendError`: a backend misbehaved or went away; carries its name, address
   and gRPC status code.
 - :class:`HubError`: a bug in the hub itself.
@@ -37,6 +38,24 @@ class ScenarioError(CosimError):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+
+class RunFolderTaken(ScenarioError):
+    """A run (or sweep) folder that exists and is not empty, refused without overwrite. The message
+    names the Python API's remedy (``overwrite=True``); :meth:`on_command_line` the CLI's."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(folder, "run folder exists and is not empty; pass overwrite=True to replace its files, "
+                                 "or choose another output_dir")
+        self.folder = folder
+
+    def __reduce__(self) -> tuple[type[RunFolderTaken], tuple[str]]:
+        return type(self), (self.folder,)  # rebuilt from its folder when it crosses a process pool
+
+    def on_command_line(self) -> str:
+        """The message in the command line's terms (``--overwrite``, ``-o``)."""
+        return f"{self.folder}: run folder exists and is not empty; pass --overwrite to replace its files, or " \
+               "choose another folder with -o"
 
 
 class BackendError(CosimError):

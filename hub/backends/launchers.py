@@ -127,8 +127,17 @@ def wait_healthy(name: str, address: str, *, timeout_s: float = STARTUP_TIMEOUT_
     try:
         retrying(check)
     except (grpc.RpcError, ConnectionError) as err:
-        raise BackendError(f"not healthy after {timeout_s:.0f}s ({err}); its output:\n{logs()}",
-                           backend=name, address=address) from err
+        output = logs()
+        raise BackendError(f"nothing answered its gRPC health check within {timeout_s:g} s ({_one_line(err)})" +
+                           (f"; its output:\n{output}" if output else ""), backend=name, address=address) from err
+
+
+def _one_line(err: Exception) -> str:
+    """Why a health check failed, in a few words: a gRPC error's own text spans lines of debug strings."""
+    if isinstance(err, grpc.Call):  # "failed to connect to all addresses; ...: Connection refused"
+        cause = (err.details() or "").rsplit(": ", 1)[-1]
+        return f"{err.code().name}: {cause}" if cause else err.code().name
+    return str(err)
 
 
 def launch_python(name: str, reference: str, *, options: dict[str, Any] | None = None,

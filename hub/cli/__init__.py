@@ -13,8 +13,9 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from ..errors import CosimError, ScenarioError
+from ..errors import CosimError, RunFolderTaken, ScenarioError
 from ..studies.interrupts import exit_code, signal_name, sigterm_raises
 
 # Command modules, in the order `cosim --help` lists them.
@@ -40,10 +41,22 @@ COMMAND_MODULES = (
 )
 
 
+class _PrintVersion(argparse.Action):
+    """``cosim --version``: the installed version, read only when asked (it needs the package metadata)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from ..studies.provenance import cosim_version
+
+        print(f"cosim {cosim_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cosim", description="Co-simulation hub for LLM inference serving.")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv: debug)")
+    parser.add_argument("--version", action=_PrintVersion, nargs=0, help="print cosim's version and exit")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}").register(subparsers)
@@ -60,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: partial run folders, backends stopped
             code = int(args.handler(args) or 0)
     except ScenarioError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {err.on_command_line() if isinstance(err, RunFolderTaken) else err}", file=sys.stderr)
         code = 2
     except CosimError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -105,7 +105,7 @@ def _emit(args: argparse.Namespace, duration_ns: int) -> int:
     if args.json:
         sys.stdout.write(json.dumps({"duration_ns": duration_ns}) + "\n")
     else:
-        sys.stdout.write(f"{duration_ns}\n")
+        sys.stdout.write(f"{duration_ns} ns\n")
     return 0
 
 

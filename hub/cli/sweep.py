@@ -25,6 +25,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--no-plots", action="store_true", help="no latency-vs-load plot")
     parser.add_argument("--in-process", action="store_true",
                         help="call built-in and python: runtime backends without gRPC, as cosim run --in-process")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="points run at once, each in a local process (default 1); sweep.csv is the same")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="run each point as a Ray task: auto, host:port, ray://..., or local (start Ray here)")
     parser.set_defaults(handler=sweep_command)
 
 
@@ -39,7 +43,8 @@ def sweep_command(args: argparse.Namespace) -> int:
 
     result = sweep(args.config, args.vary, output_dir=args.output, overrides=args.overrides,
                    overwrite=args.overwrite, run_plots=args.run_plots, plots=not args.no_plots,
-                   command=getattr(args, "command_line", None), in_process=args.in_process, on_point=on_point)
+                   command=getattr(args, "command_line", None), in_process=args.in_process, workers=args.workers,
+                   ray=args.ray, on_point=on_point)
     plots = "" if args.no_plots else ", plots/latency_vs_load.png"
     print(f"sweep folder: {result.output_dir} ({len(result.rows)} run folders, sweep.csv{plots})")
     if result.failed:

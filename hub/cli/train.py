@@ -8,12 +8,9 @@ the handler: the hub never imports adapters at module load.
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from ..errors import ScenarioError
-
-log = logging.getLogger(__name__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -57,5 +54,5 @@ def run_regression(args: argparse.Namespace) -> int:
     command = f"cosim train regression --kind {args.kind} --data {' '.join(map(str, args.data))} --out {args.out}"
     report.write_text(render_report({args.kind: evaluation}, command=command, speed_us={},
                                     sizes={str(args.out): size}))
-    log.warning("wrote %s (%d bytes) and %s", args.out, size, report)
+    print(f"wrote {args.out} ({size} bytes) and {report}")  # the command's result, not a warning
     return 0

@@ -142,14 +142,15 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, 
 _HARDWARE_FIGURES = ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps")
 # Extra keys cosim itself reads (device_memory_facts): counts, each >= 1.
 _HARDWARE_COUNTS = ("mem_reported_bytes", "num_sms")
-# Largest figure of a device: TFLOP/s and GB/s (an exa-op device, a PB/s link).
-_MAX_FIGURE = 1e9
+# Figures of a device, TFLOP/s and GB/s: from 1 GFLOP/s and 1 MB/s (a slower device's step outlasts the
+# simulation's clock, and one near 0 overflows the roofline's times) to an exa-op device and a PB/s link.
+_MIN_FIGURE, _MAX_FIGURE = 1e-3, 1e9
 
 
 def _hardware_override_problem(key: str, value: float) -> str | None:
     """Why ``hardware.<device>.overrides.<key> = value`` cannot be, or None."""
-    if key in _HARDWARE_FIGURES and not 0 < value <= _MAX_FIGURE:
-        return f"must be in (0, {_MAX_FIGURE:g}], got {value!r}"
+    if key in _HARDWARE_FIGURES and not _MIN_FIGURE <= value <= _MAX_FIGURE:
+        return f"must be in [{_MIN_FIGURE:g}, {_MAX_FIGURE:g}], got {value!r}"
     if key == "mem_capacity_bytes" or key in _HARDWARE_COUNTS:
         if not 1 <= value <= MAX_BYTES or value != int(value):
             return f"must be a whole number in [1, {MAX_BYTES}], got {value!r}"

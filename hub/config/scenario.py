@@ -60,6 +60,10 @@ class ScenarioConfig(FrozenModel):
                 value = getattr(client, field)
                 if value is not None and value not in table:
                     problems.append((f"{where}.{field}", f"unknown {field} {value!r}; defined: {sorted(table)}"))
+            draft = client.speculative.draft_model if client.speculative else None
+            if draft is not None and draft not in self.models:
+                problems.append((f"{where}.speculative.draft_model",
+                                 f"unknown model {draft!r}; defined: {sorted(self.models)}"))
             devices = [("hardware.device", client.hardware.device)] if client.hardware else []
             if client.rag:
                 devices.append(("rag.retrieval_device", client.rag.retrieval_device))

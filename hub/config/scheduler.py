@@ -46,7 +46,9 @@ class SchedulerConfig(FrozenModel):
         True, description="vLLM's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: hold the estimated CUDA-graph memory "
                           "back from the KV cache (on by default from vLLM 0.21; off by default in 0.19)")
     preemption: Literal["recompute", "swap"] = Field("recompute", description="what a preempted request loses")
-    swap_space_bytes: int = Field(0, ge=0, le=MAX_BYTES, description="host memory for swapped KV (preemption: swap)")
+    swap_space_bytes: int = Field(0, ge=0, le=MAX_BYTES, description="host memory for swapped KV; preemption: swap "
+                                  "needs it above 0 (refused otherwise: with no room to swap to, swap would "
+                                  "recompute every preempted request without a word)")
     host_bandwidth_gbps: float = Field(25.0, ge=MIN_GBPS, le=MAX_GBPS,
                                        description="device-host bandwidth for swapping, GB/s")
     enable_prefix_caching: bool = Field(False, description="reuse KV blocks of requests sharing a prefix")
@@ -66,10 +68,14 @@ class SchedulerConfig(FrozenModel):
 
 
     @model_validator(mode="after")
-    def _check_offload(self) -> SchedulerConfig:
+    def _check_offload_and_swap(self) -> SchedulerConfig:
         if self.kv_offload is not None and not self.enable_prefix_caching:
             raise FieldProblem("kv_offload", "vLLM's offloading finds blocks by their prefix-cache hashes: set "
                                              "enable_prefix_caching: true")
+        if self.preemption == "swap" and self.swap_space_bytes == 0:
+            raise FieldProblem("swap_space_bytes", "preemption: swap needs host memory to swap to; give "
+                                                   "swap_space_bytes (vLLM V0's default was 4 GiB, 4294967296), "
+                                                   "or use preemption: recompute")
         return self
 
 

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from .autoscale import ReplicasConfig
 from .bounds import MAX_DEVICES, MAX_GBPS, MAX_TOKENS, MIN_GBPS
-from .frozen import FrozenModel
+from .frozen import FieldProblem, FrozenModel
 from .scheduler import LoraConfig, SchedulerConfig
 from .speculative import SpeculativeConfig
 from .stages import KVRetrievalConfig, RagConfig, ServiceTimeConfig
@@ -48,6 +48,10 @@ class BackendConfig(FrozenModel):
         given = [k for k in ("kind", "python", "command", "image", "address") if getattr(self, k)]
         if len(given) != 1:
             raise ValueError(f"give exactly one of kind, python, command, image, address; got {given or 'none'}")
+        module, colon, name = (self.python or "").partition(":")
+        if self.python is not None and not (module and colon and name):  # as the SDK's load_backend reads it
+            raise FieldProblem("python", f"a backend class as package.module:Class (the class after a colon), "
+                                         f"got {self.python!r}")
         return self
 
     @property
@@ -118,6 +122,14 @@ class ClientConfig(FrozenModel):
             raise ValueError("dp_group: only mixed-role llm clients without pipeline parallelism step in lock-step")
         if self.speculative is not None and self.kind != "llm":
             raise ValueError("speculative: only llm clients decode")
+        if self.speculative is not None and self.speculative.method in ("draft_model", "mtp") and \
+                self.hardware is not None:
+            for degree in ("pipeline_parallel", "expert_parallel"):
+                if getattr(self.hardware, degree) > 1:  # a drafter model has its own layers and no experts
+                    raise FieldProblem("speculative.method", f"{self.speculative.method} drafts with a model of its "
+                                       f"own, which cosim runs without pipeline or expert parallelism; this client "
+                                       f"has hardware.{degree}: {getattr(self.hardware, degree)} (use ngram, or "
+                                       f"{degree}: 1)")
         return self
 
 

@@ -9,14 +9,18 @@ and summary.json) and, beside each, in milliseconds (``*_ms``); rates
 - :func:`summary_frame`: summary.json flattened, one row per scope: ``run``
   (the whole run) and then each client, columns named by their dotted path
   (``latency.ttft_s.p90`` and ``latency.ttft_ms.p90``, ``throughput.requests_per_s``).
+- :func:`sweep_frame`: a sweep's rows (``SweepResult.df()``), the varied values typed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import yaml
 
 from ..metrics.tables import write_requests_csv
 from ..sim.records import RequestRecord
@@ -109,3 +113,22 @@ def summary_frame(summary: Mapping[str, Any]) -> pd.DataFrame:
     frame = pandas.DataFrame.from_dict(rows, orient="index")
     frame.index.name = "scope"
     return frame
+
+
+def sweep_frame(rows: Sequence[Mapping[str, Any]], varied: Sequence[str]) -> pd.DataFrame:
+    """A sweep's rows (sweep.csv's columns, in its order) with the ``varied`` keys' values typed as the
+    config read them (``4`` an int, ``0.5`` and ``2.5e4`` floats, ``true`` a bool), not as text; metrics
+    a point lacks are NaN."""
+    pandas = require_pandas()
+    typed = [{**row, **{key: _typed(str(row[key])) for key in varied}} for row in rows]
+    return pandas.DataFrame(typed, columns=list(rows[0]) if rows else ["point", *varied])
+
+
+def _typed(text: str) -> Any:
+    """A ``--vary`` value as YAML reads it, and a number YAML 1.1 leaves as text (``2.5e4``) as the float the
+    config's models make of it."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            return float(value)
+    return value

@@ -2,9 +2,10 @@
 
 - ``config.yaml``: the scenario as cosim ran it: every default written out,
   ``--set`` overrides applied, ``base_dir`` naming the folder its relative
-  paths (traces) were read from and ``output.dir`` the run folder. ``cosim run
+  paths (traces) were read from (relative to the run folder where it can be)
+  and ``output.dir`` the run folder. ``cosim run
   config.yaml -o OTHER`` gives byte-identical results.
-- ``run.json``: cosim's version, the git commit of the cosim checkout (when it
+- ``run.json``: the versions of cosim and of its dependencies, the git commit of the cosim checkout (when it
   is one), the command line, the seed, where the config came from, and the
   model and device specs its presets resolved to.
 
@@ -15,7 +16,9 @@ accident (``cosim run --overwrite`` / ``cosim.run(..., overwrite=True)``).
 from __future__ import annotations
 
 import json
+import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -29,7 +32,7 @@ from typing import Any
 import yaml
 
 from ..config.scenario import ScenarioConfig
-from ..errors import CosimError, ScenarioError
+from ..errors import CosimError, RunFolderTaken, ScenarioError
 
 CONFIG_FILE = "config.yaml"
 RUN_FILE = "run.json"
@@ -41,15 +44,14 @@ def check_run_folder(folder: str | Path, *, overwrite: bool) -> None:
     cannot be written (checked before a run, not when it ends).
 
     Raises:
-        ScenarioError: naming the folder and the ways out.
+        RunFolderTaken: the folder holds files (its message names ``overwrite=True``, the CLI's ``--overwrite``).
+        ScenarioError: a folder that cannot be written, naming it and the way out.
     """
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise ScenarioError(str(path), "the run folder is a file; choose another folder with -o")
     if not overwrite and path.exists() and any(path.iterdir()):
-        raise ScenarioError(str(path), "run folder exists and is not empty; pass --overwrite "
-                                       "(cosim.run(..., overwrite=True)) to replace its files, or choose another "
-                                       "folder with -o")
+        raise RunFolderTaken(str(path))
     _check_writable(path)
 
 
@@ -97,10 +99,39 @@ def git_commit(root: Path = _SOURCE_ROOT) -> dict[str, Any] | None:
         return None
 
 
+def dependency_versions() -> dict[str, str]:
+    """The installed version of each package cosim requires (its extras' left out), by the name cosim's
+    metadata gives it; empty when cosim runs from an uninstalled tree."""
+    try:
+        requirements = metadata.requires("cosim") or []
+    except metadata.PackageNotFoundError:
+        return {}
+    versions = {}
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        if "extra" in marker:
+            continue
+        name = re.split(r"[\s\[<>=!~(]", spec.strip(), maxsplit=1)[0]
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def portable_base_dir(base_dir: Path, run_folder: Path) -> str:
+    """``base_dir`` as the run folder's config.yaml names it: relative to the run folder where the two
+    share a folder (a checkout, a project), so that a copy of that folder reruns; else absolute."""
+    base, run = base_dir.resolve(), run_folder.resolve()
+    shared = Path(os.path.commonpath([base, run]))
+    return str(base) if shared == Path(shared.anchor) else os.path.relpath(base, run)
+
+
 def resolved_config(config: ScenarioConfig, *, base_dir: Path, output_dir: Path) -> dict[str, Any]:
-    """The config as run: defaults explicit, ``base_dir`` absolute, ``output.dir`` the run folder."""
+    """The config as run: defaults explicit, ``base_dir`` relative to the run folder (where it can be:
+    :func:`portable_base_dir`), ``output.dir`` the run folder."""
     data = config.model_dump(mode="json")
-    data["base_dir"] = str(base_dir.resolve())
+    data["base_dir"] = portable_base_dir(base_dir, output_dir)
     data["output"] = {**data["output"], "dir": str(output_dir)}
     return data
 
@@ -141,6 +172,7 @@ def write_provenance(folder: Path, config: ScenarioConfig, *, base_dir: Path, co
     argv = list(command) if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]
     record = {
         "cosim_version": cosim_version(),
+        "dependencies": dependency_versions(),
         "git": git_commit(),
         "command": shlex.join(argv),
         "seed": config.seed,

@@ -229,10 +229,8 @@ class Simulation:
             return None, None
         session = None
         if spec.method == "draft_model":
-            where = f"clients[{index}].speculative.draft_model"
-            if spec.draft_model not in self.config.models:
-                raise ScenarioError(where, f"{spec.draft_model!r} is not a key of models: {sorted(self.config.models)}")
-            session, _ = self._runtime_session(where, cfg, resolve_model(self.config, spec.draft_model))
+            where = f"clients[{index}].speculative.draft_model"  # a key of models (ScenarioConfig checks it)
+            session, _ = self._runtime_session(where, cfg, resolve_model(self.config, str(spec.draft_model)))
         elif spec.method == "mtp":  # the target's dimensions, its MTP module's layers
             target = resolve_model(self.config, str(cfg.model))
             mtp = target.model_copy(update={"name": f"{target.name} MTP", "num_layers": spec.mtp_layers})

@@ -18,14 +18,18 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ..config.loading import load_config
 from ..errors import CosimError, ScenarioError
+from .frames import sweep_frame
 from .provenance import check_run_folder
 from .validation import check_scenario
+
+if TYPE_CHECKING:  # pandas is optional (frames.py)
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,11 @@ class SweepResult:
     output_dir: Path
     failed: list[str] = field(default_factory=list)
 
+    def df(self) -> pd.DataFrame:
+        """The rows as a pandas DataFrame, the varied values typed (``rate_per_s`` 4, not ``"4"``); needs
+        pandas (``pip install 'cosim[pandas]'``)."""
+        return sweep_frame(self.rows, [v.key for v in self.varies])
+
 
 def parse_vary(spec: str) -> Vary:
     """Reads ``key=v1,v2,...`` (or ``key=[v1, v2]`` in YAML, for values holding commas).
@@ -127,8 +136,8 @@ def key_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | Path | None = None,
           overrides: Sequence[str] = (), overwrite: bool = False, run_plots: bool = False, plots: bool = True,
-          command: Sequence[str] | None = None, in_process: bool = False,
-          on_point: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepResult:
+          command: Sequence[str] | None = None, in_process: bool = False, workers: int = 1,
+          ray: str | None = None, on_point: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepResult:
     """Runs ``config`` at every point of the grid ``vary`` spans.
 
     Every point's config is validated before the first runs. A point whose run fails (a backend
@@ -144,7 +153,11 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         plots: draw the sweep's latency-vs-load plot.
         command: the command line each point's run.json records.
         in_process: call built-in and ``python:`` runtime backends without gRPC (as :func:`run`).
-        on_point: called with (point index, number of points, row) after each point.
+        workers: run this many points at once, each in a local process of its own (1: here, one by one).
+        ray: run each point as a Ray task on this cluster instead (``auto``, ``host:port``, ``ray://...``;
+            ``local`` starts Ray here), as ``cosim search --ray``. The points' runs are the same whatever
+            runs them, and so is sweep.csv, in grid order.
+        on_point: called with (point index, number of points, row) as each point finishes.
 
     Returns:
         The rows, also written to ``sweep.csv``.
@@ -152,11 +165,13 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
     Raises:
         ScenarioError: a bad ``--vary``, a point whose config is invalid, or a taken sweep folder.
     """
-    from .runner import run  # late: the runner imports every backend
+    from .search.executors import unordered  # late: the search's executors import its goodput search
 
     varies = [v if isinstance(v, Vary) else parse_vary(v) for v in vary]
     if not varies:
         raise ScenarioError("--vary", "give at least one --vary key=v1,v2,...")
+    if workers < 1:
+        raise ScenarioError("--workers", f"must be at least 1, got {workers}")
     points = grid(varies)
     out = Path(output_dir) if output_dir is not None else Path("runs") / "sweep" / Path(config).stem
     check_run_folder(out, overwrite=overwrite)
@@ -170,23 +185,20 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         except ScenarioError as err:
             raise ScenarioError(f"sweep point {where}", str(err)) from None
     base, _ = load_config(config, overrides=overrides)
-    result = SweepResult(rows=[], varies=varies, output_dir=out)
+    jobs = []
     for index, (texts, sets) in enumerate(zip(points, assignments)):
         name = point_name(index, varies, texts)
-        row: dict[str, Any] = {"point": name, **{v.key: t for v, t in zip(varies, texts)}}
-        try:
-            summary = run(config, overrides=sets, output_dir=out / name, overwrite=overwrite, command=command,
-                          in_process=in_process).summary
-            row |= key_metrics(summary) | {"error": ""}
-        except CosimError as err:
-            log.warning("sweep point %s failed: %s", name, err)
-            summary_file = out / name / "summary.json"
-            partial = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
-            row |= key_metrics(partial) | {"error": str(err)}
-            result.failed.append(name)
-        result.rows.append(row)
+        jobs.append({"index": index, "config": str(config), "overrides": sets, "output_dir": str(out / name),
+                     "row": {"point": name, **{v.key: t for v, t in zip(varies, texts)}}, "overwrite": overwrite,
+                     "command": None if command is None else list(command), "in_process": in_process})
+    rows: dict[int, dict[str, Any]] = {}
+    for done in unordered(run_point, jobs, workers=workers, ray_address=ray):
+        index = done.pop("index")
+        rows[index] = done
         if on_point is not None:
-            on_point(index, len(points), row)
+            on_point(index, len(points), done)
+    result = SweepResult(rows=[rows[index] for index in range(len(points))], varies=varies, output_dir=out)
+    result.failed = [row["point"] for row in result.rows if row["error"]]
     write_sweep_csv(out / SWEEP_CSV, result.rows, varies)
     if plots:
         from ..metrics.comparison_plots import plot_latency_vs_load  # late: matplotlib takes 0.3 s
@@ -194,6 +206,23 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         (out / "plots").mkdir(exist_ok=True)
         plot_latency_vs_load(out / "plots" / "latency_vs_load.png", result.rows, [v.key for v in varies], base.slo)
     return result
+
+
+def run_point(job: dict[str, Any]) -> dict[str, Any]:
+    """One point of a sweep (a job of :func:`sweep`'s, plain data for any executor): its run folder, and its
+    row of sweep.csv with its ``index``. A run that fails keeps its partial folder and an ``error``."""
+    from .runner import run  # late: the runner imports every backend
+
+    row = {"index": job["index"], **job["row"]}
+    try:
+        summary = run(job["config"], overrides=job["overrides"], output_dir=job["output_dir"],
+                      overwrite=job["overwrite"], command=job["command"], in_process=job["in_process"]).summary
+        return row | key_metrics(summary) | {"error": ""}
+    except CosimError as err:
+        log.warning("sweep point %s failed: %s", row["point"], err)
+        summary_file = Path(job["output_dir"]) / "summary.json"
+        partial = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+        return row | key_metrics(partial) | {"error": str(err)}
 
 
 def write_sweep_csv(path: Path, rows: Sequence[Mapping[str, Any]], varies: Sequence[Vary]) -> None:

@@ -178,7 +178,7 @@ def test_the_run_folder_is_checked_before_the_simulation(tmp_path: Path) -> None
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "summary.json").write_text("{}")
     for out, message in ((tmp_path / "file" / "run", "is a file, so the run folder cannot be made there"),
-                         (tmp_path / "taken", "run folder exists and is not empty; pass --overwrite")):
+                         (tmp_path / "taken", "run folder exists and is not empty; pass overwrite=True")):
         began = time.monotonic()
         with pytest.raises(ScenarioError, match=re.escape(message)) as err:
             cosim.run(config, output_dir=out)

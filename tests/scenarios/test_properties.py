@@ -22,10 +22,11 @@ def scenarios(draw: st.DrawFn) -> dict:
     block_size = draw(st.sampled_from([4, 16]))
     max_in, max_out = 200, 40
     blocks = draw(st.integers(min_value=-(-(max_in + max_out) // block_size) + 1, max_value=400))
+    # swap needs swap space (refused without it); recompute ignores any it is given
+    preemption, swap_space_bytes = draw(st.sampled_from([("recompute", 0), ("recompute", 10**9), ("swap", 10**9)]))
     common = dict(block_size=block_size, num_gpu_blocks=blocks,
                   max_num_seqs=draw(st.integers(1, 16)), max_num_batched_tokens=draw(st.sampled_from([256, 2048])),
-                  preemption=draw(st.sampled_from(["recompute", "swap"])),
-                  swap_space_bytes=draw(st.sampled_from([0, 10**9])),
+                  preemption=preemption, swap_space_bytes=swap_space_bytes,
                   enable_prefix_caching=draw(st.booleans()))
     batching = draw(st.sampled_from(["static", "continuous", "chunked", "mixed"]))
     if draw(st.booleans()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import shlex
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -18,7 +20,7 @@ import cosim
 from cosim.hub.cli import main
 from cosim.hub.errors import ScenarioError
 from cosim.hub.studies import runner
-from cosim.hub.studies.provenance import git_commit
+from cosim.hub.studies.provenance import git_commit, portable_base_dir
 from tests.scenarios.helpers import scenario
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,9 +66,25 @@ def test_config_yaml_reproduces_the_run_byte_for_byte(tmp_path: Path, monkeypatc
     assert (a / "requests.csv").read_bytes() != (Path("without-sets") / "requests.csv").read_bytes()
     config_a, config_b = (yaml.safe_load((d / "config.yaml").read_text()) for d in (a, b))
     assert (config_a["seed"], config_a["clients"][0]["scheduler"]["max_num_seqs"]) == (5, 3)
-    assert config_a["base_dir"] == str(tmp_path / "configs")
+    assert config_a["base_dir"] == "../../configs"  # relative to the run folder a: the tree may move
     assert [c.pop("output")["dir"] for c in (config_a, config_b)] == ["a", "b"]
     assert config_a == config_b
+
+
+def test_a_copied_project_folder_reruns_from_its_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """config.yaml names base_dir relative to the run folder, so a copy of the project (its configs, traces
+    and runs) reruns where the original is gone; a base_dir sharing nothing but / with it stays absolute."""
+    write_scenario(tmp_path / "project" / "configs")
+    monkeypatch.chdir(tmp_path / "project")
+    assert main(["run", "configs/scenario.yaml", "-o", "runs/a", "--no-progress"]) == 0
+    shutil.copytree(tmp_path / "project", tmp_path / "copy")
+    shutil.rmtree(tmp_path / "project")
+    monkeypatch.chdir(tmp_path / "copy")
+    assert main(["run", "runs/a/config.yaml", "-o", "runs/b", "--no-progress"]) == 0
+    for name in OUTPUTS:
+        assert Path("runs/a", name).read_bytes() == Path("runs/b", name).read_bytes(), name
+    assert yaml.safe_load(Path("runs/b/config.yaml").read_text())["base_dir"] == "../../configs"
+    assert portable_base_dir(Path("/usr/share"), tmp_path / "run") == "/usr/share"
 
 
 def test_config_yaml_of_a_run_with_a_lab_backend_beside_its_config_reruns(tmp_path: Path,
@@ -98,6 +116,9 @@ def test_run_json_records_version_commit_command_and_seed(tmp_path: Path) -> Non
     assert record["seed"] == 11 and record["overrides"] == ["seed=11"]
     assert record["command"] == shlex.join(["cosim", *argv])
     assert record["cosim_version"] == metadata.version("cosim")
+    assert record["dependencies"]["numpy"] == np.__version__ and record["dependencies"]["pydantic"] == \
+        metadata.version("pydantic")
+    assert "pandas" not in record["dependencies"]  # an extra's, not a requirement of cosim's
     assert record["config_source"] == str(config) and record["base_dir"] == str(tmp_path)
     assert record["presets"]["models"]["m"]["num_layers"] == 32
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
@@ -125,10 +146,15 @@ def test_run_refuses_to_overwrite_a_run_folder_unless_told(tmp_path: Path, capsy
     capsys.readouterr()
     assert main(["run", str(config), "-o", str(out), "--no-progress", "--set", "seed=2"]) == 2
     err = capsys.readouterr().err
-    assert f"error: {out}: run folder exists and is not empty" in err and "--overwrite" in err
+    # each API names its own remedy: the flag on the command line, the keyword in Python
+    assert err == (f"error: {out}: run folder exists and is not empty; pass --overwrite to replace its files, or "
+                   "choose another folder with -o\n")
     assert (out / "summary.json").read_bytes() == before
-    with pytest.raises(ScenarioError, match="run folder exists.*overwrite=True"):
+    with pytest.raises(ScenarioError) as taken:
         cosim.run(config, output_dir=out)
+    assert str(taken.value) == (f"{out}: run folder exists and is not empty; pass overwrite=True to replace its "
+                                "files, or choose another output_dir")
+    assert str(pickle.loads(pickle.dumps(taken.value))) == str(taken.value)
     assert main(["run", str(config), "-o", str(out), "--no-progress", "--set", "seed=2", "--overwrite"]) == 0
     assert json.loads((out / "run.json").read_text())["seed"] == 2
     assert cosim.run(config, output_dir=out, overwrite=True).summary["seed"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+import cosim
 from cosim.hub.cli import main
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
 from cosim.hub.studies import runner
@@ -87,6 +89,49 @@ def test_a_sweep_in_process_writes_the_same_rows(tmp_path: Path, monkeypatch: py
     for row in grpc_rows:
         assert (tmp_path / "grpc" / row["point"] / "requests.csv").read_bytes() == \
             (tmp_path / "direct" / row["point"] / "requests.csv").read_bytes()
+
+def test_a_sweep_on_worker_processes_writes_sweep_csv_byte_for_byte(tmp_path: Path) -> None:
+    """`--workers 2` runs the points two at a time in processes of their own, finishing in any order; sweep.csv
+    keeps the grid's order and every byte, and so does each point's run folder."""
+    config = write_scenario(tmp_path)
+    args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000,200000", "--no-plots"]
+    assert main([*args, "-o", str(tmp_path / "serial")]) == 0
+    assert main([*args, "-o", str(tmp_path / "pool"), "--workers", "2"]) == 0
+    serial, pool = (tmp_path / name for name in ("serial", "pool"))
+    assert (serial / "sweep.csv").read_bytes() == (pool / "sweep.csv").read_bytes()
+    for row in read_csv(serial / "sweep.csv"):
+        assert (serial / row["point"] / "requests.csv").read_bytes() == \
+            (pool / row["point"] / "requests.csv").read_bytes()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'cosim[ray]')")
+@pytest.mark.slow
+def test_a_sweep_as_ray_tasks_writes_the_same_rows(tmp_path: Path) -> None:
+    import ray
+
+    config = write_scenario(tmp_path)
+    vary = ["workload.arrival.rate_per_s=1000,50000"]
+    serial = cosim.sweep(config, vary, output_dir=tmp_path / "serial", plots=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = cosim.sweep(config, vary, output_dir=tmp_path / "ray", plots=False, ray="auto")
+    finally:
+        ray.shutdown()
+    assert (tmp_path / "serial" / "sweep.csv").read_bytes() == (tmp_path / "ray" / "sweep.csv").read_bytes()
+    assert [r["point"] for r in on_ray.rows] == [r["point"] for r in serial.rows]
+
+
+def test_sweep_df_types_the_varied_values(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    config = write_scenario(tmp_path)
+    result = cosim.sweep(config, ["workload.arrival.rate_per_s=1000,2.5e4", "output.plots=false,true"],
+                         output_dir=tmp_path / "out", plots=False, overrides=["workload.requests=5"])
+    frame = result.df()
+    assert list(frame.columns) == list(result.rows[0])
+    assert frame["workload.arrival.rate_per_s"].tolist() == [1000, 1000, 25000.0, 25000.0]
+    assert frame["output.plots"].tolist() == [False, True, False, True] and frame["output.plots"].dtype == bool
+    assert frame["completed"].tolist() == [5, 5, 5, 5]
+
 
 def test_sweep_checks_every_point_before_the_first_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config, out = write_scenario(tmp_path), tmp_path / "sweep"

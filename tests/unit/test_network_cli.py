@@ -24,7 +24,7 @@ def run(argv: list[str]) -> int:
 def test_collective_prints_the_worked_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["collective", "--network", str(EXAMPLES / "ring8.yml"), "--system", str(EXAMPLES / "ring8_ideal.json"),
                 "--collective", "all_reduce", "--size-bytes", str(1 << 20)]) == 0
-    assert capsys.readouterr().out == "41189\n"
+    assert capsys.readouterr().out == "41189 ns\n"  # the unit said: the simulated time in nanoseconds
 
 
 def test_transfer_json(capsys: pytest.CaptureFixture[str]) -> None:

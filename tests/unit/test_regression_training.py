@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from cosim.adapters.regression.curves import fit_grid, fit_table
 from cosim.adapters.regression.data import holdout_mask, read_step_csv
 from cosim.adapters.regression.report import render_report
 from cosim.adapters.regression.training import Evaluation, _errors, is_unsteady, train_step
+from cosim.hub.cli import main
 
 
 def test_table_interpolates_and_extrapolates_in_proportion() -> None:
@@ -72,7 +74,8 @@ def write_steps(path: Path, rows: list[str]) -> Path:
     return path
 
 
-def test_generic_step_csv_trains_a_step_artifact(tmp_path: Path) -> None:
+def linear_steps(path: Path) -> Path:
+    """200 decode steps of 5 ms + 0.2 ms per sequence + 1 us per context token."""
     rng = np.random.default_rng(0)
     rows = []
     for i in range(200):
@@ -80,7 +83,11 @@ def test_generic_step_csv_trains_a_step_artifact(tmp_path: Path) -> None:
         ctx = rng.integers(100, 2000, batch)
         ms = 5.0 + 0.2 * batch + 0.001 * ctx.sum()
         rows.append(f"h100,lab/model-x,1,{';'.join(['1'] * batch)},{';'.join(map(str, ctx))},{ms:.4f},c{i}")
-    artifact, evaluation = train_step([write_steps(tmp_path / "steps.csv", rows)])
+    return write_steps(path, rows)
+
+
+def test_generic_step_csv_trains_a_step_artifact(tmp_path: Path) -> None:
+    artifact, evaluation = train_step([linear_steps(tmp_path / "steps.csv")])
     assert [r.mape for r in evaluation.sections["step"]][0] < 0.01
     save_artifact(artifact, tmp_path / "a.json")
     assert load_artifact(tmp_path / "a.json").kind == "step"
@@ -90,3 +97,13 @@ def test_malformed_step_csv_names_the_line(tmp_path: Path) -> None:
     path = write_steps(tmp_path / "bad.csv", ["h100,m,1,1;1,5,3.0,c0"])
     with pytest.raises(ValueError, match="line 2"):
         read_step_csv(path)
+
+
+def test_cosim_train_reports_success_on_stdout_not_as_a_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    out = tmp_path / "a.json"
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", "regression", "--kind", "step", "--data", str(linear_steps(tmp_path / "s.csv")),
+                     "--out", str(out)]) == 0
+    assert capsys.readouterr().out == f"wrote {out} ({out.stat().st_size} bytes) and {out.with_suffix('.md')}\n"
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []

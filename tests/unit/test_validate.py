@@ -262,3 +262,47 @@ def test_goodput_needs_some_bound() -> None:
     assert slo_problems({}) == []
     error, = slo_problems({"ttft_s": {}}, needed_by="goodput")
     assert str(error).startswith("slo: goodput needs an SLO")
+
+
+SPECULATIVE = "{method: %s, num_speculative_tokens: 2, acceptance_rate: 0.7%s}"
+
+
+@pytest.mark.parametrize(("sets", "expected"), [
+    (["clients[0].scheduler.preemption=swap"],
+     "error: clients[0].scheduler.swap_space_bytes: preemption: swap needs host memory to swap to; give "
+     "swap_space_bytes (vLLM V0's default was 4 GiB, 4294967296), or use preemption: recompute"),
+    (["backends.analytical={python: lab.backend}"],
+     "error: backends.analytical.python: a backend class as package.module:Class (the class after a colon), "
+     "got 'lab.backend'"),
+    (["clients[0].speculative=" + SPECULATIVE % ("draft_model", ", draft_model: tiny")],
+     "error: clients[0].speculative.draft_model: unknown model 'tiny'; defined: ['llama3-8b']"),
+    (["clients[0].hardware={device: a100, count: 2, pipeline_parallel: 2}",
+      "clients[0].speculative=" + SPECULATIVE % ("mtp", "")],
+     "error: clients[0].speculative.method: mtp drafts with a model of its own, which cosim runs without pipeline "
+     "or expert parallelism; this client has hardware.pipeline_parallel: 2 (use ngram, or pipeline_parallel: 1)"),
+    (["models.draft={preset: meta-llama/Llama-3.2-1B}", "clients[0].hardware={device: a100, expert_parallel: 2}",
+      "clients[0].speculative=" + SPECULATIVE % ("draft_model", ", draft_model: draft")],
+     "error: clients[0].speculative.method: draft_model drafts with a model of its own, which cosim runs without "
+     "pipeline or expert parallelism; this client has hardware.expert_parallel: 2 (use ngram, or "
+     "expert_parallel: 1)"),
+    (["hardware.a100.overrides={peak_tflops: 1e-300}"],
+     "error: hardware.a100.overrides.peak_tflops: must be in [0.001, 1e+09], got 1e-300"),
+])
+def test_validate_refuses_what_a_run_could_not_do_by_the_users_own_key(tmp_path, capsys, sets, expected) -> None:
+    """Each ran before as something else (swap as recompute) or failed inside a backend (a layer count the
+    user never wrote, an overflow, an import error)."""
+    code, _, err = validate_cli(tmp_path, capsys, quickstart(), *(arg for s in sets for arg in ("--set", s)))
+    assert code == 2
+    assert err.splitlines() == [expected]
+
+
+def test_swap_with_swap_space_and_a_peak_at_the_bottom_of_its_range_run() -> None:
+    """The refusals leave the working neighbours alone: swap given its space, and a device of 1 GFLOP/s and
+    1 MB/s, whose steps take hours, not an overflow."""
+    config = quickstart(hardware={"a100": {"preset": "A100-80GB",
+                                           "overrides": {"peak_tflops": 1e-3, "mem_bandwidth_gbps": 1e-3}}})
+    config["workload"]["requests"] = 2
+    sets = ["clients[0].scheduler.preemption=swap", "clients[0].scheduler.swap_space_bytes=4294967296"]
+    summary = cosim.run(config, overrides=sets).summary
+    assert summary["requests"]["completed"] == 2
+    assert 1e4 < summary["latency"]["ttft_s"]["p50"] < 1e6  # 16 GB of weights at 1 MB/s: 1.6e4 s a step

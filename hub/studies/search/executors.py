@@ -2,7 +2,8 @@
 
 Main names: :func:`evaluate` (one deployment -> one result row; a pure
 function of its payload, so every executor gives the same rows),
-:func:`run_sweep` (the executors, the progress bar, the checkpoint) and
+:func:`run_sweep` (the executors, the progress bar, the checkpoint), :func:`unordered` (the
+executors alone, which ``cosim sweep`` shares) and
 :class:`Checkpoint` (results appended to ``results.jsonl`` as they finish,
 keyed by the candidate's hash, so an interrupted sweep resumes where it was).
 
@@ -127,14 +128,22 @@ class Checkpoint:
             out.flush()
 
 
-def _local(jobs: Sequence[Row], workers: int) -> Iterator[Row]:
+def unordered(fn: Callable[[Row], Row], jobs: Sequence[Row], *, workers: int = 1,
+              ray_address: str | None = None) -> Iterator[Row]:
+    """``fn`` of each job, as they finish: in this process (``workers`` 1), on a pool of ``workers`` local
+    processes, or as Ray tasks on the cluster at ``ray_address`` (see :func:`ray_remote`). ``fn`` is a
+    module-level function of plain data, so that it pickles to workers and tasks."""
+    return _ray(fn, jobs, ray_address) if ray_address else _local(fn, jobs, workers)
+
+
+def _local(fn: Callable[[Row], Row], jobs: Sequence[Row], workers: int) -> Iterator[Row]:
     if workers <= 1:
-        yield from map(evaluate, jobs)
+        yield from map(fn, jobs)
         return
     # spawn, not fork: a forked child would inherit the parent's gRPC threads and locks.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        pending: set[Future[Row]] = {pool.submit(evaluate, job) for job in jobs}
+        pending: set[Future[Row]] = {pool.submit(fn, job) for job in jobs}
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -158,8 +167,8 @@ def ray_remote(fn: Callable[[Row], Row], address: str) -> Any:
     return ray.remote(num_cpus=1)(fn)
 
 
-def _ray(jobs: Sequence[Row], address: str) -> Iterator[Row]:
-    task = ray_remote(evaluate, address)  # says so when Ray is not installed
+def _ray(fn: Callable[[Row], Row], jobs: Sequence[Row], address: str) -> Iterator[Row]:
+    task = ray_remote(fn, address)  # says so when Ray is not installed
     import ray  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     pending = [task.remote(job) for job in jobs]
@@ -196,8 +205,7 @@ def run_sweep(jobs: Sequence[Row], checkpoint: Checkpoint, *, workers: int = 1, 
     # tqdm's disable=None: draw only when stderr is a terminal.
     with tqdm(total=len(jobs), initial=len(jobs) - len(todo), desc="deployments", unit="cfg",
               disable=None if progress is None else not progress, leave=False, dynamic_ncols=True) as bar:
-        rows = _ray(todo, ray_address) if ray_address else _local(todo, workers)
-        for row in rows:
+        for row in unordered(evaluate, todo, workers=workers, ray_address=ray_address):
             checkpoint.add(row)
             bar.update(1)
             if on_row:
