@@ -407,6 +407,13 @@ class Simulation:
         clients: list[LLMClient | ServiceClient] = [*self.clients, *self.services]
         return {c.name: c.timeline for c in clients}
 
+    def close(self) -> None:
+        """Removes the temporary files of the clients' steps and the finished requests' numbers (once
+        the summary and the run folder are written). The finished records stay: a run's result reads them."""
+        for timeline in self.timelines().values():
+            timeline.close()
+        self.coordinator.columns.close()
+
     def request_table(self) -> RequestTable:
         """Every request's numbers (:meth:`Coordinator.table`), read once per state of the run: the
         summary and the run folder share it."""

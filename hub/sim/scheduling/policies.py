@@ -51,11 +51,9 @@ class BatchingPolicy(ABC):
 
     Attributes:
         token_budget: most tokens one step computes.
-        admits_while_running: whether a step may take waiting sequences while others run.
     """
 
     name: ClassVar[str]
-    admits_while_running: ClassVar[bool] = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -72,7 +70,6 @@ class BatchingPolicy(ABC):
 
 class Static(BatchingPolicy):
     name = "static"
-    admits_while_running = False
 
     def form(self, s: Moves) -> ScheduledBatch:
         if s.running:
