@@ -27,18 +27,6 @@ from ..errors import BackendError
 
 log = logging.getLogger(__name__)
 
-# Built-in backend kinds and the classes that implement them.
-BUILTIN_BACKENDS: dict[str, str] = {
-    "roofline": "cosim.adapters.roofline:RooflineBackend",
-    "regression": "cosim.adapters.regression:RegressionBackend",
-    "memory": "cosim.adapters.memory:MemoryHierarchyBackend",
-    "network": "cosim.adapters.network:AnalyticalNetworkBackend",
-    "genz": "cosim.adapters.genz:GenzBackend",
-    "scalesim": "cosim.adapters.scalesim:ScaleSimBackend",
-    "aiconfigurator": "cosim.adapters.aiconfigurator:AiconfiguratorBackend",
-    "astrasim": "cosim.adapters.astrasim:AstraSimBackend",
-}
-
 STARTUP_TIMEOUT_S = 60.0
 
 @dataclass

@@ -56,7 +56,7 @@ from ..sim.pipelines import Pipeline, session_pipeline
 from ..sim.power import StepEnergy, device_power, model_intensity
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from ..sim.request_log import KEEP_IN_MEMORY
-from ..sim.router import Router
+from ..sim.routing import Router, make_router
 from ..sim.scheduling import BlockManager, Scheduler
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
@@ -113,7 +113,7 @@ class Simulation:
         self.kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in llm_models}
         self._progress: Callable[[RequestRecord], None] | None = None  # set while running
         self.transfers = self._transfers()
-        router = Router(config.router, self.rng, clock=lambda: self.kernel.now_ns)
+        router = make_router(config.router, self.rng, clock=lambda: self.kernel.now_ns)
         self.coordinator = Coordinator(kernel=self.kernel, router=router,
                                        transfers=self.transfers, kv_bytes_per_token=self.kv_bytes,
                                        on_request_done=self._request_done)

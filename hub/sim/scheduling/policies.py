@@ -21,12 +21,15 @@ and blocks allow):
 
 Prefill-only and decode-only clients need no policy of their own: their
 sequences simply end after the first token, or arrive with the prompt's KV.
+
+Each policy is registered by name in :data:`cosim.hub.config.choices.BATCHING`
+(``clients[].scheduler.batching``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, Protocol
+from typing import Protocol
 
 from ...config.scheduler import SchedulerConfig
 from .batch import ScheduledBatch
@@ -53,8 +56,6 @@ class BatchingPolicy(ABC):
         token_budget: most tokens one step computes.
     """
 
-    name: ClassVar[str]
-
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.token_budget = config.max_num_batched_tokens
@@ -64,21 +65,28 @@ class BatchingPolicy(ABC):
         """The next step of ``s`` (possibly empty: nothing can run)."""
 
     def decodes_all(self, num_running: int) -> bool:
-        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences."""
-        return True
+        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences.
+
+        A speed hook: where it is True the timing layer may apply such steps in bulk (a decode
+        run). The default is the safe answer, False (step by step); a policy that caps decodes
+        must leave it so, or results change when decode runs are on."""
+        return False
 
 
 class Static(BatchingPolicy):
-    name = "static"
+    """``static``: a batch runs until every sequence in it finishes; nothing joins meanwhile."""
 
     def form(self, s: Moves) -> ScheduledBatch:
         if s.running:
             return s.schedule_running(ScheduledBatch(queue_blocked=bool(s.waiting)), budget=None)
         return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
 
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
+
 
 class Continuous(BatchingPolicy):
-    name = "continuous"
+    """``continuous``: waiting prompts whole when they fit, else every running decode."""
 
     def form(self, s: Moves) -> ScheduledBatch:
         batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
@@ -86,17 +94,23 @@ class Continuous(BatchingPolicy):
             return batch
         return s.schedule_running(batch, budget=None)
 
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
+
 
 class Mixed(BatchingPolicy):
-    name = "mixed"
+    """``mixed``: every running decode plus the whole waiting prompts that fit the rest."""
 
     def form(self, s: Moves) -> ScheduledBatch:
         batch = s.schedule_running(ScheduledBatch(), budget=None)
         return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=True)
 
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
+
 
 class Chunked(BatchingPolicy):
-    name = "chunked"
+    """``chunked``: running sequences first, then waiting prompts, split to one token budget."""
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
@@ -113,6 +127,3 @@ class Chunked(BatchingPolicy):
 
     def decodes_all(self, num_running: int) -> bool:
         return num_running <= self.token_budget
-
-
-POLICIES: dict[str, type[BatchingPolicy]] = {p.name: p for p in (Static, Continuous, Mixed, Chunked)}
