@@ -26,17 +26,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..config.choices import BATCHING
 from ..config.scheduler import SchedulerConfig
 from ..errors import ScenarioError
+from .registry import chosen
+from .scheduling.policies import BatchingPolicy
 
 if TYPE_CHECKING:
     from .pipelines import Pipeline
     from .workload import RequestSpec
-
-# Batching policies that schedule whole prompts only (chunked prefill off).
-WHOLE_PROMPT_BATCHING = frozenset({"static", "continuous", "mixed"})
-
-
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,8 @@ class ClientLimits:
            kv_blocks: int) -> ClientLimits:
         """The limits of a client with ``scheduler``, ``kv_blocks`` usable blocks, serving ``serves``."""
         kinds = set(serves)
-        budget = scheduler.max_num_batched_tokens if scheduler.batching in WHOLE_PROMPT_BATCHING else None
+        whole = chosen(BATCHING, scheduler.batching, BatchingPolicy).whole_prompts
+        budget = scheduler.max_num_batched_tokens if whole else None
         return cls(name=name, model=model, prefill="prefill" in kinds, decode="decode" in kinds,
                    kv_blocks=kv_blocks, block_size=scheduler.block_size,
                    max_model_len=scheduler.max_model_len or 0, prompt_budget=budget,

@@ -29,7 +29,7 @@ Each policy is registered by name in :data:`cosim.hub.config.choices.BATCHING`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from ...config.scheduler import SchedulerConfig
 from .batch import ScheduledBatch
@@ -54,7 +54,11 @@ class BatchingPolicy(ABC):
 
     Attributes:
         token_budget: most tokens one step computes.
+        whole_prompts: prompts are admitted whole, never split, so a prompt longer than the token
+            budget can never run (admission refuses it before the run, as vLLM does).
     """
+
+    whole_prompts: ClassVar[bool] = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -79,7 +83,7 @@ class Static(BatchingPolicy):
     def form(self, s: Moves) -> ScheduledBatch:
         if s.running:
             return s.schedule_running(ScheduledBatch(queue_blocked=bool(s.waiting)), budget=None)
-        return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+        return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=self.whole_prompts)
 
     def decodes_all(self, num_running: int) -> bool:
         return True  # a step without admissions decodes every running sequence, unbudgeted
@@ -89,7 +93,7 @@ class Continuous(BatchingPolicy):
     """``continuous``: waiting prompts whole when they fit, else every running decode."""
 
     def form(self, s: Moves) -> ScheduledBatch:
-        batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+        batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=self.whole_prompts)
         if batch.seqs:
             return batch
         return s.schedule_running(batch, budget=None)
@@ -103,7 +107,7 @@ class Mixed(BatchingPolicy):
 
     def form(self, s: Moves) -> ScheduledBatch:
         batch = s.schedule_running(ScheduledBatch(), budget=None)
-        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=True)
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=self.whole_prompts)
 
     def decodes_all(self, num_running: int) -> bool:
         return True  # a step without admissions decodes every running sequence, unbudgeted
@@ -111,6 +115,8 @@ class Mixed(BatchingPolicy):
 
 class Chunked(BatchingPolicy):
     """``chunked``: running sequences first, then waiting prompts, split to one token budget."""
+
+    whole_prompts = False
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
@@ -122,7 +128,7 @@ class Chunked(BatchingPolicy):
         batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget, max_chunk_tokens=cap)
         if batch.preempted:
             return batch  # vLLM V1 admits no waiting request in a step that preempted
-        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=False,
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=self.whole_prompts,
                        max_chunk_tokens=cap, reserve_whole_prompt=self.config.scheduler_reserve_full_isl)
 
     def decodes_all(self, num_running: int) -> bool:
