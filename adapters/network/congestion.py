@@ -105,9 +105,6 @@ class LinkSimulator:
         if until_ns is not None:
             self.now_ns = max(self.now_ns, until_ns)
 
-    def has_events(self) -> bool:
-        return bool(self._heap)
-
     def _push(self, t: int, kind: int, job: int, chain: int, route: tuple[Link, ...] | None,
               hop: int, size: int) -> None:
         heapq.heappush(self._heap, (t, next(self._seq), kind, job, chain, route, hop, size))

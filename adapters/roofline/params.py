@@ -237,16 +237,6 @@ def build_params(values: Mapping[str, Any]) -> Params:
     return Params(prefill=phases["prefill"], decode=phases["decode"], kernel=kernel, **globals_)
 
 
-def flatten(params: Params) -> dict[str, Any]:
-    """Flat ``key -> value`` view of ``params`` (the profile file format)."""
-    out: dict[str, Any] = {k: getattr(params, k) for k in GLOBAL_KEYS}
-    out.update({k: getattr(params.kernel, k) for k in KERNEL_KEYS})
-    for phase in PHASES:
-        for k in PHASE_KEYS:
-            out[f"{k}_{phase}"] = getattr(params.phase(phase), k)
-    return out
-
-
 def _matches(entry: Mapping[str, Any], device: str) -> bool:
     names = [entry.get("device", "")] + list(entry.get("aliases", []))
     return device.lower() in (str(n).lower() for n in names)

@@ -1,7 +1,7 @@
 """Backend proxies (gRPC clients with deadlines, retries and caching) and launchers."""
 
+from .kinds import BUILTIN_BACKENDS, BUILTIN_KINDS
 from .launchers import (
-    BUILTIN_BACKENDS,
     LaunchedBackend,
     attach_address,
     free_port,
@@ -13,6 +13,7 @@ from .launchers import (
 from .rpc import BackendClient, MemoryClient, NetworkClient, RuntimeClient
 
 __all__ = [
-    "BUILTIN_BACKENDS", "BackendClient", "LaunchedBackend", "MemoryClient", "NetworkClient", "RuntimeClient",
+    "BUILTIN_BACKENDS", "BUILTIN_KINDS", "BackendClient", "LaunchedBackend", "MemoryClient", "NetworkClient",
+    "RuntimeClient",
     "attach_address", "free_port", "launch_command", "launch_image", "launch_python", "wait_healthy",
 ]

@@ -8,7 +8,6 @@ hub reaches every backend over gRPC and never imports an adapter directly.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import shlex
@@ -28,34 +27,7 @@ from ..errors import BackendError
 
 log = logging.getLogger(__name__)
 
-# Built-in backend kinds and the classes that implement them.
-BUILTIN_BACKENDS: dict[str, str] = {
-    "roofline": "cosim.adapters.roofline:RooflineBackend",
-    "regression": "cosim.adapters.regression:RegressionBackend",
-    "memory": "cosim.adapters.memory:MemoryHierarchyBackend",
-    "network": "cosim.adapters.network:AnalyticalNetworkBackend",
-    "genz": "cosim.adapters.genz:GenzBackend",
-    "scalesim": "cosim.adapters.scalesim:ScaleSimBackend",
-    "aiconfigurator": "cosim.adapters.aiconfigurator:AiconfiguratorBackend",
-    "astrasim": "cosim.adapters.astrasim:AstraSimBackend",
-}
-
 STARTUP_TIMEOUT_S = 60.0
-
-# Backends started and not yet stopped: stopped when the process exits, whatever path it takes
-# there (a `finally` stops them first on errors, Ctrl-C and SIGTERM; see hub/studies/interrupts.py).
-_running: dict[int, LaunchedBackend] = {}
-
-
-@atexit.register
-def stop_all() -> None:
-    """Stops every backend this process started and has not stopped."""
-    for backend in list(_running.values())[::-1]:
-        try:
-            backend.stop()
-        except Exception as err:  # noqa: BLE001 - stop the others regardless
-            log.warning("could not stop backend %s: %s", backend.name, err)
-
 
 @dataclass
 class LaunchedBackend:
@@ -74,15 +46,10 @@ class LaunchedBackend:
     _logs: Callable[[], str] = field(default=lambda: "", repr=False)
     _alive: Callable[[], bool] = field(default=lambda: True, repr=False)
 
-    def __post_init__(self) -> None:
-        _running[id(self)] = self  # stopped at exit if nothing else stopped it
-
     def stop(self) -> None:
-        """Stops the backend if the hub started it; idempotent. One interrupted part way (a second
-        Ctrl-C) is stopped again at exit."""
+        """Stops the backend if the hub started it; idempotent."""
         self._stop()
         self._stop = lambda: None
-        _running.pop(id(self), None)
 
     def is_alive(self) -> bool:
         """False once the process or container the hub started has exited (it will not come back);

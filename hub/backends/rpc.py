@@ -46,11 +46,11 @@ from .sessions import OpenSession, OpenSessions
 
 T = TypeVar("T")
 
-TRANSIENT = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-
 # How long a call waits for a backend that went away (UNAVAILABLE) to come back: a restart of a
 # simulator that loads its tables takes seconds, not minutes.
 RECONNECT_S = 30.0
+# The default deadline of one call (a scenario's backends.<name>.deadline_s).
+DEADLINE_S = 30.0
 # Pauses before waiting for the backend again: 50 ms, doubling up to 1 s (a backend may answer
 # UNAVAILABLE itself while it is serving).
 FIRST_PAUSE_S, MAX_PAUSE_S = 0.05, 1.0
@@ -79,7 +79,7 @@ class BackendClient:
         stub: calls go to this stub instead of a channel (see inprocess.py).
     """
 
-    def __init__(self, name: str, address: str, *, deadline_s: float = 30.0, reconnect_s: float = RECONNECT_S,
+    def __init__(self, name: str, address: str, *, deadline_s: float = DEADLINE_S, reconnect_s: float = RECONNECT_S,
                  alive: Callable[[], bool] = lambda: True, stub: Any = None) -> None:
         self.name, self.address, self.deadline_s, self.reconnect_s = name, address, deadline_s, reconnect_s
         self.alive = alive
@@ -361,8 +361,9 @@ class RuntimeClient(BackendClient):
 class MemoryClient(BackendClient):
     """Client of ``MemoryBackendService``."""
 
-    def __init__(self, name: str, address: str, **kwargs: Any) -> None:
-        super().__init__(name, address, **kwargs)
+    def __init__(self, name: str, address: str, *, deadline_s: float = DEADLINE_S, reconnect_s: float = RECONNECT_S,
+                 alive: Callable[[], bool] = lambda: True) -> None:
+        super().__init__(name, address, deadline_s=deadline_s, reconnect_s=reconnect_s, alive=alive)
         assert self.channel is not None
         self.stub = mem_grpc.MemoryBackendServiceStub(self.channel)
 
@@ -389,8 +390,9 @@ class MemoryClient(BackendClient):
 class NetworkClient(BackendClient):
     """Client of ``NetworkBackendService``."""
 
-    def __init__(self, name: str, address: str, **kwargs: Any) -> None:
-        super().__init__(name, address, **kwargs)
+    def __init__(self, name: str, address: str, *, deadline_s: float = DEADLINE_S, reconnect_s: float = RECONNECT_S,
+                 alive: Callable[[], bool] = lambda: True) -> None:
+        super().__init__(name, address, deadline_s=deadline_s, reconnect_s=reconnect_s, alive=alive)
         assert self.channel is not None
         self.stub = net_grpc.NetworkBackendServiceStub(self.channel)
 

@@ -16,8 +16,11 @@ import json
 import sys
 from typing import Any
 
-from ..backends import BUILTIN_BACKENDS, RuntimeClient, launch_python
+from ..backends import BUILTIN_BACKENDS, BUILTIN_KINDS, RuntimeClient, launch_python
 from ..errors import BackendError, ScenarioError
+
+# The built-in kinds that time steps (--backend).
+RUNTIME_KINDS = [kind for kind, spec in BUILTIN_KINDS.items() if spec.service == "runtime"]
 
 
 def register_predict(predict_subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,8 +28,7 @@ def register_predict(predict_subparsers: argparse._SubParsersAction) -> None:  #
     parser = predict_subparsers.add_parser(
         "step", help="time one forward step on a runtime backend",
         description="Time one step (a batch of prefill chunks and decodes) of a model on a device.")
-    parser.add_argument("--backend", default="roofline",
-                        help=f"runtime backend kind (built in: {', '.join(BUILTIN_BACKENDS)})")
+    parser.add_argument("--backend", default="roofline", choices=RUNTIME_KINDS, help="built-in runtime backend kind")
     parser.add_argument("--model", required=True, help="model preset (HF id or alias, e.g. meta-llama/Llama-2-70b-hf)")
     parser.add_argument("--device", required=True, help="device preset, e.g. H100-SXM")
     parser.add_argument("--tp", type=int, default=1, help="tensor-parallel degree (default 1)")
@@ -96,8 +98,9 @@ def run(args: argparse.Namespace) -> int:
     """Times the step through the backend and prints it."""
     from cosim.v1 import types_pb2 as pb
 
-    if args.backend not in BUILTIN_BACKENDS:
-        raise ScenarioError("--backend", f"unknown backend {args.backend!r}; built in: {', '.join(BUILTIN_BACKENDS)}")
+    if args.backend not in RUNTIME_KINDS:
+        raise ScenarioError("--backend", f"unknown runtime backend {args.backend!r}; built in: "
+                                         f"{', '.join(RUNTIME_KINDS)}")
     new, ctx = parse_batch(args.batch)
     spec = _session_spec(args)
     launched = launch_python(args.backend, BUILTIN_BACKENDS[args.backend])

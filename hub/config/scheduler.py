@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from .bounds import MAX_BLOCKS, MAX_BYTES, MAX_GBPS, MAX_SEQS, MAX_TOKENS, MIN_GBPS
+from .choices import BatchingName, PackingName
 from .frozen import FieldProblem, FrozenModel
 from .offload import KVOffloadConfig
 
@@ -14,10 +15,10 @@ from .offload import KVOffloadConfig
 class SchedulerConfig(FrozenModel):
     """Per-client batching and KV-cache management (modelled on vLLM)."""
 
-    batching: Literal["static", "continuous", "chunked", "mixed"] = Field(
+    batching: BatchingName = Field(
         "continuous", description="static; continuous (prefill-prioritized); chunked (Sarathi); "
                                   "mixed (whole prefills with decodes)")
-    packing: Literal["fcfs", "least_work_left", "priority", "edf"] = Field(
+    packing: PackingName = Field(
         "fcfs", description="order of the waiting queue: fcfs; least_work_left; priority (vLLM's priority "
                             "policy: the request class's priority, lower first, and preemption of the least "
                             "important); edf (earliest deadline first: the class's deadline_s)")

@@ -5,28 +5,32 @@ The whole scenario, and the checks across its sections, are :mod:`.scenario`'s.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ..backends.kinds import BUILTIN_KINDS
 from .autoscale import ReplicasConfig
 from .bounds import MAX_DEVICES, MAX_GBPS, MAX_TOKENS, MIN_GBPS
+from .choices import BaseRouterName, LoadMetricName, RouterName
 from .frozen import FieldProblem, FrozenModel
 from .scheduler import LoraConfig, SchedulerConfig
 from .speculative import SpeculativeConfig
 from .stages import KVRetrievalConfig, RagConfig, ServiceTimeConfig
 
-# The sessions each built-in backend kind serves (hub/backends/launchers.py: BUILTIN_BACKENDS).
-BACKEND_SERVICES = {"roofline": "runtime", "regression": "runtime", "genz": "runtime", "scalesim": "runtime",
-                    "aiconfigurator": "runtime",
-                    "memory": "memory", "network": "network", "astrasim": "network"}
+# The sessions each built-in backend kind serves.
+BACKEND_SERVICES = {kind: spec.service for kind, spec in BUILTIN_KINDS.items()}
+
+if TYPE_CHECKING:  # the Literal is the model's business at run time; mypy reads str
+    BackendKind = str
+else:
+    BackendKind = Literal[tuple(BUILTIN_KINDS)]
 
 
 class BackendConfig(FrozenModel):
     """Where a backend runs: exactly one of kind, python, command, image, address."""
 
-    kind: Literal["roofline", "regression", "memory", "network", "genz", "scalesim", "astrasim",
-                  "aiconfigurator"] | None = Field(
+    kind: BackendKind | None = Field(
         None, description="a built-in backend, served in-process on loopback")
     python: str | None = Field(None, description="a backend class as package.module:Class, served in-process")
     command: list[str] | None = Field(None, description="a command that serves a backend; {port} is replaced")
@@ -175,15 +179,13 @@ class NetworkConfig(FrozenModel):
 class RouterConfig(FrozenModel):
     """How the coordinator picks a client for a stage."""
 
-    policy: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light", "vllm_dp",
-                    "lora_affinity", "prefix_aware", "sticky"] = Field(
+    policy: RouterName = Field(
         "round_robin", description="vllm_dp: vLLM's data-parallel load balancer (4 x waiting + running, "
                                    "counts published every 100 ms); lora_affinity: a client holding the "
                                    "request's LoRA adapter, then least load; prefix_aware: Dynamo's KV router "
                                    "(docs/routing.md); sticky: a session's turns to the client of its first "
                                    "(docs/sessions.md)")
-    sticky_base: Literal["round_robin", "random", "least_outstanding", "load_based", "heavy_light", "vllm_dp",
-                         "lora_affinity", "prefix_aware"] = Field(
+    sticky_base: BaseRouterName = Field(
         "least_outstanding", description="sticky: the policy of a session's first turn, of requests in no "
                                          "session, and of a turn whose client is gone or over sticky_max_load")
     sticky_max_load: float = Field(
@@ -192,7 +194,7 @@ class RouterConfig(FrozenModel):
     overlap_score_weight: float = Field(
         1.0, ge=0, le=1e6, description="prefix_aware: weight of the prefill blocks against the KV blocks in use "
                                        "(Dynamo's kv_overlap_score_weight, default 1)")
-    load_metric: Literal["input_tokens", "kv_tokens", "remaining_tokens"] = Field(
+    load_metric: LoadMetricName = Field(
         "remaining_tokens", description="load of load_based and heavy_light")
     heavy_threshold_tokens: int = Field(2048, gt=0, le=MAX_TOKENS,
                                         description="heavy_light: prompts this long are heavy")

@@ -38,11 +38,6 @@ CLIENT_COLUMNS = ("client", "start_s", "end_s", "steps", "num_seqs", "prefill_to
 DEFAULT_MAX_ROWS_PER_CLIENT = 20_000
 
 
-def stage_kinds(requests: Sequence[RequestRecord]) -> list[str]:
-    """Stage kinds present in the run, in pipeline order."""
-    return ordered_kinds(s.kind for r in requests for s in r.stages)
-
-
 # How each requests.csv column is written: "ns" integer nanoseconds as exact decimal seconds, "s" float
 # seconds, "int", "str" (requests.parquet types them: float seconds, int64, string; empty cells are nulls).
 _REQUEST_KINDS = dict(zip(REQUEST_COLUMNS, ("int", "str", "ns", "int", "int", "int", "int", "s", "s", "s", "s",

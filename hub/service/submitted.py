@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
+from ..backends.kinds import BUILTIN_BACKENDS, BUILTIN_KINDS
 from ..config.scenario import ScenarioConfig
 from ..errors import ScenarioError
 from ..sim.workload.traces import load_trace
@@ -53,11 +54,8 @@ MAX_CONFIG_BYTES = 1 << 20
 
 # Session options naming an executable, its arguments or a file, by the built-in backend reading
 # them (each also declares them as Backend.file_options); every backend entry is checked for all.
-FILE_OPTIONS: dict[str, tuple[str, ...]] = {
-    "astrasim": ("binary", "extra_args"),
-    "regression": ("artifact", "profile_bundle"),
-    "roofline": ("profile",),
-}
+FILE_OPTIONS: dict[str, tuple[str, ...]] = {kind: spec.file_options for kind, spec in BUILTIN_KINDS.items()
+                                            if spec.file_options}
 # Of those, options where a plain name picks something shipped with the backend (not a file).
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 SHIPPED_NAME_OPTIONS = frozenset({"profile"})
@@ -170,8 +168,6 @@ def file_option_keys(kind: str | None) -> frozenset[str]:
 @functools.cache
 def _declared_file_options(kind: str | None) -> tuple[str, ...]:
     """``file_options`` of a built-in backend class (one of cosim's own modules, so safe to import)."""
-    from ..backends.launchers import BUILTIN_BACKENDS
-
     if kind not in BUILTIN_BACKENDS:
         return ()
     module, _, cls = BUILTIN_BACKENDS[kind].partition(":")

@@ -16,7 +16,7 @@ A request can never finish on a client when (as vLLM refuses it):
 
 A prefill-only client (disaggregated serving) holds the prompt and samples one token; a decode or mixed
 client holds the whole sequence. Branches of multi-path reasoning share the prompt; each must fit alone.
-A request must fit every client the router may send it to (any candidate; heavy_light: its group), as
+A request must fit every client the router may send it to (any candidate; heavy_light: its group; ``Router.routes``), as
 whichever it picks would hold it forever.
 """
 
@@ -26,17 +26,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..config.choices import BATCHING
 from ..config.scheduler import SchedulerConfig
 from ..errors import ScenarioError
+from .registry import chosen
+from .scheduling.policies import BatchingPolicy
 
 if TYPE_CHECKING:
     from .pipelines import Pipeline
     from .workload import RequestSpec
-
-# Batching policies that schedule whole prompts only (chunked prefill off).
-WHOLE_PROMPT_BATCHING = frozenset({"static", "continuous", "mixed"})
-
-
 
 
 @dataclass(frozen=True)
@@ -70,7 +68,8 @@ class ClientLimits:
            kv_blocks: int) -> ClientLimits:
         """The limits of a client with ``scheduler``, ``kv_blocks`` usable blocks, serving ``serves``."""
         kinds = set(serves)
-        budget = scheduler.max_num_batched_tokens if scheduler.batching in WHOLE_PROMPT_BATCHING else None
+        whole = chosen(BATCHING, scheduler.batching, BatchingPolicy).whole_prompts
+        budget = scheduler.max_num_batched_tokens if whole else None
         return cls(name=name, model=model, prefill="prefill" in kinds, decode="decode" in kinds,
                    kv_blocks=kv_blocks, block_size=scheduler.block_size,
                    max_model_len=scheduler.max_model_len or 0, prompt_budget=budget,
@@ -108,25 +107,6 @@ Route = Callable[[Sequence[ClientLimits], int], Sequence[ClientLimits]]
 def every_client(candidates: Sequence[ClientLimits], prompt: int) -> Sequence[ClientLimits]:
     """The clients a router may pick for a stage: any candidate (round_robin, random, by load)."""
     return candidates
-
-
-def heavy_light(heavy_clients: Sequence[str], threshold: int) -> Route:
-    """The clients the ``heavy_light`` router may pick (as ``Router._group``): prompts of ``threshold``
-    tokens or more go to the heavy group (``heavy_clients``, default the first half), the rest to the
-    others; a group without clients falls back to every candidate."""
-    named = set(heavy_clients)
-
-    def route(candidates: Sequence[ClientLimits], prompt: int) -> Sequence[ClientLimits]:
-        heavy = [c for c in candidates if c.name in named] if named else \
-            list(candidates[:(len(candidates) + 1) // 2])
-        group = heavy if prompt >= threshold else [c for c in candidates if c not in heavy]
-        return group or candidates
-    return route
-
-
-def route_for(policy: str, heavy_clients: Sequence[str], heavy_threshold_tokens: int) -> Route:
-    """The routes of a router configured so (``router.policy`` and its heavy_light fields)."""
-    return heavy_light(heavy_clients, heavy_threshold_tokens) if policy == "heavy_light" else every_client
 
 
 def request_problem(clients: Sequence[ClientLimits], model: str, prompt: int, output: int,

@@ -28,7 +28,7 @@ import numpy as np
 from ..config.templates import LLM_STAGES
 from ..errors import ScenarioError
 from ..metrics.request_table import RequestColumns, RequestTable
-from .admission import check_requests, route_for
+from .admission import check_requests
 from .arrivals import PendingRequests
 from .clients.llm import LLMClient
 from .clients.service import ServiceClient
@@ -37,7 +37,7 @@ from .kernel import ARRIVAL, Kernel
 from .pipelines import Pipeline, decode_kind
 from .records import RequestRecord, StageRecord
 from .request_log import RequestLog, RequestView
-from .router import Router
+from .routing import Router, routes
 from .scheduling import Sequence
 from .workload import RequestSpec
 
@@ -113,10 +113,8 @@ class Coordinator:
         """Refuses a request no route through the LLM clients can ever serve (:func:`check_requests`)."""
         retrieved = [s.timer.config.top_k * s.timer.config.doc_tokens for s in self.services
                      if isinstance(s.timer, RagStageTimer)]
-        router = self.router.config
         check_requests([c.limits for c in self.clients if c.limits is not None], specs, pipelines,
-                       retrieved_tokens=min(retrieved, default=0),
-                       route=route_for(router.policy, router.heavy_clients, router.heavy_threshold_tokens))
+                       retrieved_tokens=min(retrieved, default=0), route=routes(self.router.config))
 
     def schedule_sessions(self, sessions: SessionDriver, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *,
                           spill: bool = False) -> None:

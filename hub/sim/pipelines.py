@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config.templates import BUILTIN_TEMPLATES, KVPrefixConfig, TemplateConfig
+from ..config.templates import BUILTIN_TEMPLATES, TemplateConfig
 from .records import RequestRecord
 from .workload import RequestSpec
 from .workload.sampling import clip_lengths, sample_lengths
@@ -25,7 +25,6 @@ class Pipeline:
     template: str
     stages: tuple[str, ...]
     model: str
-    prefix_fraction: float
     branches: int = 1
 
 
@@ -74,7 +73,7 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
                 prefix_id=prefix_id, prefix_tokens=prefix_tokens,
                 prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None))
             pipeline = Pipeline(template=name, stages=stages, model=template.model or spec.model or default_model,
-                                prefix_fraction=template.kv_prefix.fraction, branches=branches)
+                                branches=branches)
             pipelines.append(shared.setdefault(pipeline, pipeline))  # one object per distinct pipeline
     order = sorted(range(len(result)), key=lambda k: result[k].id)
     return [result[k] for k in order], [pipelines[k] for k in order]
@@ -82,8 +81,7 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
 
 def session_pipeline(model: str) -> Pipeline:
     """The pipeline of a session's turns: the built-in chat (prefill, decode) of ``model``."""
-    return Pipeline(template="chat", stages=tuple(BUILTIN_TEMPLATES["chat"]["stages"]), model=model,
-                    prefix_fraction=KVPrefixConfig().fraction)
+    return Pipeline(template="chat", stages=tuple(BUILTIN_TEMPLATES["chat"]["stages"]), model=model)
 
 
 def decode_kind(request: RequestRecord) -> str:

@@ -42,10 +42,6 @@ from ..errors import ScenarioError
 IDLE_FRACTION = 75 / 700
 MEMORY_BOUND_FRACTION = 380 / 700
 
-# HardwareSpec.extra keys of the power figures (per device, watts); device presets and
-# hardware overrides set them.
-POWER_KEYS = ("tdp_w", "idle_w", "memory_bound_w")
-
 NS_PER_S = 1e9
 
 

@@ -124,9 +124,8 @@ class ClientTimeline:
     ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``.
 
     Energy (:meth:`add_energy`): ``energy_j``, the steps' joules where known;
-    ``device_s``, the device-seconds they kept busy; ``unknown_energy_steps``
-    and ``reported_energy_steps``, steps of unknown energy and steps whose
-    backend reported it.
+    ``device_s``, the device-seconds they kept busy; ``reported_energy_steps``,
+    the steps whose backend reported it.
 
     ``token_gaps`` counts the inter-token latencies (ITL) of the tokens the
     client sampled after each request's first: gap in ns -> number of tokens.
@@ -145,7 +144,6 @@ class ClientTimeline:
         self._rows = SpillRows([(name, INT64) for name in self.COLUMNS])
         self.energy_j = 0.0
         self.device_s = 0.0
-        self.unknown_energy_steps = 0
         self.reported_energy_steps = 0
         self.token_gaps: dict[int, int] = {}
         self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
@@ -177,9 +175,7 @@ class ClientTimeline:
     def add_energy(self, step: StepJoules) -> None:
         """Counts one step's energy."""
         self.device_s += step.device_s
-        if step.joules is None:
-            self.unknown_energy_steps += 1
-        else:
+        if step.joules is not None:
             self.energy_j += step.joules
             self.reported_energy_steps += step.reported
 
@@ -189,3 +185,8 @@ class ClientTimeline:
     def columns(self) -> dict[str, np.ndarray]:
         """The timeline as int64 numpy columns (empty arrays for no steps)."""
         return self._rows.columns()
+
+    def close(self) -> None:
+        """Drops the steps and ITL counts kept on disk, and removes their temporary files."""
+        self._rows.close()
+        self._spilled_gaps.close()

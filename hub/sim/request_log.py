@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import pickle
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, overload
 
@@ -67,6 +68,7 @@ class RequestLog:
             return
         if self._file is None:
             self._file = tempfile.TemporaryFile(prefix="cosim-requests-")  # noqa: SIM115 - open as long as the log
+            weakref.finalize(self, self._file.close)  # a run's result reads it: closed when the log is collected
         data = _encode(record)
         self._file.seek(self._end)
         self._file.write(data)

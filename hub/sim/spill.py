@@ -2,7 +2,9 @@
 
 :class:`SpillRows` keeps the rows a run appends (one per client step, one per finished request) in a
 small in-memory buffer and writes each full buffer to a temporary file (unnamed: the system removes it
-when it is closed or the process ends). :meth:`SpillRows.columns` reads every row back as numpy
+when it is closed or the process ends). A run closes its tables when it ends (``Simulation.close``); a
+table dropped unclosed has its file closed when it is collected or the process exits, without a
+``ResourceWarning``. :meth:`SpillRows.columns` reads every row back as numpy
 columns; only that read costs memory in proportion to the rows.
 
 Main names: :class:`SpillRows`, :data:`INT64`, :data:`INT32`, :data:`INT8`.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import struct
 import tempfile
+import weakref
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -30,16 +33,16 @@ class SpillRows:
 
     Args:
         fields: (name, type) per column, types from :data:`INT64`, :data:`INT32`, :data:`INT8`.
-        buffer_bytes: how much of the table stays in memory before it is written out.
+        buffer_bytes: how much of the table stays in memory before it is written out (default
+            :data:`DEFAULT_BUFFER_BYTES`, read when the table is made).
     """
 
-    def __init__(self, fields: Sequence[tuple[str, tuple[str, str]]], *,
-                 buffer_bytes: int = DEFAULT_BUFFER_BYTES) -> None:
+    def __init__(self, fields: Sequence[tuple[str, tuple[str, str]]], *, buffer_bytes: int | None = None) -> None:
         self.names = tuple(name for name, _ in fields)
         self._struct = struct.Struct("<" + "".join(code for _, (code, _) in fields))
         self.dtype = np.dtype([(name, "<" + kind) for name, (_, kind) in fields])
         assert self.dtype.itemsize == self._struct.size
-        self._buffer_bytes = max(buffer_bytes, self._struct.size)
+        self._buffer_bytes = max(buffer_bytes or DEFAULT_BUFFER_BYTES, self._struct.size)
         self._buffer = bytearray()
         self._file: IO[bytes] | None = None
         self._num_rows = 0
@@ -53,8 +56,9 @@ class SpillRows:
 
     def _spill(self) -> None:
         if self._file is None:
-            # open until close() or garbage collection: the file is the table's storage
+            # open until close(): the file is the table's storage; closed with the table at the latest
             self._file = tempfile.TemporaryFile(prefix="cosim-spill-")  # noqa: SIM115
+            weakref.finalize(self, self._file.close)
         self._file.seek(0, 2)
         self._file.write(self._buffer)
         self._buffer = bytearray()

@@ -223,13 +223,16 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         summary["error"] = str(error)
     result = RunResult(summary=summary, requests=simulation.coordinator.requests, clients=simulation.infos,
                        error=error, events=simulation.kernel.log)
-    if out is not None:
-        write_provenance(out, scenario, base_dir=folder, command=command, source=source or None,
-                         overrides=overrides, started_at=started_at)
-        result.output_dir = write_run_folder(out, summary, result.requests, result.clients,
-                                             simulation.timelines(),
-                                             plots=scenario.output.plots, table=simulation.request_table(),
-                                             requests_format=scenario.output.requests_format)
+    try:
+        if out is not None:
+            write_provenance(out, scenario, base_dir=folder, command=command, source=source or None,
+                             overrides=overrides, started_at=started_at)
+            result.output_dir = write_run_folder(out, summary, result.requests, result.clients,
+                                                 simulation.timelines(),
+                                                 plots=scenario.output.plots, table=simulation.request_table(),
+                                                 requests_format=scenario.output.requests_format)
+    finally:
+        simulation.close()
     if interrupt is not None:
         log.warning("run %s; partial run folder: %s", error, result.output_dir or "(none: no -o)")
         raise interrupt

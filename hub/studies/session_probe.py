@@ -113,7 +113,7 @@ class BuiltinSessions:
             from cosim.adapters.sdk import load_backend
             from cosim.adapters.sdk.servicers import MemoryServicer, NetworkServicer, RuntimeServicer
 
-            from ..backends.launchers import BUILTIN_BACKENDS
+            from ..backends.kinds import BUILTIN_BACKENDS
 
             try:
                 instance = load_backend(BUILTIN_BACKENDS[kind])

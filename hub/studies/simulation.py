@@ -34,7 +34,7 @@ from ..config.resolve import (
 )
 from ..config.scenario import ScenarioConfig
 from ..config.sections import ClientConfig
-from ..errors import CosimError, HubError, ScenarioError, open_or_blame
+from ..errors import CosimError, HubError, open_or_blame
 from ..metrics import ProgressBar
 from ..metrics.autoscaling_block import autoscaling_block
 from ..metrics.request_table import RequestTable
@@ -56,7 +56,7 @@ from ..sim.pipelines import Pipeline, session_pipeline
 from ..sim.power import StepEnergy, device_power, model_intensity
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from ..sim.request_log import KEEP_IN_MEMORY
-from ..sim.router import Router
+from ..sim.routing import Router, make_router
 from ..sim.scheduling import BlockManager, Scheduler
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
@@ -110,7 +110,7 @@ class Simulation:
         self.kv_bytes = {name: float(resolve_model(config, name).kv_bytes_per_token()) for name in llm_models}
         self._progress: Callable[[RequestRecord], None] | None = None  # set while running
         self.transfers = self._transfers()
-        router = Router(config.router, self.rng, clock=lambda: self.kernel.now_ns)
+        router = make_router(config.router, self.rng, clock=lambda: self.kernel.now_ns)
         self.coordinator = Coordinator(kernel=self.kernel, router=router,
                                        transfers=self.transfers, kv_bytes_per_token=self.kv_bytes,
                                        on_request_done=self._request_done)
@@ -380,6 +380,13 @@ class Simulation:
         """Each client's steps, by name."""
         clients: list[LLMClient | ServiceClient] = [*self.clients, *self.services]
         return {c.name: c.timeline for c in clients}
+
+    def close(self) -> None:
+        """Removes the temporary files of the clients' steps and the finished requests' numbers (once
+        the summary and the run folder are written). The finished records stay: a run's result reads them."""
+        for timeline in self.timelines().values():
+            timeline.close()
+        self.coordinator.columns.close()
 
     def request_table(self) -> RequestTable:
         """Every request's numbers (:meth:`Coordinator.table`), read once per state of the run: the

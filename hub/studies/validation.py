@@ -44,8 +44,9 @@ from ..config.resolve import (
 from ..config.scenario import ScenarioConfig
 from ..config.sections import ClientConfig
 from ..errors import ScenarioError
-from ..sim.admission import ClientLimits, check_requests, route_for
+from ..sim.admission import ClientLimits, check_requests
 from ..sim.arrivals import scenario_requests
+from ..sim.routing import routes
 from .session_probe import BuiltinSessions
 
 __all__ = ["ClientCapacity", "Resolution", "ScenarioProblems", "check_scenario", "resolve_scenario", "validate",
@@ -258,9 +259,8 @@ def workload_problems(config: ScenarioConfig, resolution: Resolution, base_dir: 
     try:
         specs, pipelines = scenario_requests(config, np.random.default_rng(config.seed), base_dir)
         retrieved = [c.rag.top_k * c.rag.doc_tokens for c in config.clients if c.kind == "rag" and c.rag]
-        router = config.router
         check_requests(limits, specs, pipelines, retrieved_tokens=min(retrieved, default=0),
-                       route=route_for(router.policy, router.heavy_clients, router.heavy_threshold_tokens))
+                       route=routes(config.router))
     except ScenarioError as err:
         return [err]
     return []

@@ -144,7 +144,6 @@ class RuntimeSessionProxy:
         self.num_lookups = 0
         self.num_hits = 0
         self.num_out_of_range = 0
-        self.num_predicted = 0
         self._riders: list[Rider] = []
 
     def _store(self, key: Signature, timing: Timing) -> None:
@@ -184,7 +183,6 @@ class RuntimeSessionProxy:
             if bucket:
                 predicted = [bucketed(k, bucket) for k in predicted]
             keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
-            self.num_predicted += len(keys) - 1
         make = self.client.step_batch  # StepBatch messages, or plain tuples for a backend in this process
         batches = [make(new_tokens=k[0], context_tokens=k[1], **dict(k[2:])) for k in keys]
         # The hub reads no breakdown; leaving it out saves encoding it per predicted step.

@@ -10,6 +10,7 @@ import pytest
 import cosim
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
+from cosim.hub.config.choices import BATCHING
 from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.kernel import Kernel
 from cosim.hub.timing.step_timer import StepTimer
@@ -99,7 +100,7 @@ class JitteryBackend(LinearBackend):
 
 
 @pytest.mark.parametrize("host_time", [False, True], ids=["sync", "async_scheduling"])
-@pytest.mark.parametrize("batching", ["continuous", "chunked", "mixed", "static"])
+@pytest.mark.parametrize("batching", list(BATCHING))
 def test_decode_runs_match_stepping_one_by_one(tmp_path: Path, batching: str, host_time: bool) -> None:
     """Long decodes cut by arrivals, KV block boundaries and finishes, routed by remaining work
     (with host time, steps are formed one step ahead, as vLLM's async scheduling does)."""

@@ -9,9 +9,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from cosim.hub.config.choices import BATCHING, LOAD_METRICS, PACKING, ROUTERS
 from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics import summary_json
-from cosim.hub.sim.clients.llm import LOAD_METRICS
+from cosim.hub.sim.clients import llm
 from cosim.hub.studies.runner import started_backends
 from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
@@ -27,8 +28,8 @@ def scenarios(draw: st.DrawFn) -> dict:
     common = dict(block_size=block_size, num_gpu_blocks=blocks,
                   max_num_seqs=draw(st.integers(1, 16)), max_num_batched_tokens=draw(st.sampled_from([256, 2048])),
                   preemption=preemption, swap_space_bytes=swap_space_bytes,
-                  enable_prefix_caching=draw(st.booleans()))
-    batching = draw(st.sampled_from(["static", "continuous", "chunked", "mixed"]))
+                  enable_prefix_caching=draw(st.booleans()), packing=draw(st.sampled_from(list(PACKING))))
+    batching = draw(st.sampled_from(list(BATCHING)))
     if draw(st.booleans()):
         clients = [client("p", role="prefill", batching=batching, **common),
                    client("d", role="decode", batching=batching, **common)]
@@ -47,8 +48,8 @@ def scenarios(draw: st.DrawFn) -> dict:
         templates = {"think": {"stages": ["prefill", "reason"], "reasoning": {"branches": branches}}}
         workload["templates"] = {"chat": 1, "think": 1}
         workload["output_tokens"]["high"] = max_out // branches
-    policy = draw(st.sampled_from(["round_robin", "random", "least_outstanding", "load_based", "heavy_light"]))
-    metric = draw(st.sampled_from(["input_tokens", "kv_tokens", "remaining_tokens"]))
+    policy = draw(st.sampled_from(list(ROUTERS)))
+    metric = draw(st.sampled_from(list(LOAD_METRICS)))
     raw = scenario(clients=clients, per_token_ns=draw(st.sampled_from([0, 7])), workload=workload,
                    router={"policy": policy, "load_metric": metric, "heavy_threshold_tokens": 100},
                    seed=draw(st.integers(0, 5)), templates=templates)
@@ -172,7 +173,7 @@ def test_router_loads_never_go_negative_and_return_to_zero(raw: dict) -> None:
         for c in sim.clients:
             def checked(batch, start_ns, c=c, end_step=c.end_step) -> None:
                 end_step(batch, start_ns)
-                for metric in LOAD_METRICS:
+                for metric in llm.LOAD_METRICS:
                     lowest[metric] = min(lowest.get(metric, 0), c.load(metric))
             c.end_step = checked  # type: ignore[method-assign]
         assert sim.run() is None

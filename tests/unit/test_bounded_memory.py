@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cosim
+import cosim.hub.sim.spill as spill_module
 import cosim.hub.studies.simulation as simulation_module
 from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics.request_table import RequestTable
@@ -55,6 +58,19 @@ def test_a_run_that_spills_its_requests_writes_the_same_folder_and_records(tmp_p
     assert "read back" in repr(spilled.requests) and len(spilled.requests) == 40
     assert list(spilled.requests) == list(kept.requests) and spilled.requests == kept.requests
     assert spilled.requests[-1] == kept.requests[39] and spilled.requests[1:3] == list(kept.requests)[1:3]
+
+
+def test_a_run_that_spills_leaves_no_temporary_file_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run closes its step and request tables; the records its result reads close with the result."""
+    monkeypatch.setattr(spill_module, "DEFAULT_BUFFER_BYTES", 64)  # every table spills within a few rows
+    monkeypatch.setattr(simulation_module, "KEEP_IN_MEMORY", 0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        result = cosim.run(chat(), output_dir=tmp_path)
+        assert len(result.requests) == 40 and result.requests[39].id == 39
+        del result
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_inter_token_gaps_that_spill_give_the_same_statistics(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -17,10 +17,12 @@ import yaml
 
 import cosim
 from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.config.sections import RouterConfig
 from cosim.hub.config.workload import PoissonArrival, UniformArrival
 from cosim.hub.errors import HubError, ScenarioError
-from cosim.hub.sim.admission import ClientLimits, request_problem, route_for
+from cosim.hub.sim.admission import ClientLimits, request_problem
 from cosim.hub.sim.kernel import DONE, Kernel
+from cosim.hub.sim.routing import routes
 from cosim.hub.sim.workload.sampling import clip_lengths, sample_arrivals_ns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,7 +244,7 @@ def test_request_must_fit_every_client_the_router_may_pick() -> None:
     assert request_problem([large], "m", 1000, 100) is None
     assert request_problem([small], "other", 1000, 100) is None  # the config check reports an unserved model
     # heavy_light sends prompts of 500 tokens or more to the heavy group only
-    route = route_for("heavy_light", ["large"], 500)
+    route = routes(RouterConfig(policy="heavy_light", heavy_clients=["large"], heavy_threshold_tokens=500))
     assert request_problem([large, small], "m", 1000, 100, route=route) is None
     assert request_problem([large, small], "m", 100, 100, route=route) is not None  # light: small, 199 > 160
     assert request_problem([large, small], "m", 100, 50, route=route) is None

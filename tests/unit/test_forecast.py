@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from cosim.hub.config.choices import BATCHING
 from cosim.hub.sim.scheduling import ScheduledBatch, Scheduler
 from cosim.hub.timing.forecast import Forecast, predict
 from tests.unit.test_scheduler import scheduler, seq
@@ -20,7 +21,7 @@ def loaded(batching: str) -> Scheduler:
 
 
 @pytest.mark.parametrize("depth", [1, 3, 40])
-@pytest.mark.parametrize("batching", ["static", "continuous", "chunked", "mixed"])
+@pytest.mark.parametrize("batching", list(BATCHING))
 def test_a_kept_forecast_answers_every_later_step_as_a_fresh_copy(batching: str, depth: int) -> None:
     s = loaded(batching)
     in_flight = s.schedule()

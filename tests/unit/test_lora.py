@@ -13,6 +13,7 @@ import pytest
 from cosim.adapters.roofline.backend import open_model
 from cosim.adapters.roofline.estimator import estimate
 from cosim.adapters.roofline.operators import batch_stats, lora_adapters
+from cosim.hub.config.choices import BATCHING
 from cosim.hub.config.loading import parse_config
 from cosim.hub.config.memory import lora_adapter_bytes
 from cosim.hub.config.presets import get_model
@@ -87,7 +88,7 @@ def test_stats_count_loads_disk_reads_evictions_hits_and_time() -> None:
 
 # -- admission ------------------------------------------------------------------
 
-@pytest.mark.parametrize("batching", ["continuous", "chunked", "mixed", "static"])
+@pytest.mark.parametrize("batching", list(BATCHING))
 def test_no_step_holds_more_adapters_than_slots(batching: str) -> None:
     """Twelve requests over five adapters (and the base model) through two slots: every step, and
     every running set, holds at most two adapters; the steps lookahead predicts agree."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cosim.hub.config.choices import BATCHING
 from cosim.hub.config.scheduler import SchedulerConfig
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
@@ -197,7 +198,7 @@ def test_scheduling_a_copy_leaves_the_original_untouched() -> None:
     assert [repr(x) for x in s.running + s.waiting] == before[0] and s.kv.num_free == before[1]
 
 
-@pytest.mark.parametrize("batching", ["static", "continuous", "chunked", "mixed"])
+@pytest.mark.parametrize("batching", list(BATCHING))
 def test_lookahead_predicts_exactly_the_batches_that_follow_when_nothing_arrives(batching: str) -> None:
     s = scheduler(blocks=12, block_size=4, batching=batching, max_num_seqs=3, chunk_size=8,
                   max_num_batched_tokens=16)

@@ -68,7 +68,6 @@ class Replica:
     created_ns: int
     ready_ns: int
     state: State
-    drain_ns: int = -1
     removed_ns: int = -1
     held_kv: int = 0  # finished stages whose KV it still holds (a prefill replica, until the transfer)
     busy_seen_ns: int = 0  # its busy time at the last sample
@@ -186,7 +185,7 @@ class ReplicaPool:
     def _remove(self, replica: Replica) -> None:
         now = self.kernel.now_ns
         if replica.state == "ready":
-            replica.state, replica.drain_ns = "draining", now
+            replica.state = "draining"
             self.coordinator.clients.remove(replica.client)  # no request is routed to it any more
             self.settle_drain(replica)
         else:  # provisioning: cancelled

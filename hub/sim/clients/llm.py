@@ -17,6 +17,7 @@ from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
 from typing import Protocol
 
+from ...config.choices import LOAD_METRICS as CONFIG_LOAD_METRICS
 from ..admission import ClientLimits
 from ..frontend import FrontEnd
 from ..kernel import DONE, WAKE, Kernel
@@ -27,9 +28,11 @@ from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
 from ..scheduling.lora import LoraStats
 from .lockstep import LockStepGroup
 
-# Router load metrics (config `router.load_metric`, ``stages`` for least_outstanding, ``dp_score`` for vllm_dp,
-# ``prefill_tokens`` and ``kv_blocks`` for prefix_aware).
-LOAD_METRICS = ("stages", "input_tokens", "kv_tokens", "remaining_tokens", "dp_score", "prefill_tokens", "kv_blocks")
+# Router load metrics: those a config may name (router.load_metric, config/choices.py's LOAD_METRICS),
+# and those routers read themselves (``stages`` least_outstanding's, ``dp_score`` vllm_dp's,
+# ``prefill_tokens`` and ``kv_blocks`` prefix_aware's).
+ROUTER_LOAD_METRICS = ("stages", "dp_score", "prefill_tokens", "kv_blocks")
+LOAD_METRICS = (*ROUTER_LOAD_METRICS, *CONFIG_LOAD_METRICS)
 # vLLM's DPLBAsyncMPClient.get_core_engine_for_request: score = waiting * 4 + running.
 DP_WAITING_WEIGHT = 4
 

@@ -77,10 +77,6 @@ class BlockManager:
         """Blocks held by sequences."""
         return self.num_blocks - self.num_free
 
-    def can_allocate(self, num_blocks: int) -> bool:
-        """Whether ``num_blocks`` more blocks can be had (evicting cached ones if needed)."""
-        return num_blocks <= self.num_free
-
     def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
         """Extra blocks ``seq`` needs to compute ``num_new_tokens`` more tokens."""
         total = blocks_for(seq.num_computed + num_new_tokens, self.block_size)

@@ -21,6 +21,9 @@ and blocks allow):
 
 Prefill-only and decode-only clients need no policy of their own: their
 sequences simply end after the first token, or arrive with the prompt's KV.
+
+Each policy is registered by name in :data:`cosim.hub.config.choices.BATCHING`
+(``clients[].scheduler.batching``).
 """
 
 from __future__ import annotations
@@ -51,11 +54,11 @@ class BatchingPolicy(ABC):
 
     Attributes:
         token_budget: most tokens one step computes.
-        admits_while_running: whether a step may take waiting sequences while others run.
+        whole_prompts: prompts are admitted whole, never split, so a prompt longer than the token
+            budget can never run (admission refuses it before the run, as vLLM does).
     """
 
-    name: ClassVar[str]
-    admits_while_running: ClassVar[bool] = True
+    whole_prompts: ClassVar[bool] = True
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -66,40 +69,54 @@ class BatchingPolicy(ABC):
         """The next step of ``s`` (possibly empty: nothing can run)."""
 
     def decodes_all(self, num_running: int) -> bool:
-        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences."""
-        return True
+        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences.
+
+        A speed hook: where it is True the timing layer may apply such steps in bulk (a decode
+        run). The default is the safe answer, False (step by step); a policy that caps decodes
+        must leave it so, or results change when decode runs are on."""
+        return False
 
 
 class Static(BatchingPolicy):
-    name = "static"
-    admits_while_running = False
+    """``static``: a batch runs until every sequence in it finishes; nothing joins meanwhile."""
 
     def form(self, s: Moves) -> ScheduledBatch:
         if s.running:
             return s.schedule_running(ScheduledBatch(queue_blocked=bool(s.waiting)), budget=None)
-        return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+        return s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=self.whole_prompts)
+
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
 
 
 class Continuous(BatchingPolicy):
-    name = "continuous"
+    """``continuous``: waiting prompts whole when they fit, else every running decode."""
 
     def form(self, s: Moves) -> ScheduledBatch:
-        batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=True)
+        batch = s.admit(ScheduledBatch(), budget=self.token_budget, whole_prompts=self.whole_prompts)
         if batch.seqs:
             return batch
         return s.schedule_running(batch, budget=None)
 
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
+
 
 class Mixed(BatchingPolicy):
-    name = "mixed"
+    """``mixed``: every running decode plus the whole waiting prompts that fit the rest."""
 
     def form(self, s: Moves) -> ScheduledBatch:
         batch = s.schedule_running(ScheduledBatch(), budget=None)
-        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=True)
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=self.whole_prompts)
+
+    def decodes_all(self, num_running: int) -> bool:
+        return True  # a step without admissions decodes every running sequence, unbudgeted
 
 
 class Chunked(BatchingPolicy):
-    name = "chunked"
+    """``chunked``: running sequences first, then waiting prompts, split to one token budget."""
+
+    whole_prompts = False
 
     def __init__(self, config: SchedulerConfig) -> None:
         super().__init__(config)
@@ -111,11 +128,8 @@ class Chunked(BatchingPolicy):
         batch = s.schedule_running(ScheduledBatch(), budget=self.token_budget, max_chunk_tokens=cap)
         if batch.preempted:
             return batch  # vLLM V1 admits no waiting request in a step that preempted
-        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=False,
+        return s.admit(batch, budget=self.token_budget - batch.num_tokens, whole_prompts=self.whole_prompts,
                        max_chunk_tokens=cap, reserve_whole_prompt=self.config.scheduler_reserve_full_isl)
 
     def decodes_all(self, num_running: int) -> bool:
         return num_running <= self.token_budget
-
-
-POLICIES: dict[str, type[BatchingPolicy]] = {p.name: p for p in (Static, Continuous, Mixed, Chunked)}

@@ -35,16 +35,17 @@ without blocking it, until the copy is known to be done.
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable
 from typing import Self
 
+from ...config.choices import BATCHING, PACKING
 from ...config.scheduler import SchedulerConfig
+from ..registry import chosen
 from .batch import DecodeRun, ScheduledBatch, StepOutcome
 from .kv import BlockManager
 from .lora import LoraSlots, LoraStep
 from .offload import OffloadTier
-from .policies import POLICIES
+from .packing import PackingOrder
+from .policies import BatchingPolicy
 from .sequence import FINISHED, LOADING, RUNNING, SWAPPED, WAITING, Sequence
 from .speculative import SpecStats, Speculation
 
@@ -72,7 +73,8 @@ class Scheduler:
         self.hold_finished_kv = hold_finished_kv  # a finished sequence's KV stays until release()
         self.micro_batches = micro_batches  # batches in flight at once (pipeline parallelism)
         self.in_flight: set[int] = set()  # ids of the sequences of the batches in flight (micro_batches > 1)
-        self.policy = POLICIES[config.batching](config)
+        self.policy: BatchingPolicy = chosen(BATCHING, config.batching, BatchingPolicy)(config)
+        self.packing: PackingOrder = chosen(PACKING, config.packing, PackingOrder)()
         self.waiting: list[Sequence] = []
         self.running: list[Sequence] = []
         self.swap_free_bytes = config.swap_space_bytes
@@ -100,20 +102,8 @@ class Scheduler:
         self._queue(seq, front=front)
 
     def _queue(self, seq: Sequence, *, front: bool) -> None:
-        """Puts ``seq`` in the waiting queue where the packing policy orders it: FCFS (``front``:
-        first), least work left, or by request priority or deadline, as vLLM's ``priority``
-        policy keeps its waiting heap ordered by (priority, arrival)."""
-        packing = self.config.packing
-        if packing in ("priority", "edf"):
-            key = _PRIORITY_KEYS[packing]
-            bisect.insort(self.waiting, seq, key=key)
-            return
-        if front:
-            self.waiting.insert(0, seq)
-        else:
-            self.waiting.append(seq)
-        if packing == "least_work_left":
-            self.waiting.sort(key=lambda s: (s.remaining_work, s.order))
+        """Puts ``seq`` in the waiting queue where the packing order (:mod:`.packing`) puts it."""
+        self.packing.queue(self.waiting, seq, front=front)
 
     @property
     def has_work(self) -> bool:
@@ -358,7 +348,7 @@ class Scheduler:
         while i < len(self.waiting) and len(batch.seqs) < max_seqs and len(self.running) < seats:
             if visible is not None and self.waiting[i].order >= visible and not self.waiting[i].generated:
                 batch.queue_blocked = False  # queued while the step before ran: the next step sees it
-                if self.config.packing == "fcfs":
+                if self.packing.arrival_order:
                     return batch  # so was everyone behind it
                 i += 1
                 continue
@@ -498,7 +488,8 @@ class Scheduler:
         """A copy to schedule hypothetically: running sequences cloned, waiting ones cloned when
         first changed, KV blocks copied; the records stay the original's, and the copy writes none."""
         copy = Scheduler.__new__(Scheduler)
-        copy.config, copy.policy, copy.kv_bytes_per_token = self.config, self.policy, self.kv_bytes_per_token
+        copy.config, copy.policy, copy.packing = self.config, self.policy, self.packing
+        copy.kv_bytes_per_token = self.kv_bytes_per_token
         copy.kv = self.kv.copy()
         copy.running = [seq.clone() for seq in self.running]
         copy.waiting = list(self.waiting)
@@ -597,12 +588,8 @@ class Scheduler:
         return children
 
     def _victim(self) -> Sequence:
-        """The running sequence to preempt: the newest, or under ``priority``/``edf`` the least
-        important (vLLM: ``max(self.running, key=lambda r: (r.priority, r.arrival_time))``)."""
-        packing = self.config.packing
-        if packing in ("priority", "edf"):
-            return max(self.running, key=_PRIORITY_KEYS[packing])
-        return self.running[-1]
+        """The running sequence to preempt (the packing order's choice: the newest, or the least important)."""
+        return self.packing.victim(self.running)
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         self.running.remove(seq)
@@ -618,10 +605,7 @@ class Scheduler:
             self.kv.release(seq)  # with prefix caching its full blocks stay cached until evicted
             seq.num_computed = seq.drafts = 0  # vLLM drops a preempted request's drafts
             seq.state = WAITING
-        if self.config.packing in ("priority", "edf"):
-            bisect.insort(self.waiting, seq, key=_PRIORITY_KEYS[self.config.packing])
-        else:
-            self.waiting.insert(0, seq)
+        self.packing.requeue(self.waiting, seq)
 
     def _swap_in(self, seq: Sequence, batch: ScheduledBatch) -> None:
         """Brings a swapped sequence's KV back (space checked by the caller)."""
@@ -629,11 +613,3 @@ class Scheduler:
         self.swap_free_bytes += seq.swapped_bytes
         batch.swap_bytes += 2 * seq.swapped_bytes  # the copy out and the copy back both cost time
         seq.swapped_blocks = seq.swapped_bytes = 0
-
-
-# Waiting-queue order and preemption victims of vLLM's ``priority`` policy (lower value first, then
-# arrival: admission order here), and of earliest deadline first.
-_PRIORITY_KEYS: dict[str, Callable[[Sequence], tuple[int, int]]] = {
-    "priority": lambda seq: (seq.request.priority, seq.order),
-    "edf": lambda seq: (seq.request.deadline_ns, seq.order),
-}

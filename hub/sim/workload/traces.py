@@ -43,9 +43,6 @@ class TraceTable:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def has_column(self, name: str) -> bool:
-        return name in self.columns
-
     def tokens(self, column: str) -> np.ndarray:
         """A token-count column as int64 (integers >= 0)."""
         return self._column(column, "tokens", _parse_tokens)

@@ -162,6 +162,7 @@ class Replicator:
             simulation = Simulation(config, self.base_dir, backends, shared_timings=SHARED_TIMINGS)
             error = simulation.run(progress=False, on_request=watch.add if watch else None)
             summary = simulation.summarize(0.0) if error is None else {}
+            simulation.close()
         if isinstance(error, StopRun):
             assert watch is not None
             log.debug("seed %d: %s", seed, error)

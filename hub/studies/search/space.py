@@ -28,6 +28,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from ...config import presets, safe_yaml
+from ...config.choices import BatchingName
 from ...config.frozen import FrozenModel
 from ...config.loading import parse_config
 from ...config.resolve import kv_capacity_blocks, resolve_hardware, resolve_model
@@ -49,11 +50,10 @@ class Parallelism(FrozenModel):
     pipeline: list[int] = Field(default_factory=lambda: [1], min_length=1, description="pipeline-parallel degrees")
 
 
-Batching = Literal["static", "continuous", "chunked", "mixed"]
 Deployment = Literal["collocated", "disaggregated"]
 
 
-def _continuous() -> list[Batching]:
+def _continuous() -> list[BatchingName]:
     return ["continuous"]
 
 
@@ -64,7 +64,7 @@ def _both_deployments() -> list[Deployment]:
 class SchedulerKnobs(FrozenModel):
     """Scheduler settings to try; every other scheduler field comes from the base client."""
 
-    batching: list[Batching] = Field(default_factory=_continuous, min_length=1, description="batching strategies")
+    batching: list[BatchingName] = Field(default_factory=_continuous, min_length=1, description="batching strategies")
     chunk_size: list[int] = Field(default_factory=list, description="chunked prefill budgets (chunked only)")
     max_num_seqs: list[int] = Field(default_factory=list, description="most sequences per step (default: base)")
 
