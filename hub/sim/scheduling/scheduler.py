@@ -24,8 +24,10 @@ nothing to run, vLLM waits for the step in flight and forms again with its
 outputs applied; so does :meth:`Scheduler.schedule`.
 
 Lookahead schedules on a :meth:`copy` (the same policy code, on cloned
-sequences), and a :class:`DecodeRun` lets a client skip forming and updating
-steps that are certain to be the same sequences decoding.
+sequences). For decode runs (:mod:`cosim.hub.timing.runs`) the scheduler says
+which steps are certain to be the same sequences decoding
+(:meth:`Scheduler.steady_decodes`) and applies such steps in bulk
+(:meth:`Scheduler.apply_decodes`).
 
 With a KV offload tier (:mod:`.offload`, vLLM's CPU offloading), each step's
 new full blocks are stored there as it ends, and a sequence the tier can give
@@ -40,7 +42,7 @@ from collections.abc import Callable
 from typing import Self
 
 from ...config.scheduler import SchedulerConfig
-from .batch import DecodeRun, ScheduledBatch, StepOutcome
+from .batch import ScheduledBatch, SteadyDecodes, StepOutcome
 from .kv import BlockManager
 from .lora import LoraSlots, LoraStep
 from .offload import OffloadTier
@@ -402,18 +404,18 @@ class Scheduler:
         batch.queue_blocked = bool(self.waiting)
         return batch
 
-    # -- decode runs -----------------------------------------------------------
-    def decode_run(self, batch: ScheduledBatch, outcome: StepOutcome) -> DecodeRun | None:
+    # -- decode runs: what timing may apply in bulk (cosim.hub.timing.runs) -------
+    def steady_decodes(self, batch: ScheduledBatch, outcome: StepOutcome) -> SteadyDecodes | None:
         """The steps after ``batch`` (just updated into ``outcome``) that are certain to be the
-        running sequences decoding unchanged, if no work arrives.
+        running sequences decoding unchanged while no work arrives, and the KV blocks each takes.
 
         That holds when every running sequence sampled at the end of ``batch`` (so each now
         decodes, and its last token came then), the policy would take them all, and the queue
         can give no one: it is empty, or ``batch`` tried it, admitted no one, and since then
-        nothing was queued and no one left (a step later only fewer blocks are free). The run
-        lasts until a sequence finishes, or its sequences would need more KV blocks than
-        are free (a preemption or a prefix-cache eviction is :meth:`schedule`'s to decide). Its
-        last step is handed back with :meth:`update` like any other (sequences may finish in it).
+        nothing was queued and no one left (a step later only fewer blocks are free). The steps
+        last until a sequence finishes, or its sequences would need more KV blocks than are
+        free (a preemption or a prefix-cache eviction is :meth:`schedule`'s to decide); the last
+        is formed by :meth:`schedule` and handed back with :meth:`update` like any other.
         """
         running = self.running
         n = len(running)
@@ -427,7 +429,7 @@ class Scheduler:
                              or not batch.queue_blocked or batch.queue_stamp != self._next_order):
             return None
         length = min([seq.target_generated - seq.generated for seq in running])
-        # A sequence whose blocks hold ``room`` more tokens needs a block at run step
+        # A sequence whose blocks hold ``room`` more tokens needs a block at step
         # room + 1, and every block_size steps after (0-based: room, room + block_size, ...).
         block_size = self.kv.block_size
         new_blocks = [0] * length
@@ -442,56 +444,38 @@ class Scheduler:
                 break
         if not new_blocks:
             return None
-        run = DecodeRun(list(running), new_blocks, batch.queue_stamp)
-        if self.lora is not None:
-            run.lora = self._lora_step(run.step())  # the same adapters every step: touched once here
-        return run
+        # the same adapters every step: touched once here
+        lora = self._lora_step(ScheduledBatch(seqs=running)) if self.lora is not None else None
+        return SteadyDecodes(list(running), new_blocks, batch.queue_stamp, lora)
 
-    def run_step(self, run: DecodeRun) -> ScheduledBatch:
-        """The run's next step, taking the blocks it grows into, as :meth:`schedule` would."""
-        self.take_run_step(run)
-        return run.step()
-
-    def take_run_step(self, run: DecodeRun) -> None:
-        """Takes the run's next step (its blocks) without forming its batch."""
-        self.kv.take(run.new_blocks[run.taken])
-        run.taken += 1
+    def begin_decode_step(self, new_blocks: int) -> None:
+        """A step of :meth:`steady_decodes` begins without being formed: it takes its new KV
+        blocks (the sequences are credited them by :meth:`apply_decodes`), and the sequences
+        finished in the step before free their seats, as :meth:`schedule` does."""
+        self.kv.take(new_blocks)
         if self._retiring:
             self._retire()
 
-    def next_load_ns(self) -> int | None:
-        """When a copy back from the offload tier is next done, if one is under way (an idle client wakes then)."""
-        return self.offload.next_load_ns() if self.offload is not None else None
-
-    @property
-    def has_retiring(self) -> bool:
-        """Whether sequences that finished in the step just done still hold their seats."""
-        return bool(self._retiring)
-
-    def settle(self, run: DecodeRun) -> int:
-        """Applies the run's finished steps to its sequences (each sampled a token per step) and
-        credits them the blocks of the steps begun; returns how many steps it applied."""
-        k = run.done
-        if not run.taken:
-            return 0
+    def apply_decodes(self, seqs: list[Sequence], steps: int, begun: int) -> None:
+        """Applies ``steps`` decode steps of :meth:`steady_decodes`'s sequences ``seqs`` at once,
+        as :meth:`update` applies them one by one (each sampled a token per step, the blocks its
+        steps filled cached), and credits them the blocks of ``begun`` more steps begun since
+        (a step in flight holds its blocks already)."""
         kv = self.kv
         block_size, caching = kv.block_size, kv.enable_prefix_caching
-        begun = run.taken - k  # a step in flight holds its blocks already
-        for seq in run.seqs:
-            computed = seq.num_computed = seq.num_computed + k
-            seq.num_tokens += k
-            seq.generated += k
+        for seq in seqs:
+            computed = seq.num_computed = seq.num_computed + steps
+            seq.num_tokens += steps
+            seq.generated += steps
             held = -(-(computed + begun) // block_size) - seq.prefix_blocks  # blocks_for, inlined: a hot loop
             if held > seq.num_blocks:
                 seq.num_blocks = held
             if caching:  # the blocks its steps filled are cached, as each step's allocation caches them
                 kv.cache_full_blocks(seq, min(computed + begun, seq.num_tokens))
-        if k:
-            run.contexts = [c + k for c in run.contexts]
-            run.taken -= k
-            del run.new_blocks[:k]
-            run.done = run.max_gap_ns = 0
-        return k
+
+    def next_load_ns(self) -> int | None:
+        """When a copy back from the offload tier is next done, if one is under way (an idle client wakes then)."""
+        return self.offload.next_load_ns() if self.offload is not None else None
 
     # -- lookahead ---------------------------------------------------------------
     def copy(self) -> Scheduler:
