@@ -22,7 +22,7 @@ NATIVE = (
     "hub/timing/cache.py", "hub/timing/step_timer.py", "hub/timing/forecast.py", "hub/timing/runs.py",
     "hub/sim/scheduling/batch.py", "hub/sim/scheduling/block_hash.py", "hub/sim/scheduling/free_queue.py",
     "hub/sim/scheduling/kv.py", "hub/sim/scheduling/policies.py", "hub/sim/scheduling/scheduler.py",
-    "hub/sim/scheduling/sequence.py",
+    "hub/sim/scheduling/sequence.py", "hub/sim/scheduling/state.py", "hub/sim/scheduling/moves.py",
     "adapters/roofline/backend.py", "adapters/roofline/estimator.py", "adapters/roofline/operators.py",
 )
 BUILD_RECORD = "hub/native_build.json"  # source path -> SHA-256 of the source compiled
