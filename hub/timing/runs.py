@@ -29,11 +29,10 @@ class DecodeRun:
         max_gap_ns: longest of those steps (each sequence's gap between tokens).
         last_ns: when the last of them ended.
         lora: its sequences' LoRA adapters, the same every step (None: the base model only).
-        num_requests: requests among its sequences (parallel paths of one count once).
     """
 
     __slots__ = ("scheduler", "seqs", "ones", "contexts", "new_blocks", "queue_stamp", "taken", "done",
-                 "max_gap_ns", "last_ns", "lora", "num_requests")
+                 "max_gap_ns", "last_ns", "lora", "_num_requests")
 
     def __init__(self, scheduler: Scheduler, steady: SteadyDecodes) -> None:
         self.scheduler = scheduler
@@ -41,7 +40,7 @@ class DecodeRun:
         self.ones = [1] * len(self.seqs)
         self.contexts = [seq.num_computed for seq in self.seqs]
         self.taken = self.done = self.max_gap_ns = self.last_ns = 0
-        self.num_requests = len({id(seq.request) for seq in self.seqs})
+        self._num_requests = -1  # counted when first asked: most runs are cut before a step is recorded
 
     @staticmethod
     def start(scheduler: Scheduler, batch: ScheduledBatch, outcome: StepOutcome) -> DecodeRun | None:
@@ -49,6 +48,13 @@ class DecodeRun:
         decodes (:meth:`Scheduler.steady_decodes`)."""
         steady = scheduler.steady_decodes(batch, outcome)
         return DecodeRun(scheduler, steady) if steady is not None else None
+
+    @property
+    def num_requests(self) -> int:
+        """Requests among its sequences (parallel paths of one count once)."""
+        if self._num_requests < 0:
+            self._num_requests = len({id(seq.request) for seq in self.seqs})
+        return self._num_requests
 
     @property
     def steps_left(self) -> int:
