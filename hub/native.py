@@ -19,10 +19,11 @@ from pathlib import Path
 # Paths under the folder that holds hub/ and adapters/ (the checkout, or the installed cosim package).
 NATIVE = (
     "hub/sim/kernel.py", "hub/sim/coordinator.py", "hub/sim/clients/llm.py",
-    "hub/timing/cache.py", "hub/timing/step_timer.py", "hub/timing/forecast.py",
+    "hub/timing/cache.py", "hub/timing/step_timer.py", "hub/timing/forecast.py", "hub/timing/runs.py",
     "hub/sim/scheduling/batch.py", "hub/sim/scheduling/block_hash.py", "hub/sim/scheduling/free_queue.py",
     "hub/sim/scheduling/kv.py", "hub/sim/scheduling/packing.py", "hub/sim/scheduling/policies.py",
-    "hub/sim/scheduling/scheduler.py", "hub/sim/scheduling/sequence.py",
+    "hub/sim/scheduling/scheduler.py", "hub/sim/scheduling/sequence.py", "hub/sim/scheduling/state.py",
+    "hub/sim/scheduling/moves.py",
     "adapters/roofline/backend.py", "adapters/roofline/estimator.py", "adapters/roofline/operators.py",
 )
 BUILD_RECORD = "hub/native_build.json"  # source path -> SHA-256 of the source compiled

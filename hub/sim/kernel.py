@@ -72,28 +72,22 @@ class Kernel:
                                 "or step time of the scenario is out of all proportion")
         heapq.heappush(self._heap, (time_ns, priority, next(self._seq), Event(fn, args, label)))
 
-    def comes_next(self, time_ns: int) -> bool:
-        """Whether an event scheduled now at ``time_ns`` would be the next handled: no pending event
-        comes at or before it, and the run is not stopping (see :meth:`handle_inline`)."""
-        heap = self._heap
-        return (not heap or heap[0][0] > time_ns) and time_ns <= MAX_SIM_NS and not self._stop()
+    def peek(self) -> int:
+        """When the next event is handled: the first pending event's time; ``now_ns`` when the run
+        stops before its next event (:meth:`run`'s ``stop``); past :data:`MAX_SIM_NS` when none is
+        pending. Nothing else happens in the simulation before then (see :meth:`advance`)."""
+        if self._stop():
+            return self.now_ns
+        return self._heap[0][0] if self._heap else MAX_SIM_NS + 1
 
-    def handle_inline(self, time_ns: int, label: str) -> None:
-        """Counts (and logs) an event its caller handles itself, at ``time_ns``, instead of
-        scheduling it: one that :meth:`comes_next` said would be next. Saves the heap's work on the
-        steps of a client alone in the simulation; the order of events is the heap's."""
+    def advance(self, time_ns: int, label: str) -> None:
+        """Handles an event its caller handles itself, at ``time_ns``, instead of scheduling it:
+        one before :meth:`peek`, so it is the event the heap would handle next. Saves the heap's work
+        on the steps of a client alone in the simulation; the order of events is the heap's."""
         self.now_ns = time_ns
         self.num_events += 1
         if self.num_events <= self.log_limit:
             self.log.append((time_ns, label))
-
-    def horizon_ns(self) -> int:
-        """When the next pending event happens (past :data:`MAX_SIM_NS` when none is pending)."""
-        return self._heap[0][0] if self._heap else MAX_SIM_NS + 1
-
-    def stopping(self) -> bool:
-        """Whether the run stops before its next event (:meth:`run`'s ``stop``)."""
-        return self._stop()
 
     @property
     def num_pending(self) -> int:

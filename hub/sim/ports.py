@@ -8,7 +8,7 @@ so it never imports the timing layer; the assembly (:mod:`cosim.hub.studies.simu
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 from typing import Protocol
 
@@ -40,29 +40,35 @@ class StepClock(Protocol):
     """Forms one LLM client's steps and times them (:class:`cosim.hub.timing.step_timer.StepTimer`).
 
     The client begins a step, asks its duration, and ends it at that time; the clock may apply steps
-    of a decode run in bulk (reported through :class:`Settled`), never changing what they do.
+    of a decode run in bulk (reported through :class:`Settled`), never changing what they do. The
+    scheduler's sequences are up to date only as :meth:`settled` returns them.
     """
 
+    def begin(self) -> ScheduledBatch | None:
+        """The next step's batch; None when nothing can run."""
+
+    def in_run(self, batch: ScheduledBatch) -> bool:
+        """Whether ``batch`` is a decode run's step (its sequences all started; its effects pending)."""
+
     @property
-    def run_seqs(self) -> list[Sequence] | None: ...
-
-    def begin(self) -> ScheduledBatch | None: ...
-
-    def in_run(self, batch: ScheduledBatch) -> bool: ...
+    def run_size(self) -> tuple[int, int]:
+        """The decode run's sequences and requests, while one of its steps ends."""
 
     def duration_ns(self, batch: ScheduledBatch, now_ns: int,
                     dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]: ...
 
     def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None: ...
 
-    def run_ahead(self, start_ns: int, horizon_ns: int,
-                  stopping: Callable[[], bool]) -> list[tuple[int, StepJoules, int]]: ...
+    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, StepJoules]]:
+        """Takes a decode run's steps from ``start_ns`` while each ends before ``horizon_ns()``;
+        yields each one's duration and energy as it is taken."""
 
     def interrupt(self) -> None: ...
 
     def forget_forecast(self) -> None: ...
 
-    def settle(self) -> None: ...
+    def settled(self) -> Scheduler:
+        """The scheduler with every step taken applied to its sequences (and recorded)."""
 
 
 class MakeStepClock(Protocol):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import operator
 
 from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
+from .runs import DecodeRun
 
 
 def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list[Signature]:
@@ -100,13 +101,13 @@ class Forecast:
             self._departs.append(bool(outcome.finished) and not waiting)
             self._applied += 1
             return
-        run = sim.decode_run(self._last, self._outcome)
+        run = DecodeRun.start(sim, self._last, self._outcome)
         if run is not None:
             steps = min(len(run.new_blocks), room)
             self._signatures += run.signatures(steps)
-            sim.kv.take(sum(run.new_blocks[:steps]))
-            run.taken, run.done = steps, steps - 1
-            sim.settle(run)
+            sim.kv.take(sum(run.new_blocks[:steps]))  # its steps begun at once
+            run.taken, run.done = steps, steps - 1  # the last is in flight
+            run.settle()
             self._last = run.step()  # its last step is applied like any other
             # A run's steps before its last change no queue and finish no one.
             self._waiting += [self._waiting[-1]] * (steps - 1)

@@ -18,26 +18,30 @@ how often a backend is asked, never the answer:
   asking again continues it;
 - **top-ups** (:meth:`StepTimer.top_up`): when another client of the session
   misses, this one's predictions ride along too, where they fall short;
-- **decode runs** (:class:`~cosim.hub.sim.scheduling.DecodeRun`): steps certain to
+- **decode runs** (:class:`~cosim.hub.timing.runs.DecodeRun`): steps certain to
   be the same sequences decoding skip the scheduler's per-step forming and
   updating; the scheduler applies them in bulk when anyone looks
-  (:meth:`StepTimer.settle`). Those that end before anything else happens in
+  (:meth:`StepTimer.settled`). Those that end before anything else happens in
   the simulation, and whose timings are cached, are taken in one go
   (:meth:`StepTimer.run_ahead`), without a batch or an event each.
+
+Every step, formed or a decode run's, taken one by one or in one go, is timed
+by one formula: :meth:`StepTimer.step_ns`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
 from ..sim.ports import Settled
 from ..sim.power import StepEnergy, StepJoules
-from ..sim.scheduling import DecodeRun, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
-from .cache import RuntimeSessionProxy
+from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
+from .cache import RuntimeSessionProxy, Timing
 from .forecast import Forecast, predict
+from .runs import DecodeRun
 
 __all__ = ["StepTimer", "predict"]
 
@@ -79,7 +83,7 @@ class StepTimer:
             max_lookahead = 0
         if overlapping:
             decode_runs = False
-        self.name, self.scheduler, self.session, self.settled = name, scheduler, session, settled
+        self.name, self.scheduler, self.session, self.on_settled = name, scheduler, session, settled
         self.host_time, self.drafter = host_time, drafter
         self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps
         self.next_arrival_ns, self.energy = next_arrival_ns, energy
@@ -98,9 +102,10 @@ class StepTimer:
         """The next step: a decode run's, else the scheduler's choice; None when nothing can run."""
         run = self._run
         if run is not None and run.steps_left > 0:
-            batch = self.scheduler.run_step(run)
+            run.begin()
+            batch = run.step()
         else:
-            self.settle()
+            self._settle()
             self._run = None
             if self.scheduler.waiting:
                 # Forming the step may write queued sequences, which a forecast's copy shares until
@@ -119,15 +124,16 @@ class StepTimer:
         self._steps_begun += 1
         return batch
 
-    @property
-    def run_seqs(self) -> list[Sequence] | None:
-        """The sequences of the decode run under way with steps left, if any."""
-        run = self._run
-        return run.seqs if run is not None and run.steps_left > 0 else None
-
     def in_run(self, batch: ScheduledBatch) -> bool:
-        """Whether ``batch`` is a decode run's step (its effects are pending, see :meth:`settle`)."""
+        """Whether ``batch`` is a decode run's step (its effects are pending, see :meth:`settled`)."""
         return self._run is not None and batch.seqs is self._run.seqs
+
+    @property
+    def run_size(self) -> tuple[int, int]:
+        """The decode run's sequences and requests (parallel paths of one count once)."""
+        run = self._run
+        assert run is not None, "asked while a decode run's step ends"
+        return len(run.seqs), run.num_requests
 
     def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None:
         """Hands a finished step back to the scheduler; None for a decode run's step (applied later)."""
@@ -137,19 +143,18 @@ class StepTimer:
             if run.steps_left:
                 run.end_step(start_ns, end_ns)
                 return None
-            self.settle()  # the run's earlier steps; its last is handed back like any other
+            self._settle()  # the run's earlier steps; its last is handed back like any other
             self._run = None
         outcome = self.scheduler.update(batch)
         if self.decode_runs:
-            self._run = self.scheduler.decode_run(batch, outcome)
+            self._run = DecodeRun.start(self.scheduler, batch, outcome)
         return outcome
 
     def interrupt(self) -> None:
         """Work arrived: the current decode run ends after its steps begun, and the steps after the
         one in flight may now differ from those predicted."""
-        run = self._run
-        if run is not None:
-            del run.new_blocks[run.taken:]
+        if self._run is not None:
+            self._run.cut()
         self._predicted_through = self._steps_begun
         self._forecast = None
 
@@ -157,17 +162,20 @@ class StepTimer:
         """The scheduler changed other than by its steps (KV released): predict from a fresh copy."""
         self._forecast = None
 
-    def settle(self) -> None:
-        """Applies a decode run's finished steps to its sequences, and has them recorded.
+    def settled(self) -> Scheduler:
+        """The scheduler, every step taken so far applied to its sequences and recorded on the
+        requests (a decode run's pending steps): the one view of sequence state to read."""
+        self._settle()
+        return self.scheduler
 
-        Called before anyone reads sequence state; idempotent.
-        """
+    def _settle(self) -> None:
+        """Applies a decode run's finished steps to its sequences, and has them recorded; idempotent."""
         run = self._run
         if run is not None and run.taken:
             gap, last = run.max_gap_ns, run.last_ns
-            steps = self.scheduler.settle(run)
+            steps = run.settle()
             if steps:
-                self.settled(run.seqs, steps, gap, last)
+                self.on_settled(run.seqs, steps, gap, last)
 
     # -- timing ----------------------------------------------------------------
     def duration_ns(self, batch: ScheduledBatch, now_ns: int,
@@ -178,63 +186,65 @@ class StepTimer:
         ahead = (lambda depth: self._lookahead(batch, self._depth(now_ns, depth))) if self.max_lookahead else None
         timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self,
                                         dp_rank_tokens=dp_rank_tokens, fields=batch.fields)
-        duration = timing.duration_ns
+        added_ns = int(batch.swap_bytes / self.host_bandwidth_gbps) if batch.swap_bytes else 0
         if self.drafter is not None:
-            duration += self.drafter.propose_ns(batch, now_ns)
+            added_ns += self.drafter.propose_ns(batch, now_ns)
+        if batch.lora is not None:
+            added_ns += batch.lora.load_ns  # adapters copied into GPU slots before the forward pass
+        duration = self._last_duration_ns = self.step_ns(timing, batch.num_new, added_ns)
+        return duration, self._joules(timing, duration, batch.num_new, batch.context)
+
+    def step_ns(self, timing: Timing, num_new: Seq[int], added_ns: int = 0) -> int:
+        """How long a step takes: the formula for every step applied, one by one or in a decode run.
+
+        The runtime backend's time (``timing``), with the network backend's collectives in place of
+        the backend's own estimate where one times them, plus what the batch does before its forward
+        pass (``added_ns``: the drafter's proposals, swapped KV copied back, LoRA adapters loaded; a
+        decode run's steps do none of it), plus the host time the engine loop exposes.
+        """
+        duration = timing.duration_ns + added_ns
         if self.collectives_ns is not None:
             # The network backend times the TP all-reduces in place of the runtime backend's estimate.
-            duration += self.collectives_ns(batch.num_tokens) - timing.communication_ns
-        if batch.swap_bytes:
-            duration += int(batch.swap_bytes / self.host_bandwidth_gbps)
-        if batch.lora is not None:
-            duration += batch.lora.load_ns  # adapters copied into GPU slots before the forward pass
+            duration += self.collectives_ns(sum(num_new)) - timing.communication_ns
         if self.host_time is not None:
-            duration += self.host_time.exposed_ns(batch.num_new, duration)
-        self._last_duration_ns = duration
+            duration += self.host_time.exposed_ns(num_new, duration)
+        return duration
+
+    def _joules(self, timing: Timing, duration_ns: int, num_new: Seq[int], context: Seq[int]) -> StepJoules:
+        """The energy of a step of ``duration_ns`` (:class:`~cosim.hub.sim.power.StepEnergy`; the time
+        added to the backend's counts at idle power), else what the backend reports."""
         if self.energy is None:
-            return duration, StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None)
-        return duration, self.energy.step(timing, duration, batch.num_new, batch.context)
+            return StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None)
+        return self.energy.step(timing, duration_ns, num_new, context)
 
-    def run_ahead(self, start_ns: int, horizon_ns: int,
-                  stopping: Callable[[], bool]) -> list[tuple[int, StepJoules, int]]:
+    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, StepJoules]]:
         """Takes the decode run's next steps back to back from ``start_ns``, each as :meth:`begin`,
-        :meth:`duration_ns` and :meth:`end` take it, without forming its batch: while each ends
-        before ``horizon_ns`` (the next event anywhere) and the run is not ``stopping()``, its
-        timing is cached, and it is not the run's last (handed back like any other). Returns each
-        step's duration, energy and the KV blocks in use, for the client to record.
-
-        Only for plain decode runs (no drafter, LoRA adapters or collectives timed by the network
-        backend); none is taken otherwise.
+        :meth:`duration_ns` and :meth:`end` take it, without forming its batch, while: it ends
+        before ``horizon_ns()`` (when anything else next happens in the simulation), its timing is
+        cached, and it is not the run's last (handed back like any other). Yields each step's
+        duration and energy once it is taken, for the client to record.
         """
-        run, scheduler, session = self._run, self.scheduler, self.session
-        if (run is None or self.drafter is not None or run.lora is not None or self.collectives_ns is not None
-                or scheduler.has_retiring):
-            return []
-        host, energy, kv = self.host_time, self.energy, scheduler.kv
-        ones, contexts = tuple(run.ones), run.contexts
-        steps: list[tuple[int, StepJoules, int]] = []
-        while run.steps_left > 1 and not stopping():
+        run, session = self._run, self.session
+        if run is None:
+            return
+        ones, fields = tuple(run.ones), run.lora.key if run.lora is not None else ()
+        while run.steps_left > 1:
             done = run.done
-            context = [c + done for c in contexts]  # as run.step()
-            timing = session.peek(session.key(ones, context))
+            context = [c + done for c in run.contexts]  # as run.step()
+            timing = session.peek(session.key(ones, context, fields=fields))
             if timing is None:
                 break  # the backend is asked, with lookahead, by the step taken one by one
-            duration = timing.duration_ns
-            if host is not None:
-                duration += host.exposed_ns(ones, duration)
+            duration = self.step_ns(timing, ones)
             end_ns = start_ns + duration
-            if end_ns >= horizon_ns:
+            if end_ns >= horizon_ns():
                 break
             session.count_hit(timing, self)
-            scheduler.take_run_step(run)
+            run.begin()
             run.end_step(start_ns, end_ns)
             self._steps_begun += 1
             self._last_duration_ns = duration
-            joules = StepJoules(timing.energy_j, 0.0, reported=timing.energy_j is not None) if energy is None \
-                else energy.step(timing, duration, ones, context)
-            steps.append((duration, joules, kv.num_used))
+            yield duration, self._joules(timing, duration, ones, context)
             start_ns = end_ns
-        return steps
 
     def top_up(self, now_ns: int, depth: int) -> Seq[Signature]:
         """The batches after the step in flight, when those predicted so far fall short of the
@@ -253,7 +263,7 @@ class StepTimer:
         forecast, step = self._forecast, self._steps_begun - self._forecast_origin
         batches = forecast.after(step, depth, batch) if forecast is not None else None
         if batches is None or (forecast is not None and forecast.num_steps > self.MAX_FORECAST_STEPS):
-            self.settle()  # the copy is taken from the sequences' state
+            self._settle()  # the copy is taken from the sequences' state
             forecast = self._forecast = Forecast(self.scheduler, batch)
             self._forecast_origin = self._steps_begun
             batches = forecast.after(0, depth, batch)

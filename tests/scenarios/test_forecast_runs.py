@@ -24,7 +24,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     def check(self: StepTimer, batch: ScheduledBatch, depth: int) -> list[Signature]:
         before = self._forecast
         got = lookahead(self, batch, depth)
-        self.settle()  # as the fresh copy needs (settling earlier changes no result)
+        self.settled()  # as the fresh copy needs (settling earlier changes no result)
         assert got == predict(self.scheduler, batch, depth)
         counts["calls"] += 1
         counts["kept"] += self._forecast is before

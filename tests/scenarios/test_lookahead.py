@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
 def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate: int,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A client's step end and wake-up, handled in place when nothing comes before them
-    (Kernel.comes_next), and a decode run's steps taken in one go while nothing else happens
+    (before Kernel.peek), and a decode run's steps taken in one go while nothing else happens
     (StepTimer.run_ahead), are the events and steps the heap would have handled, in order."""
     raw = config()
     raw["workload"]["arrival"]["rate_per_s"] = rate
@@ -68,19 +69,19 @@ def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate
         return result.output_dir, result.events, len(result.events)
 
     handled, ahead = [], []
-    handle_inline, run_ahead = Kernel.handle_inline, StepTimer.run_ahead
-    monkeypatch.setattr(Kernel, "handle_inline", lambda self, *args: handled.append(handle_inline(self, *args)))
+    advance, run_ahead = Kernel.advance, StepTimer.run_ahead
+    monkeypatch.setattr(Kernel, "advance", lambda self, *args: handled.append(advance(self, *args)))
 
-    def counted_run_ahead(self: StepTimer, *args: Any) -> list[Any]:
-        steps = run_ahead(self, *args)
-        ahead.extend(steps)
-        return steps
+    def counted_run_ahead(self: StepTimer, *args: Any) -> Iterator[Any]:
+        for step in run_ahead(self, *args):
+            ahead.append(step)
+            yield step
 
     monkeypatch.setattr(StepTimer, "run_ahead", counted_run_ahead)
     inline, inline_events, inline_count = run("inline")
     assert len(handled) > inline_count / 4  # most of the steps when they are alone, some when bursty
     assert len(ahead) > inline_count / 20
-    monkeypatch.setattr(Kernel, "comes_next", lambda self, time_ns: False)
+    monkeypatch.setattr(Kernel, "peek", lambda self: self.now_ns)  # something always comes next: the heap's way
     heap, heap_events, heap_count = run("heap")
     assert inline_count == heap_count > 2 * 120
     assert inline_events == heap_events

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cosim.hub.errors import HubError
-from cosim.hub.sim.kernel import ARRIVAL, DONE, WAKE, Kernel
+from cosim.hub.sim.kernel import ARRIVAL, DONE, MAX_SIM_NS, WAKE, Kernel
 from cosim.hub.sim.records import RequestRecord
 
 
@@ -54,3 +54,23 @@ def test_the_log_keeps_the_first_events_with_their_labels() -> None:
     kernel.call_at(9, DONE, lambda: None, label="step done c0")
     kernel.run()
     assert kernel.log == [(3, "arrival request 7"), (4, "wake c0")]
+
+
+def test_peek_says_when_the_next_event_comes_and_advance_handles_one_in_place() -> None:
+    kernel = Kernel(log_limit=5)
+    assert kernel.peek() == MAX_SIM_NS + 1  # nothing pending
+    finished: list[int] = []
+    peeked: list[int] = []
+
+    def finish() -> None:
+        peeked.append(kernel.peek())
+        finished.append(kernel.now_ns)
+        peeked.append(kernel.peek())  # the run stops now: nothing comes after now
+
+    kernel.call_at(5, DONE, finish, label="finish")
+    kernel.call_at(9, DONE, lambda: None, label="later")
+    assert kernel.peek() == 5
+    kernel.advance(3, "inline")  # an event its caller handled itself, before the next pending one
+    assert (kernel.now_ns, kernel.num_events, kernel.log) == (3, 1, [(3, "inline")])
+    kernel.run(stop=lambda: bool(finished))
+    assert peeked == [9, 5] and kernel.num_events == 2 and kernel.peek() == 9

@@ -25,6 +25,7 @@ from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 from cosim.hub.sim.scheduling.lora import LoraSlots, LoraSpec, LoraStats
 from cosim.hub.sim.workload import generate_requests, parse_workload
+from cosim.hub.timing.runs import DecodeRun
 from cosim.hub.timing.step_timer import predict
 from cosim.v1 import types_pb2 as pb
 
@@ -151,7 +152,7 @@ def test_a_decode_run_carries_its_adapters() -> None:
     s.add(seq(8, 6, 1, "b"))
     batch = s.schedule()
     outcome = s.update(batch)
-    run = s.decode_run(batch, outcome)
+    run = DecodeRun.start(s, batch, outcome)
     assert run is not None and run.lora is not None and run.lora.ids == (1, 2)
     assert run.signatures(1)[0][2:] == (("lora_ranks", (8, 8)), ("lora_ids", (1, 2)))
     assert run.step().lora is run.lora

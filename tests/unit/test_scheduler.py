@@ -129,25 +129,62 @@ def test_branches_without_a_seat_wait_at_the_queue_front() -> None:
     assert s.running == [parent, children[0]] and s.waiting == [children[1]]
 
 
-def test_a_decode_run_lasts_until_a_sequence_finishes() -> None:
-    s = scheduler(batching="continuous")
-    s.add(seq(4, 10, rid=0))
-    s.add(seq(4, 6, rid=1))
-    prefill = s.schedule()
-    run = s.decode_run(prefill, s.update(prefill))
-    assert run is not None and run.steps_left == 6 - 1  # request 1 samples its last token in the run's last step
-    assert [b.context for b in (s.run_step(run), s.run_step(run))] == [[4, 4], [4, 4]]  # none done yet
-    run.end_step(0, 10)
-    run.end_step(10, 30)
-    assert s.settle(run) == 2 and [x.num_computed for x in s.running] == [6, 6] and run.max_gap_ns == 0
-    assert s.run_step(run).context == [6, 6] and run.steps_left == 2
-    run.end_step(30, 40)
-    s.run_step(run)
-    run.end_step(40, 50)
-    s.settle(run)
-    last = s.run_step(run)  # handed back like any other step
-    assert last.context == [8, 8] and run.steps_left == 0
-    assert [x.request.id for x in s.update(last).finished] == [1]
+def decode_state(s: Scheduler) -> list[tuple[str, int, int, list[object]]]:
+    """Every sequence's progress and blocks, and the KV pool's, as stepping leaves them."""
+    return [(repr(x), x.num_blocks, x.prefix_blocks, list(x.cached)) for x in s.running + s.waiting] + \
+        [("kv", s.kv.num_free, s.kv.num_used, [])]
+
+
+def decoding(caching: bool = False) -> Scheduler:
+    """Three sequences decoding, their blocks filled to different depths (block size 4)."""
+    s = scheduler(blocks=40, batching="continuous", enable_prefix_caching=caching)
+    for rid, (prompt, output) in enumerate([(5, 30), (8, 12), (3, 20)]):
+        s.add(seq(prompt, output, rid=rid))
+    s.update(s.schedule())
+    return s
+
+
+def test_steady_decodes_give_the_blocks_each_step_takes_when_stepped_one_by_one() -> None:
+    s = decoding()
+    batch = s.schedule()
+    steady = s.steady_decodes(batch, s.update(batch))
+    assert steady is not None and steady.seqs == s.running
+    # contexts 6, 9, 4 after the step: one more block at steps 2, 3, 0 (0-based), then every 4th;
+    # request 1 samples its 12th token at step 9 (12 - 2 generated - 1): the run is 10 steps
+    assert steady.new_blocks == [1, 0, 1, 1, 1, 0, 1, 1, 1, 0]
+    for blocks in steady.new_blocks:
+        used = s.kv.num_used
+        step_batch = s.schedule()
+        assert step_batch.seqs == steady.seqs and step_batch.num_new == [1, 1, 1]
+        assert s.kv.num_used - used == blocks  # taken as the step is formed
+        finished = s.update(step_batch).finished
+    assert [x.request.id for x in finished] == [1]  # in the run's last step
+
+
+def test_steady_decodes_stop_where_the_free_blocks_run_out() -> None:
+    s = decoding()
+    s.kv.take(s.kv.num_free - 2)  # two blocks left: the step's decodes take one, the run's step 0 the other
+    batch = s.schedule()
+    steady = s.steady_decodes(batch, s.update(batch))
+    assert steady is not None and steady.new_blocks == [1, 0]
+
+
+@pytest.mark.parametrize("caching", [False, True], ids=["plain", "prefix_caching"])
+@pytest.mark.parametrize("steps", [1, 4, 9])
+def test_applying_k_decode_steps_at_once_is_stepping_k_times(caching: bool, steps: int) -> None:
+    bulk, one_by_one = decoding(caching), decoding(caching)
+    batch = bulk.schedule()
+    steady = bulk.steady_decodes(batch, bulk.update(batch))
+    one_by_one.update(one_by_one.schedule())
+    assert steady is not None and decode_state(bulk) == decode_state(one_by_one)
+    for blocks in steady.new_blocks[:steps + 1]:  # and the step after them begun (in flight)
+        bulk.begin_decode_step(blocks)
+    bulk.apply_decodes(steady.seqs, steps, 1)
+    for _ in range(steps):
+        one_by_one.update(one_by_one.schedule())
+    in_flight = one_by_one.schedule()  # the next step holds its blocks as it begins
+    assert in_flight.seqs == one_by_one.running
+    assert decode_state(bulk) == decode_state(one_by_one)
 
 
 def test_no_decode_run_while_the_queue_could_give_someone() -> None:
@@ -157,11 +194,11 @@ def test_no_decode_run_while_the_queue_could_give_someone() -> None:
     batch = s.schedule()
     outcome = s.update(batch)
     s.add(seq(4, 6, rid=1))
-    assert s.decode_run(batch, outcome) is None  # queued after the batch was formed: the next step admits it
+    assert s.steady_decodes(batch, outcome) is None  # queued after the batch was formed: the next step admits it
     s.update(s.schedule())
     s.add(seq(4, 3, rid=2))  # no seat left: the queue can give no one until a departure
     batch = s.schedule()
-    assert batch.queue_blocked and s.decode_run(batch, s.update(batch)) is not None
+    assert batch.queue_blocked and s.steady_decodes(batch, s.update(batch)) is not None
 
 
 def test_a_decode_run_follows_a_departure_when_the_queue_is_empty() -> None:
@@ -171,8 +208,8 @@ def test_a_decode_run_follows_a_departure_when_the_queue_is_empty() -> None:
     s.update(s.schedule())
     batch = s.schedule()
     outcome = s.update(batch)  # request 0 leaves
-    run = s.decode_run(batch, outcome)
-    assert [x.request.id for x in outcome.finished] == [0] and run is not None and run.seqs == s.running
+    steady = s.steady_decodes(batch, outcome)
+    assert [x.request.id for x in outcome.finished] == [0] and steady is not None and steady.seqs == s.running
 
 
 def test_no_decode_run_for_sequences_that_did_not_sample_in_the_batch() -> None:
@@ -183,7 +220,7 @@ def test_no_decode_run_for_sequences_that_did_not_sample_in_the_batch() -> None:
     batch = s.schedule()
     outcome = s.update(batch)
     assert batch.seqs != s.running and not s.waiting
-    assert s.decode_run(batch, outcome) is None  # request 0's last token is older than this step
+    assert s.steady_decodes(batch, outcome) is None  # request 0's last token is older than this step
 
 
 def test_scheduling_a_copy_leaves_the_original_untouched() -> None:
@@ -223,7 +260,7 @@ def test_no_decode_run_after_a_prefill_chunk_that_used_the_budget_the_queue_need
     s.add(seq(4, 3, rid=1))
     batch = s.schedule()  # the prompt's last chunk takes the whole budget: the queue is blocked by budget only
     assert shape(batch) == [(0, 8, 8)] and batch.queue_blocked
-    assert s.decode_run(batch, s.update(batch)) is None
+    assert s.steady_decodes(batch, s.update(batch)) is None
     assert shape(s.schedule()) == [(0, 1, 16), (1, 4, 0)]
 
 

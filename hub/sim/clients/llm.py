@@ -87,8 +87,6 @@ class LLMClient:
             self.timeline.lora = LoraStats()
         if scheduler.offload is not None:
             self.timeline.offload = scheduler.offload
-        self._run_seqs: list[Sequence] | None = None  # the decode run _run_requests counts
-        self._run_requests = 0
         self.busy = False
         self.busy_ns = 0
         self._wake_pending = False
@@ -145,9 +143,9 @@ class LLMClient:
             return self._input_tokens
         if metric == "kv_tokens":
             return scheduler.kv.num_used * scheduler.kv.block_size
-        self.timer.settle()  # a decode run's pending steps count
-        return sum(seq.remaining_work for seq in scheduler.running) + \
-            sum(seq.remaining_work for seq in scheduler.waiting)
+        settled = self.timer.settled()  # a decode run's pending steps count
+        return sum(seq.remaining_work for seq in settled.running) + \
+            sum(seq.remaining_work for seq in settled.waiting)
 
     def cached_prefix_tokens(self, probe: Sequence) -> int:
         """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
@@ -182,18 +180,17 @@ class LLMClient:
                 return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
             now = kernel.now_ns
             duration = self.time_step(batch, now)
-            if self.micro_batches > 1 or not kernel.comes_next(now + duration):
+            if self.micro_batches > 1 or now + duration >= kernel.peek():
                 break
             # Nothing happens before the step ends: its end, and the wake-up after it, are the next
             # events; handled here, in the heap's order, without the heap.
-            kernel.handle_inline(now + duration, self._done_label)
+            kernel.advance(now + duration, self._done_label)
             self.end_step(batch, now)
-            if self._wake_pending or not kernel.comes_next(kernel.now_ns):
+            if self._wake_pending or kernel.now_ns >= kernel.peek():
                 self.wake()  # the step's end scheduled other events first (or this wake-up)
                 return
-            kernel.handle_inline(kernel.now_ns, self._wake_label)
-            if self.timer.run_seqs is not None:
-                self._run_alone()
+            kernel.advance(kernel.now_ns, self._wake_label)
+            self._run_alone()
         kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
         if self.micro_batches > 1:
             # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
@@ -213,25 +210,17 @@ class LLMClient:
 
     def _run_alone(self) -> None:
         """Takes the decode run's steps that end before anything else happens in the simulation
-        in one go (:meth:`StepClock.run_ahead`), and records them as :meth:`end_step` records a
-        run's step, each end and the wake-up after it counted as the events they stand for."""
-        kernel, timeline = self.kernel, self.timeline
+        in one go (:meth:`StepClock.run_ahead`), and records each as :meth:`end_step` does, its end
+        and the wake-up after it counted as the events they stand for."""
+        kernel = self.kernel
         start = kernel.now_ns
-        steps = self.timer.run_ahead(start, kernel.horizon_ns(), kernel.stopping)
-        if not steps:
-            return
-        run_seqs = self.timer.run_seqs
-        assert run_seqs is not None
-        num_seqs, requests, waiting = len(run_seqs), self._num_requests(run_seqs), len(self.scheduler.waiting)
-        gaps = timeline.token_gaps
-        for duration, joules, kv_used in steps:
+        for duration, joules in self.timer.run_ahead(start, kernel.peek):
             end = start + duration
-            timeline.add_energy(joules)
-            kernel.handle_inline(end, self._done_label)
+            self.timeline.add_energy(joules)
+            kernel.advance(end, self._done_label)
             self.busy_ns += duration
-            timeline.append(start, end, num_seqs, 0, num_seqs, kv_used, waiting)
-            gaps[duration] = gaps.get(duration, 0) + requests
-            kernel.handle_inline(end, self._wake_label)
+            self._record_run_step(start, end)
+            kernel.advance(end, self._wake_label)
             start = end
 
     def _on_stage_free(self) -> None:
@@ -285,14 +274,20 @@ class LLMClient:
             self._in_flight -= 1
             self.busy = now < self._stage_free_ns  # the first stage is still on a later micro-batch
         outcome = self.timer.end(batch, start_ns, now)
-        if outcome is None:  # a decode run's step: recorded on the requests when settled
-            self.timeline.append(start_ns, now, batch.num_tokens, 0, batch.num_tokens, self.scheduler.kv.num_used,
-                                 len(self.scheduler.waiting))
-            # Each request of the run got a token one step after its last (runs step back to back).
-            gaps, gap = self.timeline.token_gaps, now - start_ns
-            gaps[gap] = gaps.get(gap, 0) + self._num_requests(batch.seqs)
+        if outcome is None:
+            self._record_run_step(start_ns, now)
         else:
             self._record(batch, outcome, start_ns, now)
+
+    def _record_run_step(self, start_ns: int, end_ns: int) -> None:
+        """Records a decode run's step, taken alone or in one go: its tokens are recorded on the
+        requests when its run is settled (:meth:`StepClock.settled`)."""
+        num_seqs, num_requests = self.timer.run_size
+        self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
+                             len(self.scheduler.waiting))
+        # Each request of the run got a token one step after its last (runs step back to back).
+        gaps, gap = self.timeline.token_gaps, end_ns - start_ns
+        gaps[gap] = gaps.get(gap, 0) + num_requests
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
@@ -332,12 +327,6 @@ class LLMClient:
             self._hold(seq, -1)
             self.sink.on_llm_done(seq, now, self._releaser(seq))
 
-    def _num_requests(self, seqs: list[Sequence]) -> int:
-        """Requests among a decode run's sequences (parallel paths of one count once); memoized per run."""
-        if seqs is not self._run_seqs:
-            self._run_seqs, self._run_requests = seqs, len({id(seq.request) for seq in seqs})
-        return self._run_requests
-
     def _releaser(self, seq: Sequence) -> Callable[[], None]:
         """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill
         client keeps a request's KV until its transfer to the decode client completes)."""
@@ -361,7 +350,7 @@ class LLMClient:
 
     def settle(self) -> None:
         """Applies pending decode-run steps, so that the records are complete (end of a run)."""
-        self.timer.settle()
+        self.timer.settled()
 
     def _begin_decode_stage(self, seq: Sequence, now: int) -> None:
         """Splits a request's stage on this client at its first token: prefill ends, decode begins."""

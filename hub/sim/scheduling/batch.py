@@ -1,21 +1,21 @@
-"""What the scheduler hands out and takes back: a step's batch, its outcome, and decode runs.
+"""What the scheduler hands out and takes back: a step's batch, its outcome, and steady decodes.
 
 A :class:`ScheduledBatch` is one step: the sequences it runs, the tokens each
 computes and the context each already holds. Its :attr:`~ScheduledBatch.signature`
 (new tokens and context per sequence) is all a runtime backend sees of it.
 After the step, :meth:`Scheduler.update` turns it into a :class:`StepOutcome`.
 
-A :class:`DecodeRun` is a stretch of steps that :meth:`Scheduler.decode_run`
-guarantees to be the same sequences decoding, one token longer each step: the
-client times and records every step but skips forming and updating them one by
-one, and applies them to the sequences in bulk later (a speed device with no
-effect on results).
+:class:`SteadyDecodes` are the steps that :meth:`Scheduler.steady_decodes`
+guarantees to be the same sequences decoding, one token longer each step: a
+decode run (:mod:`cosim.hub.timing.runs`) times and records every one but skips
+forming and updating them one by one, and has the scheduler apply them in bulk
+later (a speed device with no effect on results).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .lora import LoraStep
 from .sequence import Sequence
@@ -108,50 +108,18 @@ class StepOutcome:
     extra_tokens: list[tuple[Sequence, int]] = field(default_factory=list)
 
 
-class DecodeRun:
-    """Steps of one unchanged decode batch whose effects on the sequences are pending.
+class SteadyDecodes(NamedTuple):
+    """Steps certain to be the same sequences decoding while no work arrives
+    (:meth:`Scheduler.steady_decodes`): what a decode run (:mod:`cosim.hub.timing.runs`) takes.
 
     Attributes:
-        seqs: the batch (the scheduler's running list at the start).
-        contexts: each sequence's computed tokens when the pending steps began.
-        new_blocks: KV blocks the batch grows into at each step of the run, in order.
-        taken: steps begun so far (their blocks taken).
-        done: steps finished and not yet applied to the sequences.
-        max_gap_ns: longest of those steps (each sequence's gap between tokens).
-        last_ns: when the last of them ended.
-        lora: its sequences' LoRA adapters, the same every step (None: the base model only).
+        seqs: the sequences (the scheduler's running list when the steps begin).
+        new_blocks: KV blocks they grow into at each step, in order.
+        queue_stamp: the queue stamp of each step's batch (no one queued since).
+        lora: their LoRA adapters, the same every step (None: the base model only).
     """
 
-    __slots__ = ("seqs", "ones", "contexts", "new_blocks", "queue_stamp", "taken", "done", "max_gap_ns", "last_ns",
-                 "lora")
-
-    def __init__(self, seqs: list[Sequence], new_blocks: list[int], queue_stamp: int) -> None:
-        self.seqs, self.new_blocks, self.queue_stamp = seqs, new_blocks, queue_stamp
-        self.ones = [1] * len(seqs)
-        self.contexts = [seq.num_computed for seq in seqs]
-        self.taken = self.done = self.max_gap_ns = self.last_ns = 0
-        self.lora: LoraStep | None = None
-
-    @property
-    def steps_left(self) -> int:
-        return len(self.new_blocks) - self.taken
-
-    def step(self) -> ScheduledBatch:
-        """The batch of the run's next step (its blocks are the scheduler's to take)."""
-        k = self.done
-        return ScheduledBatch(seqs=self.seqs, num_new=self.ones, context=[c + k for c in self.contexts],
-                              num_tokens=len(self.seqs), queue_blocked=True, queue_stamp=self.queue_stamp,
-                              lora=self.lora)
-
-    def signatures(self, steps: int) -> list[Signature]:
-        """The signatures of the run's next ``steps`` steps (lookahead, on a scheduler's copy)."""
-        ones, done = tuple(self.ones), self.done
-        if self.lora is not None:
-            lora = self.lora.key
-            return [(ones, tuple([c + k for c in self.contexts]), *lora) for k in range(done, done + steps)]
-        return [(ones, tuple([c + k for c in self.contexts])) for k in range(done, done + steps)]
-
-    def end_step(self, start_ns: int, end_ns: int) -> None:
-        self.done += 1
-        self.max_gap_ns = max(self.max_gap_ns, end_ns - start_ns)
-        self.last_ns = end_ns
+    seqs: list[Sequence]
+    new_blocks: list[int]
+    queue_stamp: int
+    lora: LoraStep | None
