@@ -37,8 +37,6 @@ without blocking it, until the copy is known to be done.
 
 from __future__ import annotations
 
-from typing import Self
-
 from .batch import ScheduledBatch, SteadyDecodes, StepOutcome
 from .moves import SchedulerMoves
 from .sequence import FINISHED, Sequence
@@ -48,12 +46,6 @@ from .speculative import SpecStats
 class Scheduler(SchedulerMoves):
     """Waiting queue, running set and KV blocks of one client, stepped through :meth:`schedule`
     and :meth:`update` (see the module docstring and :class:`.state.SchedulerState`)."""
-
-    def __new__(cls, *args: object, **kwargs: object) -> Self:
-        # copy() makes blank instances with Scheduler.__new__; compiled by mypyc (setup.py), that needs
-        # a __new__ of the class's own
-        return object.__new__(cls)
-
 
     # -- the contract ----------------------------------------------------------
     def schedule(self) -> ScheduledBatch:

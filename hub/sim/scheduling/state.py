@@ -9,6 +9,8 @@ from, and :mod:`.scheduler` the contract a client steps through.
 
 from __future__ import annotations
 
+from typing import Self
+
 from ...config.choices import BATCHING, PACKING
 from ...config.scheduler import SchedulerConfig
 from ..registry import chosen
@@ -30,6 +32,12 @@ class SchedulerState:
         kv: its KV blocks.
         kv_bytes_per_token: KV bytes of one token (swap sizes).
     """
+
+    def __new__(cls, *args: object, **kwargs: object) -> Self:
+        # Scheduler.copy() makes blank instances with Scheduler.__new__; compiled by mypyc (setup.py),
+        # that needs a __new__ of its own, and it must be on the class defining __init__: on a
+        # subclass, mypyc's constructor would skip the inherited __init__.
+        return object.__new__(cls)
 
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
                  micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,
