@@ -9,7 +9,8 @@
 """
 
 from .deployments import SearchResult, search
-from .goodput import GoodputResult, RatePoint, goodput
+from .goodput import goodput
+from .results import GoodputResult, RatePoint
 from .space import Candidate, SearchSpace, enumerate_candidates, load_space
 from .stats import Bound, Verdict
 

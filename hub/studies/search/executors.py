@@ -24,7 +24,8 @@ from typing import Any
 from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs in the venv
 
 from ...errors import CosimError, ScenarioError
-from .goodput import GoodputResult, goodput
+from .goodput import goodput
+from .results import GoodputResult
 from .space import Candidate
 
 log = logging.getLogger(__name__)

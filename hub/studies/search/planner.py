@@ -49,8 +49,9 @@ from ...config.resolve import kv_capacity_blocks, resolve_hardware, resolve_mode
 from ...errors import CosimError, ScenarioError
 from . import scenario as sc
 from .executors import Checkpoint, Row, base_row, result_row
-from .goodput import GoodputResult, judge_runs, ladder, prepare, replay
+from .goodput import judge_runs, ladder, prepare, replay
 from .prune import mark_pruned, prunable
+from .results import GoodputResult
 from .stats import Verdict
 
 log = logging.getLogger(__name__)
