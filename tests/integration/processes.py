@@ -1,9 +1,7 @@
-"""Processes as /proc shows them: a process's children, whether one still runs, waiting for either."""
+"""Processes as /proc shows them: a process's children, whether it still runs, a session's members."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 
@@ -27,23 +25,6 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def command_line(pid: int) -> str:
-    """``pid``'s command line, its arguments joined by spaces (empty once it is gone)."""
-    try:
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.1) -> None:
-    """Returns once ``condition()`` holds; fails naming ``what`` after ``timeout_s`` (a generous bound:
-    the wait ends at the event, not at the bound)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s:.0f} s"
-        time.sleep(poll_s)
 
 
 def session_members(sid: int) -> list[int]:

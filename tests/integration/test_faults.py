@@ -23,8 +23,9 @@ from cosim.adapters.sdk import RuntimeBackend, Session
 from cosim.hub.backends import free_port, wait_healthy
 from cosim.hub.errors import BackendError, ScenarioError
 from cosim.v1 import types_pb2 as pb
+from tests.waiting import wait_until
 
-from .processes import children_of, running, wait_until
+from .processes import children_of, running
 from .terminal import Terminal
 
 COSIM = [sys.executable, "-m", "cosim"]

@@ -16,8 +16,9 @@ import yaml
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.v1 import types_pb2 as pb
 from tests.scenarios.test_search import SPACE
+from tests.waiting import wait_until
 
-from .processes import running, session_members, wait_until
+from .processes import running, session_members
 
 COSIM = [sys.executable, "-m", "cosim"]
 
