@@ -43,11 +43,6 @@ def ranking(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
             for r in rows]
 
 
-@pytest.fixture(scope="module")
-def serial(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
-    return cosim.search(SPACE, output_dir=tmp_path_factory.mktemp("serial"))
-
-
 def test_space_enumerates_every_shape_within_the_budget() -> None:
     space, folder = load_space(SPACE)
     candidates, _ = enumerate_candidates(space, folder)

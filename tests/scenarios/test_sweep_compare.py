@@ -41,7 +41,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    config, out = write_scenario(tmp_path), tmp_path / "sweep"
+    config, out = write_scenario(tmp_path, output={"plots": True}), tmp_path / "sweep"
     args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000",
             "--vary", "clients[0].scheduler.max_num_seqs=1,8", "--set", "workload.requests=20", "-o", str(out)]
     assert main(args) == 0
