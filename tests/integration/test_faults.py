@@ -21,7 +21,9 @@ import yaml
 import cosim
 from cosim.adapters.sdk import RuntimeBackend, Session
 from cosim.hub.backends import free_port, wait_healthy
+from cosim.hub.cli import main
 from cosim.hub.errors import BackendError, ScenarioError
+from cosim.hub.service.server import HubServer, HubServicer
 from cosim.v1 import types_pb2 as pb
 from tests.waiting import wait_until
 
@@ -160,7 +162,7 @@ def test_sigterm_on_cosim_run_writes_the_partial_run_folder_and_stops_its_comman
     assert not any(running(pid) for pid in backends), "the command backend outlived cosim run"
 
 
-def test_the_run_folder_is_checked_before_the_simulation(tmp_path: Path) -> None:
+def test_the_run_folder_is_checked_before_the_simulation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A backend that exits at once: a run that reached it would fail with a BackendError instead.
     config = scenario({"command": [sys.executable, "-c", "raise SystemExit(3)"]})
     (tmp_path / "file").write_text("not a folder")
@@ -174,9 +176,8 @@ def test_the_run_folder_is_checked_before_the_simulation(tmp_path: Path) -> None
     assert (tmp_path / "taken" / "summary.json").read_text() == "{}"
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(config))
-    done = subprocess.run([*COSIM, "run", str(path), "-o", str(tmp_path / "file" / "run")], capture_output=True,
-                          text=True, timeout=120)
-    assert done.returncode == 2 and "is a file, so the run folder cannot be made there" in done.stderr
+    assert main(["run", str(path), "-o", str(tmp_path / "file" / "run")]) == 2
+    assert "is a file, so the run folder cannot be made there" in capsys.readouterr().err
 
 
 def wait_for_line(stream: Any, pattern: str, timeout_s: float) -> re.Match[str]:
@@ -253,20 +254,15 @@ def test_ctrl_c_on_submit_names_the_run_and_cosim_fetch_brings_its_folder_back(
 
 
 def test_fetch_names_an_unknown_run_and_refuses_a_taken_folder(tmp_path: Path,
-                                                               processes: list[subprocess.Popen[Any]]) -> None:
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "x").write_text("mine")
-    done = subprocess.run([*COSIM, "fetch", "20250101-000000-deadbeef", "--hub", "127.0.0.1:9", "-o",
-                           str(tmp_path / "taken")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "run folder exists and is not empty" in done.stderr  # before reaching out
-    port = free_port()
-    hub = subprocess.Popen([*COSIM, "hub", "--port", str(port), "--runs-dir", str(tmp_path / "hub-runs")],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    processes.append(hub)
-    wait_healthy("hub", f"127.0.0.1:{port}", timeout_s=120, is_alive=lambda: hub.poll() is None)
-    done = subprocess.run([*COSIM, "fetch", "20250101-000000-deadbeef", "--hub", f"127.0.0.1:{port}", "-o",
-                           str(tmp_path / "none")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and "no such run on this hub" in done.stderr
+    unknown = "20250101-000000-deadbeef"
+    assert main(["fetch", unknown, "--hub", "127.0.0.1:9", "-o", str(tmp_path / "taken")]) == 2
+    assert "run folder exists and is not empty" in capsys.readouterr().err  # before reaching out
+    with HubServer(HubServicer(tmp_path / "hub-runs")) as hub:
+        assert main(["fetch", unknown, "--hub", hub.address, "-o", str(tmp_path / "none")]) == 1
+    assert "no such run on this hub" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
 
 
