@@ -73,7 +73,8 @@ def test_a_backend_killed_and_restarted_mid_run_gives_the_uninterrupted_results(
         tmp_path: Path, processes: list[subprocess.Popen[Any]]) -> None:
     port = free_port()
     processes.append(serve_roofline(port))
-    config = scenario({"address": f"127.0.0.1:{port}"})
+    # The run waits for the restarted backend as long as it takes to start on a busy machine (30 s by default).
+    config = scenario({"address": f"127.0.0.1:{port}", "reconnect_s": 300})
     steady = cosim.run(config, output_dir=tmp_path / "steady")
     restarts: list[float] = []
 
