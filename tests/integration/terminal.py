@@ -60,5 +60,7 @@ class Terminal:
     def finished(self, timeout_s: float = 30) -> str:
         """Everything the child wrote, once it has exited (and so closed the terminal)."""
         self._reader.join(timeout_s)
-        os.close(self._master)
+        if not self._reader.is_alive() and self._master >= 0:
+            os.close(self._master)
+            self._master = -1
         return self.text
