@@ -35,12 +35,11 @@ def free_port() -> int:
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
-    """Ends a `ray start --block` we started, and the Ray processes it started (its own process group).
-    A test cluster has nothing to save: a short grace, then SIGKILL (a head given SIGTERM took 30 s)."""
+    """Ends a `ray start --block` we started, and the Ray processes it started (its own process group)."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=5)
+            process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
