@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -54,12 +52,13 @@ def _text(result: GoodputResult) -> str:
 
 def goodput_command(args: argparse.Namespace) -> int:
     from ..studies.search import goodput
+    from ..studies.search.pool import worker_pool
 
     options = dict(overrides=args.overrides, confidence=args.confidence, replications=args.replications,
                    tolerance=args.tolerance, requests=args.requests, seed=args.seed, lower_rate=args.lower_rate,
                    upper_rate=args.upper_rate)
     if args.workers > 1:
-        with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(args.workers) as pool:
             result = goodput(args.config, executor=pool, **options)
     else:
         result = goodput(args.config, **options)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from cosim.hub.service.server import MESSAGE_OPTIONS, HubServer, HubServicer, su
 from cosim.hub.service.submitted import SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
+from tests.waiting import wait_until
 
 LINEAR = "cosim.adapters.sdk.testing:LinearBackend"
 # These tests submit python: backends (LINEAR), which a hub imports only when allowed.
@@ -82,14 +82,17 @@ def test_get_report_of_a_run_still_going_says_so_then_returns_the_partial_folder
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert f"run {run_id} is still going" in err.value.details()
         call.cancel()  # the hub stops the run at its next progress report and writes what it has
-        deadline = time.monotonic() + 30
-        while True:
+        reports: list[hub_pb.GetReportResponse] = []
+
+        def reported() -> bool:
             try:
-                report = stub.GetReport(hub_pb.GetReportRequest(run_id=run_id), timeout=10)
-                break
+                reports.append(stub.GetReport(hub_pb.GetReportRequest(run_id=run_id), timeout=60))
             except grpc.RpcError as err2:
-                assert err2.code() == grpc.StatusCode.FAILED_PRECONDITION and time.monotonic() < deadline
-                time.sleep(0.2)
+                assert err2.code() == grpc.StatusCode.FAILED_PRECONDITION
+            return bool(reports)
+
+        wait_until(reported, 120, "the cancelled run's report", poll_s=0.2)
+        report = reports[0]
     summary = json.loads(report.files["summary.json"])
     assert 0 < summary["requests"]["completed"] < 20_000 and "error" in summary
 
@@ -212,10 +215,7 @@ def test_a_run_stops_when_the_submitter_goes_away(tmp_path: Path) -> None:
         next(call)  # some progress
         call.cancel()
         summary = tmp_path / "runs" / run_id / "summary.json"
-        for _ in range(200):  # the run notices at its next progress report
-            if summary.exists():
-                break
-            time.sleep(0.05)
+        wait_until(summary.exists, 120, "the abandoned run's summary.json")  # noticed at its next progress report
     text = summary.read_text()
     assert "submitter disconnected" in text
     assert json.loads(text)["requests"]["completed"] < 3000

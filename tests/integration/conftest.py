@@ -54,10 +54,16 @@ def quickstart_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "bin" / "python"
 
 
+# Generous bounds on waits that end at an event (a build done, a stack healthy): a first build on a busy
+# 2-core machine, with no image cached, took over 30 minutes.
+BUILD_TIMEOUT_S = 3600
+STACK_TIMEOUT_S = 600
+
+
 def build_image(python: Path) -> subprocess.CompletedProcess[bytes]:
     """containers/build.sh as the README runs it after `make quickstart` (PYTHON: that venv's)."""
-    return subprocess.run([str(REPO / "containers" / "build.sh")], cwd=REPO, capture_output=True, timeout=1800,
-                          env={**os.environ, "PYTHON": str(python)})
+    return subprocess.run([str(REPO / "containers" / "build.sh")], cwd=REPO, capture_output=True,
+                          timeout=BUILD_TIMEOUT_S, env={**os.environ, "PYTHON": str(python)})
 
 
 @pytest.fixture(scope="session")
@@ -90,7 +96,7 @@ class Stack:
     runs_dir: Path
     project: str
 
-    def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
+    def compose(self, *args: str, timeout: float = STACK_TIMEOUT_S) -> subprocess.CompletedProcess[bytes]:
         proc = subprocess.run([*self.base, *args], env=self.env, capture_output=True, timeout=timeout)
         if proc.returncode != 0:
             raise AssertionError(f"{' '.join(args)} failed:\n{_tail(proc.stderr)}")
@@ -101,7 +107,7 @@ class Stack:
             reply = hub_grpc.HubServiceStub(channel).ListBackends(hub_pb.ListBackendsRequest(), timeout=20)
         return {b.name: b for b in reply.backends}
 
-    def wait_healthy(self, names: tuple[str, ...] = CORE_BACKENDS, timeout_s: float = 240) -> None:
+    def wait_healthy(self, names: tuple[str, ...] = CORE_BACKENDS, timeout_s: float = STACK_TIMEOUT_S) -> None:
         deadline, last = time.monotonic() + timeout_s, "hub unreachable"
         while time.monotonic() < deadline:
             try:
@@ -139,7 +145,7 @@ def compose_stack(cosim_image: str, tmp_path_factory: pytest.TempPathFactory) ->
         yield stack
     finally:
         subprocess.run([*base, "down", "-v", "--remove-orphans", "-t", "5"], env=env, capture_output=True,
-                       timeout=300)
+                       timeout=STACK_TIMEOUT_S)
 
 
 @pytest.fixture(scope="session")

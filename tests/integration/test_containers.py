@@ -99,7 +99,7 @@ def test_killed_backend_fails_the_run_by_name_and_the_next_run_succeeds(compose_
     assert "requests.csv" in report.files
 
     compose_stack.compose("start", "roofline")
-    compose_stack.wait_healthy(("roofline",), timeout_s=120)
+    compose_stack.wait_healthy(("roofline",))
     again = submit(compose_stack, REPO / "examples" / "quickstart.yaml", tmp_path / "again", "workload.requests=40")
     assert again.returncode == 0, again.stderr
     assert json.loads((tmp_path / "again" / "summary.json").read_text())["requests"]["completed"] == 40

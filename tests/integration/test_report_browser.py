@@ -33,7 +33,8 @@ def test_report_opens_offline_with_tables_and_plots(tmp_path: Path) -> None:
     config = scenario(workload={"requests": 40, "arrival": {"process": "poisson", "rate_per_s": 2000},
                                 "input_tokens": {"dist": "uniform", "low": 10, "high": 300},
                                 "output_tokens": {"dist": "uniform", "low": 2, "high": 30}},
-                      per_token_ns=3, slo={"ttft_s": {"p90": 0.001}, "tpot_s": {"p90": 1.0}})
+                      per_token_ns=3, slo={"ttft_s": {"p90": 0.001}, "tpot_s": {"p90": 1.0}},
+                      output={"plots": True})
     folder = cosim.run(config, output_dir=tmp_path / "run").output_dir
     page = (folder / "report.html").as_uri()
 

@@ -11,7 +11,10 @@ from cosim.hub.sim.records import RequestRecord
 
 def scenario(*, clients: list[dict[str, Any]] | None = None, step_ns: int = 1000, per_token_ns: int = 0,
              requests: list[tuple[float, int, int]] | None = None, **sections: Any) -> dict[str, Any]:
-    """A config with one linear backend; ``requests`` are (arrival_s, input, output) written to a trace."""
+    """A config with one linear backend; ``requests`` are (arrival_s, input, output) written to a trace.
+
+    Its run folders have no plots (most of a small run's time goes to drawing them): a test of the
+    plots sets ``output={"plots": True}``."""
     config: dict[str, Any] = {
         "seed": 1,
         "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
@@ -22,6 +25,7 @@ def scenario(*, clients: list[dict[str, Any]] | None = None, step_ns: int = 1000
         "workload": {"requests": 4, "arrival": {"process": "constant"},
                      "input_tokens": {"dist": "fixed", "value": 100},
                      "output_tokens": {"dist": "fixed", "value": 3}},
+        "output": {"plots": False},
     }
     config.update(copy.deepcopy(sections))
     return config

@@ -178,6 +178,7 @@ def test_a_pool_that_cannot_scale_serves_as_fixed_clients_do(tmp_path: Path) -> 
 
 def test_same_config_same_bytes(tmp_path: Path) -> None:
     config = pool_config(tmp_path, STEP[:2])
+    config["output"]["plots"] = True  # replicas.png is checked
     folders = [cosim.run(config, output_dir=tmp_path / name).output_dir for name in ("a", "b")]
     for name in ("requests.csv", "trace.json"):
         assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes()

@@ -35,7 +35,7 @@ def workload(n: int) -> dict:
 
 
 def test_same_seed_gives_byte_identical_outputs(tmp_path: Path) -> None:
-    config = scenario(workload=workload(50), per_token_ns=3)
+    config = scenario(workload=workload(50), per_token_ns=3, output={"plots": True})
     first = cosim.run(config, output_dir=tmp_path / "a").output_dir
     second = cosim.run(config, output_dir=tmp_path / "b").output_dir
     for name in ("requests.csv", "clients.csv", "trace.json"):

@@ -15,6 +15,8 @@ import cosim
 from cosim.hub.cli import main
 from cosim.hub.studies.search import SearchResult, enumerate_candidates, load_space
 
+from .local_ray import local_ray
+
 # Llama-2-13B (26 GB of fp16 weights) on L40S (48 GB) and RTX-4090 (24 GB): on the 4090 only TP=2 fits.
 SPACE: dict[str, Any] = {
     "base": {
@@ -41,11 +43,6 @@ def ranking(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """What must not depend on the executor (wall time may)."""
     return [(r["rank"], r["label"], r["status"], r.get("goodput_rps"), r.get("goodput_upper_rps"), r["key"])
             for r in rows]
-
-
-@pytest.fixture(scope="module")
-def serial(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
-    return cosim.search(SPACE, output_dir=tmp_path_factory.mktemp("serial"))
 
 
 def test_space_enumerates_every_shape_within_the_budget() -> None:
@@ -104,20 +101,8 @@ def test_interrupted_search_resumes_from_its_checkpoint(serial: SearchResult, tm
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'cosim[ray]')")
 def test_search_on_a_local_ray_instance_ranks_as_locally(serial: SearchResult, tmp_path: Path) -> None:
-    import ray
-
-    for attempt in range(3):  # Ray waits a fixed 30 s for its raylet, which a busy 2-core machine can miss
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-            break
-        except Exception as err:  # Ray raises a bare Exception for this
-            ray.shutdown()
-            if "timed out during startup" not in str(err) or attempt == 2:
-                raise
-    try:
+    with local_ray():
         on_ray = cosim.search(SPACE, output_dir=tmp_path, ray="auto")
-    finally:
-        ray.shutdown()
     assert on_ray.num_evaluated == 5
     assert ranking(on_ray.rows) == ranking(serial.rows)
     shutil.rmtree(tmp_path / "out", ignore_errors=True)

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-import cosim
 from cosim.hub.cli import main
 from cosim.hub.studies.search import SearchResult
 
@@ -99,12 +98,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 os.environ[key] = value
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory: pytest.TempPathFactory) -> SearchResult:
-    return cosim.search(SPACE, output_dir=tmp_path_factory.mktemp("local"))
-
-
-def test_search_on_a_two_node_ray_cluster_ranks_as_the_local_run(cluster: str, local: SearchResult,
+def test_search_on_a_two_node_ray_cluster_ranks_as_the_local_run(cluster: str, serial: SearchResult,
                                                                  tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     import ray
@@ -119,5 +113,5 @@ def test_search_on_a_two_node_ray_cluster_ranks_as_the_local_run(cluster: str, l
     finally:
         ray.shutdown()
     rows = json.loads(capsys.readouterr().out)
-    assert ranking(rows) == ranking(local.rows)
-    assert (tmp_path / "out" / "results.csv").read_text() == (local.output_dir / "results.csv").read_text()
+    assert ranking(rows) == ranking(serial.rows)
+    assert (tmp_path / "out" / "results.csv").read_text() == (serial.output_dir / "results.csv").read_text()

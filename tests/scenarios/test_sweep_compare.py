@@ -16,6 +16,7 @@ from cosim.hub.cli import main
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
 from cosim.hub.studies import runner
 from tests.scenarios.helpers import scenario
+from tests.scenarios.local_ray import local_ray
 
 SLO = {"ttft_s": {"p90": 0.0005}, "tpot_s": {"p90": 0.00002, "mean": 0.00001}}
 
@@ -41,7 +42,7 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    config, out = write_scenario(tmp_path), tmp_path / "sweep"
+    config, out = write_scenario(tmp_path, output={"plots": True}), tmp_path / "sweep"
     args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000",
             "--vary", "clients[0].scheduler.max_num_seqs=1,8", "--set", "workload.requests=20", "-o", str(out)]
     assert main(args) == 0
@@ -107,16 +108,11 @@ def test_a_sweep_on_worker_processes_writes_sweep_csv_byte_for_byte(tmp_path: Pa
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install 'cosim[ray]')")
 @pytest.mark.slow
 def test_a_sweep_as_ray_tasks_writes_the_same_rows(tmp_path: Path) -> None:
-    import ray
-
     config = write_scenario(tmp_path)
     vary = ["workload.arrival.rate_per_s=1000,50000"]
     serial = cosim.sweep(config, vary, output_dir=tmp_path / "serial", plots=False)
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
+    with local_ray():
         on_ray = cosim.sweep(config, vary, output_dir=tmp_path / "ray", plots=False, ray="auto")
-    finally:
-        ray.shutdown()
     assert (tmp_path / "serial" / "sweep.csv").read_bytes() == (tmp_path / "ray" / "sweep.csv").read_bytes()
     assert [r["point"] for r in on_ray.rows] == [r["point"] for r in serial.rows]
 

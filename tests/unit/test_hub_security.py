@@ -21,6 +21,7 @@ import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from cosim.hub.cli import main as cli_main
+from cosim.hub.config import safe_yaml
 from cosim.hub.config.loading import load_config
 from cosim.hub.config.safe_yaml import MAX_DEPTH
 from cosim.hub.errors import ScenarioError
@@ -32,6 +33,7 @@ from cosim.hub.service.submitted import FILE_OPTIONS, SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import LINEAR, scenario
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ALLOW_PYTHON = SubmitPolicy(allow_python=True)
@@ -265,7 +267,7 @@ def test_trace_errors_quote_uploaded_files_and_local_runs(tmp_path: Path, data_d
 def test_alias_bomb_is_a_named_error_at_once(servicer: HubServicer, tmp_path: Path) -> None:
     text = yaml.safe_dump(scenario({"kind": "roofline"})).replace("options:\n", f"options:\n{BOMB}\n", 1)
     assert len(BOMB) < 723
-    started = time.perf_counter()
+    started = time.process_time()  # work done, which a busy machine does not stretch (its wall time, it does)
     message = refusal(servicer, request(text))
     assert message.startswith("config: not valid YAML: ") and "aliases expand this document" in message
     (tmp_path / "bomb.yaml").write_text(text)
@@ -274,7 +276,7 @@ def test_alias_bomb_is_a_named_error_at_once(servicer: HubServicer, tmp_path: Pa
     with pytest.raises(ScenarioError, match=r"--set backends\.lin\.options\.x: not valid YAML: .*aliases expand"):
         servicer.prepare(request(scenario({"kind": "roofline"}),
                                  "backends.lin.options.x={" + ", ".join(BOMB_ENTRIES) + "}"))
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2  # an expansion would take hours
 
 
 def test_deep_nesting_is_a_named_error_not_a_recursion_error(servicer: HubServicer, tmp_path: Path) -> None:
@@ -289,11 +291,14 @@ def test_deep_nesting_is_a_named_error_not_a_recursion_error(servicer: HubServic
         f"config: nested deeper than {MAX_DEPTH} levels")
 
 
-def test_a_large_config_is_refused_before_it_is_parsed(servicer: HubServicer) -> None:
+def test_a_large_config_is_refused_before_it_is_parsed(servicer: HubServicer, monkeypatch: pytest.MonkeyPatch) -> None:
     text = yaml.safe_dump(scenario({"kind": "roofline"})) + "pad: [" + ", ".join(["1"] * 700_000) + "]\n"
-    started = time.perf_counter()
+
+    def parse(text: str | bytes) -> Any:
+        raise AssertionError("the config was parsed")
+
+    monkeypatch.setattr(safe_yaml, "load", parse)
     assert "exceeds this hub's limit of 1.0 MiB for a config" in refusal(servicer, request(text))
-    assert time.perf_counter() - started < 1
 
 
 def test_too_many_requests_are_refused_at_prepare(servicer: HubServicer, tmp_path: Path, data_dir: Path) -> None:
@@ -334,12 +339,8 @@ def test_runs_beyond_the_limit_are_refused_with_resource_exhausted(tmp_path: Pat
         first.cancel()
     assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "limit of 1 runs at once (cosim hub --max-runs)" in err.value.details()
-    for _ in range(200):  # the slot comes back when the cancelled run stops
-        if servicer._slots.acquire(blocking=False):
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail("the cancelled run never gave its slot back")
+    # The slot comes back when the cancelled run stops.
+    wait_until(lambda: servicer._slots.acquire(blocking=False), 120, "the cancelled run's slot")
 
 
 def test_only_the_newest_run_folders_are_kept(tmp_path: Path, data_dir: Path) -> None:

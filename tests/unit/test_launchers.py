@@ -6,6 +6,7 @@ The `image:` launcher needs a Docker engine: tests/integration/test_containers.p
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -149,12 +150,14 @@ def test_backend_that_stays_down_is_reported_by_client_backend_address_and_time_
         client.close()
     finally:
         server.stop(0)
-    assert 0.6 <= waited < 1.5  # the budget, not a count of quick tries
-    assert 3 <= servicer.calls <= 8  # pauses of 50 ms doubling
+    # The budget, not a count of quick tries: pauses of 50 ms doubling (a busy machine makes fewer calls,
+    # never more; the wall time has no upper bound for the same reason).
+    assert 2 <= servicer.calls <= 8
     text = str(err.value)
     assert "client 'prefill-0'" in text and "backend 'lab'" in text and address in text
     assert "UNAVAILABLE" in text and "retried for up to reconnect_s=0.6 s" in text
-    assert f"{waited:.1f} s waited in all" in text or f"{waited - 0.05:.1f} s waited in all" in text
+    said = float(re.search(r"([\d.]+) s waited in all", text).group(1))  # type: ignore[union-attr]
+    assert 0.6 <= said <= round(waited, 1)  # the time really waited, to the message's one decimal
 
 
 def scenario(address: str, requests: int) -> dict[str, Any]:
@@ -275,7 +278,9 @@ def test_a_hung_stream_times_out_at_the_deadline_and_is_reported() -> None:
         began = time.monotonic()
         with pytest.raises(BackendError) as err:
             client.predict_steps("s", [BATCH], client="c0")
-    assert 0.6 <= time.monotonic() - began < 1.9  # one deadline and one retry; the watchdog ended each wait
+    # One deadline and one retry, each wait ended by the watchdog ("retried once"; no upper bound on the
+    # wall time, which a busy machine stretches).
+    assert time.monotonic() - began >= 0.6
     text = str(err.value)
     assert "DEADLINE_EXCEEDED: no answer within deadline_s=0.3 s, retried once" in text
     assert "client 'c0'" in text and address in text

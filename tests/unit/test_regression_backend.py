@@ -101,10 +101,10 @@ def test_one_prediction_takes_well_under_a_millisecond(kind: str) -> None:
     pair = open_session(make_spec(kind=kind))
     batch = ([512] + [1] * 63, [0] + list(range(1000, 1063)))
     predict(pair, *batch)
-    start = time.perf_counter()
+    start = time.process_time()  # work done, which a busy machine does not stretch (its wall time, it does)
     for _ in range(500):
         predict(pair, *batch)
-    assert (time.perf_counter() - start) / 500 < 500e-6
+    assert (time.process_time() - start) / 500 < 500e-6
 
 
 @pytest.mark.parametrize("kind", ["operator", "step"])

@@ -170,10 +170,10 @@ def test_no_energy_is_reported_from_the_presets_tdp() -> None:
 def test_one_prediction_takes_well_under_a_millisecond() -> None:
     model = make_model(tp=4)
     batches = [[(1, 500 + i + j) for j in range(64)] + [(512, i)] for i in range(200)]
-    start = time.perf_counter()
+    start = time.process_time()  # work done, which a busy machine does not stretch (its wall time, it does)
     for batch in batches:
         time_step(model, batch)
-    per_call_s = (time.perf_counter() - start) / len(batches)
+    per_call_s = (time.process_time() - start) / len(batches)
     assert per_call_s < 1e-3, f"{per_call_s * 1e6:.0f} µs per prediction"
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
-import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tqdm import tqdm  # type: ignore[import-untyped]  # no stubs in the venv
 
 from ...errors import CosimError, ScenarioError
 from .goodput import goodput
+from .pool import worker_pool
 from .results import GoodputResult
 from .space import Candidate
 
@@ -141,18 +141,12 @@ def _local(fn: Callable[[Row], Row], jobs: Sequence[Row], workers: int) -> Itera
     if workers <= 1:
         yield from map(fn, jobs)
         return
-    # spawn, not fork: a forked child would inherit the parent's gRPC threads and locks.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+    with worker_pool(workers) as pool:
         pending: set[Future[Row]] = {pool.submit(fn, job) for job in jobs}
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    yield future.result()
-        finally:
-            for future in pending:
-                future.cancel()
+        while pending:  # an interruption here, or where the rows are consumed, stops the workers
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                yield future.result()
 
 
 def ray_remote(fn: Callable[[Row], Row], address: str) -> Any:

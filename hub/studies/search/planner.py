@@ -38,7 +38,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from ...errors import CosimError, ScenarioError
 from . import scenario as sc
 from .executors import Checkpoint, Row, base_row, result_row
 from .goodput import judge_runs, ladder, prepare, replay
+from .pool import worker_pool
 from .prune import mark_pruned, prunable
 from .results import GoodputResult
 from .stats import Verdict
@@ -316,9 +316,7 @@ def _runner(workers: int, ray_address: str | None) -> Iterator[Runner]:
     elif workers <= 1:
         yield lambda tasks: [run_task(t) for t in tasks]
     else:
-        import multiprocessing
-        # spawn, not fork: a forked child would inherit the parent's gRPC threads and locks.
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with worker_pool(workers) as pool:
             def on_pool(tasks: list[Row]) -> list[Row]:
                 futures = {i: pool.submit(run_task, tasks[i]) for i in order(tasks)}
                 return [futures[i].result() for i in range(len(tasks))]
