@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--max-upload-mb", type=float, default=64,
                         help="most MiB of local files (traces, presets) one cosim submit may upload; incoming "
                              "messages are capped at this plus 5 MiB (default: 64)")
+    parser.add_argument("--max-upload-files", type=int, default=64,
+                        help="most local files one cosim submit may upload (default: 64)")
     parser.add_argument("--max-requests", type=int, default=1_000_000,
                         help="most requests one run may generate (default: 1000000)")
     parser.add_argument("--max-runs", type=int, default=8,
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
     for flag, value in (("--max-requests", args.max_requests), ("--max-runs", args.max_runs),
-                        ("--max-upload-mb", args.max_upload_mb)):
+                        ("--max-upload-mb", args.max_upload_mb), ("--max-upload-files", args.max_upload_files)):
         if not value > 0:
             print(f"error: {flag} must be > 0, got {value}", file=sys.stderr)
             return 2
@@ -91,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
                           allow_address=args.allow_address, allow_backend_files=args.allow_backend_files,
                           max_requests=args.max_requests)
     servicer = HubServicer(args.runs_dir, registry=registry, data_dir=args.data_dir, policy=policy,
-                           max_upload_bytes=int(args.max_upload_mb * 2**20), max_runs=args.max_runs,
+                           max_upload_bytes=int(args.max_upload_mb * 2**20),
+                           max_upload_files=args.max_upload_files, max_runs=args.max_runs,
                            keep_runs=max(0, args.keep_runs))
     try:
         server = HubServer(servicer, host=args.host, port=args.port, token=token, credentials=credentials).start()

@@ -3,16 +3,23 @@
 Main name: :func:`write_run_folder`. Works on a partial run (a run that failed
 part way writes what it has): unfinished requests get empty cells and open
 trace slices. JSON and CSV bytes depend only on the inputs; PNGs may not.
+
+summary.json is written last, under a temporary name renamed into place, so a
+folder whose writing was cut short (Ctrl-C, SIGTERM, a crash) never shows a
+summary beside truncated files: it has none, or one whose ``error`` says the
+folder is incomplete. :func:`require_complete` is the readers' check.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import ScenarioError
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .html import write_report_html
 from .request_table import RequestTable
@@ -22,6 +29,9 @@ from .tables import DEFAULT_MAX_ROWS_PER_CLIENT, write_clients_csv, write_reques
 from .trace import DEFAULT_MAX_EVENTS, write_trace
 
 logger = logging.getLogger(__name__)
+
+SUMMARY_FILE = "summary.json"
+INCOMPLETE = "run folder incomplete"
 
 
 def summary_json(summary: Mapping[str, Any]) -> str:
@@ -53,11 +63,39 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
     """
     folder = Path(out_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / SUMMARY_FILE).unlink(missing_ok=True)  # an overwritten folder's summary would outlive its files
+    try:
+        _write_files(folder, summary, requests, clients, timelines, plots=plots,
+                     max_rows_per_client=max_rows_per_client, max_trace_events=max_trace_events, table=table,
+                     requests_format=requests_format)
+    except BaseException as stop:  # Ctrl-C, SIGTERM or a failed write: say so where readers look
+        reason = type(stop).__name__ + (f": {stop}" if str(stop) else "")
+        _write_summary(folder, {**summary, "error": f"{INCOMPLETE}: its writing stopped on {reason}"})
+        raise
+    _write_summary(folder, summary)
+    logger.info("wrote run folder %s", folder)
+    return folder
+
+
+def _write_summary(folder: Path, summary: Mapping[str, Any]) -> None:
+    """summary.json, whole or not at all: written beside it, then renamed over it."""
+    temporary = folder / f".{SUMMARY_FILE}.tmp"
+    try:
+        temporary.write_text(summary_json(summary), encoding="utf-8")
+        os.replace(temporary, folder / SUMMARY_FILE)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _write_files(folder: Path, summary: Mapping[str, Any], requests: Sequence[RequestRecord],
+                 clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTimeline], *, plots: bool,
+                 max_rows_per_client: int, max_trace_events: int, table: RequestTable | None,
+                 requests_format: str) -> None:
+    """Every file of the run folder but summary.json (see :func:`write_run_folder`)."""
     names = client_names(clients, timelines)
     if table is None:
         requests = sorted(requests, key=lambda r: r.id)
         table = RequestTable.of(requests)
-    (folder / "summary.json").write_text(summary_json(summary), encoding="utf-8")
     if requests_format == "parquet":
         from .parquet import write_requests_parquet  # late: pyarrow is optional
 
@@ -82,5 +120,25 @@ def write_run_folder(out_dir: str | Path, summary: Mapping[str, Any], requests: 
         except Exception as err:  # noqa: BLE001 - plots are extras; never lose the run folder for one
             logger.warning("could not draw plots in %s: %s", folder / "plots", err)
     write_report_html(folder, summary)
-    logger.info("wrote run folder %s", folder)
-    return folder
+
+
+def require_complete(folder: str | Path) -> dict[str, Any]:
+    """The summary of a run folder that is whole: a run that finished, with every file written.
+
+    Raises:
+        ScenarioError: naming the folder: no summary.json (not a run folder, or one whose writing was cut
+            short), a summary.json that is not JSON, or a partial run's (its ``error`` says why).
+    """
+    path = Path(folder)
+    try:
+        summary = json.loads((path / SUMMARY_FILE).read_text(encoding="utf-8"))
+    except OSError:
+        raise ScenarioError(str(path), f"not a run folder (no {SUMMARY_FILE}), or one whose writing was "
+                                       "cut short; give folders `cosim run` finished") from None
+    except json.JSONDecodeError as err:
+        raise ScenarioError(str(path / SUMMARY_FILE), f"not valid JSON: {err}") from None
+    if not isinstance(summary, dict):
+        raise ScenarioError(str(path / SUMMARY_FILE), "not a run summary (not a JSON object)")
+    if summary.get("error"):
+        raise ScenarioError(str(path), f"a partial run folder ({summary['error']}); rerun it to use it here")
+    return summary

@@ -54,7 +54,14 @@ from ..studies.runner import run
 from .auth import TokenInterceptor
 from .backend_registry import BackendRegistry
 from .submitted import SubmitPolicy, check_backends, check_config_size, check_paths, check_request_count
-from .uploads import DEFAULT_MAX_UPLOAD_BYTES, UploadTooLarge, place_uploads
+from .uploads import (
+    DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_MAX_UPLOAD_FILES,
+    TooManyUploads,
+    UploadTooLarge,
+    check_upload_count,
+    place_uploads,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,19 +93,20 @@ class HubServicer(hub_grpc.HubServiceServicer):
         policy: what submitted configs may do (:class:`~cosim.hub.service.submitted.SubmitPolicy`; the
             default allows no launches, imports, addresses or file options, and 1,000,000 requests a run).
         max_upload_bytes: most bytes of files one request may upload (``RunRequest.files``).
+        max_upload_files: most files one request may upload.
         max_runs: runs in progress at once; more are refused with RESOURCE_EXHAUSTED.
         keep_runs: run folders kept in ``runs_dir``; a new run deletes the oldest beyond it (0: keep all).
     """
 
     def __init__(self, runs_dir: str | Path, *, registry: BackendRegistry | None = None,
                  data_dir: str | Path = ".", policy: SubmitPolicy | None = None,
-                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES, max_runs: int = DEFAULT_MAX_RUNS,
-                 keep_runs: int = DEFAULT_KEEP_RUNS) -> None:
+                 max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES, max_upload_files: int = DEFAULT_MAX_UPLOAD_FILES,
+                 max_runs: int = DEFAULT_MAX_RUNS, keep_runs: int = DEFAULT_KEEP_RUNS) -> None:
         self.runs_dir = Path(runs_dir)
         self.registry = registry or BackendRegistry()
         self.data_dir = Path(data_dir)
         self.policy = policy or SubmitPolicy()
-        self.max_upload_bytes = max_upload_bytes
+        self.max_upload_bytes, self.max_upload_files = max_upload_bytes, max_upload_files
         self.max_runs, self.keep_runs = max_runs, keep_runs
         self._slots = threading.BoundedSemaphore(max_runs)
         self._active: set[str] = set()
@@ -114,7 +122,7 @@ class HubServicer(hub_grpc.HubServiceServicer):
         written under ``upload_dir`` (:mod:`cosim.hub.service.uploads`).
 
         Raises:
-            UploadTooLarge: the uploaded files exceed ``max_upload_bytes``.
+            UploadTooLarge, TooManyUploads: the uploaded files exceed ``max_upload_bytes`` or ``max_upload_files``.
             ScenarioError: invalid or oversized YAML or config, or something this hub's policy refuses
                 (:mod:`cosim.hub.service.submitted`), named by its config key.
         """
@@ -129,10 +137,11 @@ class HubServicer(hub_grpc.HubServiceServicer):
             apply_override(data, assignment)
         if safe_yaml.nesting_depth(data) > safe_yaml.MAX_DEPTH:
             raise ScenarioError("config", f"nested deeper than {safe_yaml.MAX_DEPTH} levels (with --set overrides)")
+        check_upload_count(request.files, self.max_upload_files)  # before check_paths walks their names
         check_paths(data, self.data_dir, request.files.keys())
         if request.files:
             place_uploads(data, request.files, upload_dir or self.runs_dir / ".uploads",
-                          max_bytes=self.max_upload_bytes)
+                          max_bytes=self.max_upload_bytes, max_files=self.max_upload_files)
         config = parse_config(data, folder=self.data_dir)
         check_backends(config, self.registry, self.policy)  # before anything is imported or connected to
         check_request_count(config, self.data_dir, self.policy)
@@ -155,7 +164,7 @@ class HubServicer(hub_grpc.HubServiceServicer):
                 shutil.rmtree(uploads, ignore_errors=True)
             if not isinstance(err, ScenarioError):
                 raise
-            too_large = isinstance(err, UploadTooLarge)
+            too_large = isinstance(err, (UploadTooLarge, TooManyUploads))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if too_large else grpc.StatusCode.INVALID_ARGUMENT,
                           str(err))
         run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"

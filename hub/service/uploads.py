@@ -5,7 +5,7 @@ A config names files at a few places: workload trace paths
 ``presets`` and ``models.<m>.hf_config``. :func:`named_files` finds them in a
 raw config (overrides applied); :func:`collect_uploads` reads those that exist
 beside the config, keyed by the path as written (``RunRequest.files``); the
-hub's :func:`place_uploads` checks their total against its limit, writes them
+hub's :func:`place_uploads` checks their number and total against its limits, writes them
 under a folder of its own (names it chooses, so no uploaded path can point
 outside it) and points the config at them. Paths not uploaded resolve on the
 hub as before (its ``--data-dir``).
@@ -20,6 +20,9 @@ from typing import Any
 from ..errors import ScenarioError
 
 DEFAULT_MAX_UPLOAD_BYTES = 64 << 20  # cosim hub --max-upload-mb; the hub receives at most this + 5 MiB
+# cosim hub --max-upload-files: a config names a presets file, a hf_config per model and a few traces, while
+# a message within the byte limit could carry a million empty files, each a file the hub would write.
+DEFAULT_MAX_UPLOAD_FILES = 64
 TRACE_PARTS = ("arrival", "input_tokens", "output_tokens")
 Location = tuple[str, ...]
 
@@ -34,6 +37,15 @@ class UploadTooLarge(ScenarioError):
                                              f"of {_mib(limit_bytes)} (cosim hub --max-upload-mb); use fewer trace "
                                              f"rows, or place the files in the hub's --data-dir and submit with "
                                              f"--no-upload")
+
+
+class TooManyUploads(ScenarioError):
+    """A submitted config's uploaded files outnumber what the hub accepts."""
+
+    def __init__(self, count: int, limit: int) -> None:
+        super().__init__("RunRequest.files", f"{count} uploaded files exceed this hub's limit of {limit} "
+                                             f"(cosim hub --max-upload-files); a config names a presets file, "
+                                             f"a hf_config per model and its traces")
 
 
 def _mib(size: int) -> str:
@@ -68,13 +80,25 @@ def collect_uploads(data: Mapping[str, Any], folder: Path) -> dict[str, bytes]:
     return files
 
 
+def check_upload_count(files: Mapping[str, bytes], max_files: int = DEFAULT_MAX_UPLOAD_FILES) -> None:
+    """Refuses more than ``max_files`` uploaded files (before anything looks at each).
+
+    Raises:
+        TooManyUploads: naming the count and the limit.
+    """
+    if len(files) > max_files:
+        raise TooManyUploads(len(files), max_files)
+
+
 def place_uploads(data: dict[str, Any], files: Mapping[str, bytes], into: Path, *,
-                  max_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
+                  max_bytes: int = DEFAULT_MAX_UPLOAD_BYTES, max_files: int = DEFAULT_MAX_UPLOAD_FILES) -> None:
     """Writes uploaded files under ``into`` and points ``data``'s locations naming them there.
 
     Raises:
+        TooManyUploads: more than ``max_files`` files (nothing is written).
         UploadTooLarge: their total exceeds ``max_bytes`` (nothing is written).
     """
+    check_upload_count(files, max_files)
     total = sum(len(content) for content in files.values())
     if total > max_bytes:
         largest = sorted(((name, len(c)) for name, c in files.items()), key=lambda item: -item[1])[:3]

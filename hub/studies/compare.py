@@ -10,7 +10,6 @@ Main names: :func:`compare` (``cosim.compare``), :func:`load_run` and
 from __future__ import annotations
 
 import csv
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 import yaml
 
 from ..errors import ScenarioError
+from ..metrics.run_folder import require_complete
 from .sweep import key_metrics
 
 COMPARE_CSV = "compare.csv"
@@ -83,15 +83,11 @@ def load_run(folder: str | Path, label: str | None = None) -> RunFolder:
     """Reads a run folder's summary and SLO.
 
     Raises:
-        ScenarioError: the folder has no readable summary.json.
+        ScenarioError: naming the folder: no readable summary.json, or a partial run's (see
+            :func:`cosim.hub.metrics.run_folder.require_complete`).
     """
     path = Path(folder)
-    try:
-        summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    except OSError:
-        raise ScenarioError(str(path), "not a run folder (no summary.json); give folders `cosim run` wrote") from None
-    except json.JSONDecodeError as err:
-        raise ScenarioError(str(path / "summary.json"), f"not valid JSON: {err}") from None
+    summary = require_complete(path)
     slo: dict[str, dict[str, float]] = {}
     config = path / "config.yaml"
     if config.is_file():

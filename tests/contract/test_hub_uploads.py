@@ -13,7 +13,7 @@ import yaml
 
 from cosim.hub.cli import main as cli_main
 from cosim.hub.service.server import HubServer, HubServicer
-from cosim.hub.service.uploads import place_uploads
+from cosim.hub.service.uploads import DEFAULT_MAX_UPLOAD_FILES, TooManyUploads, place_uploads
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import ALLOW_PYTHON, LINEAR, scenario
@@ -83,6 +83,21 @@ def test_the_hub_refuses_uploads_over_its_limit(hub: HubServer, tmp_path: Path,
     with grpc.insecure_channel(hub.address) as channel, pytest.raises(grpc.RpcError) as failure:
         list(hub_grpc.HubServiceStub(channel).Run(request, timeout=30))
     assert failure.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+def test_the_hub_refuses_more_files_than_its_limit(hub: HubServer, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "mine")
+    many = {f"empty-{i}.csv": b"" for i in range(DEFAULT_MAX_UPLOAD_FILES + 1)}  # far under the byte limit
+    request = hub_pb.RunRequest(config_yaml=config.read_text(), files=many)
+    with grpc.insecure_channel(hub.address) as channel, pytest.raises(grpc.RpcError) as failure:
+        list(hub_grpc.HubServiceStub(channel).Run(request, timeout=30))
+    assert failure.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert failure.value.details() == (f"RunRequest.files: {DEFAULT_MAX_UPLOAD_FILES + 1} uploaded files exceed this "
+                                       f"hub's limit of {DEFAULT_MAX_UPLOAD_FILES} (cosim hub --max-upload-files); a "
+                                       "config names a presets file, a hf_config per model and its traces")
+    with pytest.raises(TooManyUploads):  # nothing written
+        place_uploads({}, many, tmp_path / "up")
+    assert not (tmp_path / "up").exists()
 
 
 def test_uploaded_names_cannot_point_outside_the_upload_folder(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from cosim.hub.config.loading import ScenarioProblems, load_config, parse_config
 from cosim.hub.config.presets import builtin_devices, builtin_models, get_model
 from cosim.hub.config.presets.hf import from_hf_config
 from cosim.hub.config.resolve import resolve_device, resolve_model
+from cosim.hub.errors import ScenarioError
 from tests.scenarios.helpers import scenario
 
 # The config.json keys of each model, as on huggingface.co (the fields the mapping reads).
@@ -75,6 +76,27 @@ def test_mla_caches_one_latent_per_token_and_layer() -> None:
 def test_hf_config_without_a_needed_key_names_it() -> None:
     with pytest.raises(ValueError, match="num_hidden_layers or n_layer or num_layers"):
         from_hf_config({"hidden_size": 8})
+
+
+@pytest.mark.parametrize(("key", "value"), [("num_hidden_layers", 4.9), ("num_key_value_heads", "8"),
+                                            ("intermediate_size", True), ("head_dim", 127.5)])
+def test_hf_config_fraction_or_non_number_is_an_error_not_truncated(key: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=f"config.json's {key} must be a whole number, got {value!r}"):
+        from_hf_config({**HF_CONFIGS["llama3.3-70b"], key: value})
+
+
+def test_hf_config_whole_float_is_taken() -> None:
+    as_float = from_hf_config({**HF_CONFIGS["llama3.3-70b"], "num_hidden_layers": 80.0})
+    assert as_float == from_hf_config(HF_CONFIGS["llama3.3-70b"])
+
+
+def test_hf_config_fraction_names_the_model_key(tmp_path: Path) -> None:
+    path = _write_scenario(tmp_path)
+    (tmp_path / "models" / "config.json").write_text(json.dumps({**HF_CONFIGS["llama3.3-70b"],
+                                                                  "num_hidden_layers": 4.9}))
+    with pytest.raises(ScenarioError, match="models.imported.hf_config: config.json's num_hidden_layers must be"):
+        config, _ = load_config(path)
+        resolve_model(config, "imported")
 
 
 def _write_scenario(tmp_path: Path, **changes: Any) -> Path:

@@ -33,21 +33,40 @@ _KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _first(config: Mapping[str, Any], keys: tuple[str, ...], field: str) -> Any:
+def _whole(config: Mapping[str, Any], key: str) -> int | None:
+    """``config[key]`` as an int (None when absent); a fraction (4.9 layers) or a non-number is an error,
+    not truncated."""
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"config.json's {key} must be a whole number, got {value!r}")
+    return value
+
+
+def _first(config: Mapping[str, Any], keys: tuple[str, ...], field: str) -> int:
     for key in keys:
-        if config.get(key) is not None:
-            return config[key]
+        value = _whole(config, key)
+        if value is not None:
+            return value
     raise ValueError(f"config.json has no {' or '.join(keys)} (needed for {field})")
+
+
+def _any(config: Mapping[str, Any], *keys: str) -> int:
+    """The first of ``keys`` present and not zero, else 0 (keys a model may leave out or null)."""
+    return next((value for value in (_whole(config, key) for key in keys) if value), 0)
 
 
 def _experts(config: Mapping[str, Any]) -> tuple[int, int, int]:
     """(routed experts, experts each token runs, MLP size of one expert); (0, 0, dense MLP) for dense."""
-    routed = int(config.get("n_routed_experts") or config.get("num_local_experts") or config.get("num_experts") or 0)
+    routed = _any(config, "n_routed_experts", "num_local_experts", "num_experts")
     if routed <= 1:
-        return 0, 0, int(_first(config, ("intermediate_size", "n_inner", "ffn_dim"), "intermediate_size"))
-    top_k = int(_first(config, ("num_experts_per_tok", "num_experts_per_token", "moe_topk"), "experts_per_token"))
-    shared = int(config.get("n_shared_experts") or 0)
-    size = int(config.get("moe_intermediate_size") or _first(config, ("intermediate_size",), "intermediate_size"))
+        return 0, 0, _first(config, ("intermediate_size", "n_inner", "ffn_dim"), "intermediate_size")
+    top_k = _first(config, ("num_experts_per_tok", "num_experts_per_token", "moe_topk"), "experts_per_token")
+    shared = _any(config, "n_shared_experts")
+    size = _any(config, "moe_intermediate_size") or _first(config, ("intermediate_size",), "intermediate_size")
     return routed, top_k + shared, size
 
 
@@ -64,16 +83,16 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
     """
     if isinstance(config.get("text_config"), Mapping):  # multimodal: the language model's config
         config = {**config["text_config"], "_name_or_path": config.get("_name_or_path", "")}
-    fields: dict[str, Any] = {field: int(_first(config, keys, field)) for field, keys in _KEYS.items()}
+    fields: dict[str, Any] = {field: _first(config, keys, field) for field, keys in _KEYS.items()}
     heads = fields["num_attention_heads"]
     notes = []
-    if config.get("kv_lora_rank"):
-        latent = int(config["kv_lora_rank"]) + int(config.get("qk_rope_head_dim") or 0)
+    if _any(config, "kv_lora_rank"):
+        latent = _any(config, "kv_lora_rank") + _any(config, "qk_rope_head_dim")
         fields.update(num_kv_heads=1, head_dim=-(-latent // 2))
         notes.append(f"MLA latent of {latent} elements as one KV head of {fields['head_dim']}")
     else:
-        fields["num_kv_heads"] = int(config.get("num_key_value_heads") or config.get("n_head_kv") or heads)
-        fields["head_dim"] = int(config.get("head_dim") or 0)
+        fields["num_kv_heads"] = _any(config, "num_key_value_heads", "n_head_kv") or heads
+        fields["head_dim"] = _any(config, "head_dim")
     routed, per_token, size = _experts(config)
     fields.update(num_experts=routed, experts_per_token=per_token, intermediate_size=size)
     if config.get("n_shared_experts"):
@@ -88,7 +107,7 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", False) or config.get("qkv_bias", False)),
         qk_norm=str(config.get("model_type", "")).startswith("qwen3"),
-        max_position_embeddings=int(config.get("max_position_embeddings") or 0),
+        max_position_embeddings=_any(config, "max_position_embeddings"),
         source=source + (f" ({'; '.join(notes)})" if notes else ""),
     )
     try:
