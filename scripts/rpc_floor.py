@@ -26,7 +26,8 @@ from collections.abc import Callable
 from cosim.adapters.sdk.samples import sample_session_spec
 from cosim.hub.backends import RuntimeClient
 from cosim.hub.backends.inprocess import in_process_runtime_client
-from cosim.hub.backends.launchers import BUILTIN_BACKENDS, LaunchedBackend, launch_command, launch_python
+from cosim.hub.backends.kinds import BUILTIN_BACKENDS
+from cosim.hub.backends.launchers import LaunchedBackend, launch_command, launch_python
 
 ROOFLINE = BUILTIN_BACKENDS["roofline"]
 

@@ -14,5 +14,10 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (``timeout``, a cancelled CI job) ends the session as Ctrl-C does, so that fixtures'
-    teardowns run: no compose stack, container or backend process outlives the tests that started it."""
+    teardowns run: no compose stack, container or backend process outlives the tests that started it.
+
+    SIGINT gets Python's own handler back: a shell starts a background job (``make test &``, a CI
+    runner without job control) with SIGINT ignored, which its children inherit, so the tests of
+    Ctrl-C would find it ignored in the process under test and in every process it starts."""
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
