@@ -71,6 +71,19 @@ def family_of(device: str) -> tuple[str, str]:
     return GENERIC, "generic"
 
 
+def _chosen_family(device: str, family: str | None) -> tuple[str, str]:
+    """The family ``device`` runs and why (:func:`family_of`), or ``family`` where an option chose it.
+
+    Raises:
+        InvalidArgument: ``family`` is not in the fitted profile.
+    """
+    if family is None:
+        return family_of(device)
+    if family not in load():
+        raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(load())}")
+    return family, "option"
+
+
 def params_for(device: str, *, family: str | None = None) -> dict[str, Any]:
     """The fitted parameters ``device`` runs (those of ``family`` when given), with the device's own
     where the family measured them (``device_params``: its custom all-reduce).
@@ -79,12 +92,9 @@ def params_for(device: str, *, family: str | None = None) -> dict[str, Any]:
         InvalidArgument: ``family`` is not in the fitted profile.
     """
     families = load()
-    if family is None:
-        family, basis = family_of(device)
-        if basis == "generic":
-            log.info("device %s is in no fitted family: the roofline uses the generic fit", device)
-    elif family not in families:
-        raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(families)}")
+    family, basis = _chosen_family(device, family)
+    if basis == "generic":
+        log.info("device %s is in no fitted family: the roofline uses the generic fit", device)
     own = {str(k).lower(): v for k, v in families[family].get("device_params", {}).items()}
     return {**families[family].get("params", {}), **own.get(device.lower(), {})}
 
@@ -112,12 +122,9 @@ def step_mape(device: str, *, family: str | None = None) -> tuple[float, str] | 
         InvalidArgument: ``family`` is not in the fitted profile.
     """
     families = load()
-    if family is None:
-        family, basis = family_of(device)
-        if basis == "bestserve":
-            return None
-    elif family not in families:
-        raise InvalidArgument("spec.options.family", family, f"must be one of {sorted(families)}")
+    family, basis = _chosen_family(device, family)
+    if basis == "bestserve":
+        return None
     measured = device.lower() in (str(d).lower() for d in families[family].get("measured", []))
     split, what = ("lomo", "leave-one-model-out") if measured else ("logo", "leave-one-GPU-out")
     scores = families[family].get("cv", {}).get(split) or {}

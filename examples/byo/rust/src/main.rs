@@ -138,7 +138,12 @@ impl RuntimeBackendService for LabBackend {
         let params = session_params(&spec)?;
         let id = format!("rs-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         self.sessions.lock().unwrap().insert(id.clone(), params);
-        Ok(Response::new(pb::OpenSessionResponse { session_id: id, info: Some(backend_info()) }))
+        // Fields the contract adds later (a step_error band, ...) keep their defaults: unset.
+        Ok(Response::new(pb::OpenSessionResponse {
+            session_id: id,
+            info: Some(backend_info()),
+            ..Default::default()
+        }))
     }
 
     async fn predict_steps(
