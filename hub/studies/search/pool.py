@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -36,10 +37,20 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
 
+def _swallowed(unraisable: Any) -> None:
+    """``sys.unraisablehook`` of a worker: a Terminated raised where Python ignores exceptions (the
+    signal arrived while a weakref or GC callback ran) is delivered again, to unwind the job after all."""
+    if isinstance(unraisable.exc_value, Terminated):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _worker_signals() -> None:
     """A worker's initializer: Ctrl-C is the parent's to handle; SIGTERM ends the job, then the worker."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    sys.unraisablehook = _swallowed
 
 
 def _run_job(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
