@@ -70,7 +70,7 @@ class Shape:
     gated: bool
     vocab: float      # LM-head columns on this rank
     num_experts: int  # 0 for a dense model
-    top_k: int
+    top_k: int        # routed experts per token
     experts_local: float  # experts held by this rank
     tp: int
     pp: int
@@ -81,6 +81,7 @@ class Shape:
     ba: float         # bytes per activation
     fused: bool
     fitted: bool = False  # fitted kernel model: one varlen attention call, and the sampler
+    shared_experts: int = 0  # experts every token runs beside its routed ones (on every rank)
 
 
 def make_shape(model: pb.ModelSpec, par: pb.Parallelism, *, act_bytes: float, fused: bool,
@@ -95,7 +96,8 @@ def make_shape(model: pb.ModelSpec, par: pb.Parallelism, *, act_bytes: float, fu
         h=model.hidden_size, q=model.num_attention_heads / tp * head_dim, kv=kv_heads * head_dim,
         heads=model.num_attention_heads / tp, head_dim=head_dim, f=f, gated=model.gated_mlp,
         vocab=model.vocab_size / tp, num_experts=model.num_experts if moe else 0,
-        top_k=max(model.experts_per_token, 1) if moe else 0,
+        top_k=max(model.experts_per_token - model.shared_experts, 1) if moe else 0,
+        shared_experts=model.shared_experts if moe else 0,
         experts_local=model.num_experts / ep if moe else 0.0, tp=tp, pp=pp, ep=ep,
         layers_per_stage=model.num_layers // pp, bp=model.bytes_per_param or 2.0,
         bkv=model.bytes_per_kv_element or 2.0, ba=act_bytes, fused=fused, fitted=fitted)
@@ -324,7 +326,8 @@ def mlp_ops(s: Shape, b: BatchStats) -> list[Op]:
 
     MoE: a router GEMM over all experts, then each rank runs its share of the
     ``T k`` token-expert pairs, reading the weights of the experts that at
-    least one token picked (uniform routing: ``E (1 - (1 - k/E)^T)`` expected).
+    least one token picked (uniform routing: ``E (1 - (1 - k/E)^T)`` expected),
+    and its shared experts over all ``T`` tokens (weights always read).
     """
     t = b.tokens
     if s.num_experts:
@@ -333,6 +336,8 @@ def mlp_ops(s: Shape, b: BatchStats) -> list[Op]:
         rows = t * k / s.ep
         ops = [(MLP, "moe_router", 2.0 * t * s.h * e, s.ba * t * (s.h + e) + s.bp * s.h * e, BLEND, GEMM, t, 0.0)]
         ops += _ffn_ops(s, rows, active)
+        if s.shared_experts:
+            ops += _ffn_ops(s, t * s.shared_experts, s.shared_experts)
     else:
         ops = _ffn_ops(s, t, 1)
     if not s.fused:

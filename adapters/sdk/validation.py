@@ -31,6 +31,9 @@ def validate_session_spec(spec: pb.SessionSpec, *, field: str = "spec") -> None:
     if model.experts_per_token > max(model.num_experts, 1):
         raise InvalidArgument(f"{field}.model.experts_per_token", model.experts_per_token,
                               f"exceeds num_experts={model.num_experts}")
+    if model.shared_experts and model.shared_experts >= model.experts_per_token:
+        raise InvalidArgument(f"{field}.model.shared_experts", model.shared_experts,
+                              f"must be below experts_per_token={model.experts_per_token}, which counts them")
     if not hw.device:
         raise InvalidArgument(f"{field}.hardware.device", hw.device, "must name a device")
     _positive(f"{field}.hardware.count", hw.count)

@@ -16,6 +16,7 @@ from cosim.hub.config.presets import builtin_devices, builtin_models, get_model
 from cosim.hub.config.presets.hf import from_hf_config
 from cosim.hub.config.resolve import resolve_device, resolve_model
 from cosim.hub.errors import ScenarioError
+from cosim.hub.studies.suite.runs import DATA_DIR
 from tests.scenarios.helpers import scenario
 
 # The config.json keys of each model, as on huggingface.co (the fields the mapping reads).
@@ -40,7 +41,7 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
                      "vocab_size": 128256, "max_position_embeddings": 131072},
 }
 SHAPE = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "effective_head_dim",
-         "intermediate_size", "vocab_size", "num_experts", "experts_per_token", "qkv_bias",
+         "intermediate_size", "vocab_size", "num_experts", "experts_per_token", "shared_experts", "qkv_bias",
          "max_position_embeddings")
 
 PRESETS_FILE = {
@@ -71,6 +72,16 @@ def test_mla_caches_one_latent_per_token_and_layer() -> None:
     model = from_hf_config(HF_CONFIGS["deepseek-v3"])
     assert model.kv_bytes_per_token() == (512 + 64) * 61 * 2
     assert "MLA" in model.source and "shared expert" in model.source
+
+
+def test_llama4_runs_the_shared_expert_its_config_does_not_name() -> None:
+    """Llama-4-Scout's config.json (the validation run's copy) names 16 routed experts, top-1; every MoE
+    layer also runs one shared expert (transformers' Llama4TextMoe.shared_expert): 2 experts a token."""
+    config = json.loads((DATA_DIR / "blis-h100/model_configs/llama-4-scout-17b-16e-instruct-fp8-dynamic"
+                         / "config.json").read_text())
+    model = from_hf_config(config)
+    assert (model.num_experts, model.experts_per_token, model.shared_experts) == (16, 2, 1)
+    assert model.intermediate_size == 8192 and "1 shared expert" in model.source
 
 
 def test_hf_config_without_a_needed_key_names_it() -> None:

@@ -116,6 +116,23 @@ def test_moe_reads_only_activated_experts() -> None:
     assert one.breakdown["mlp_down"] == pytest.approx(2 * dense.breakdown["mlp_down"], rel=0.01)
 
 
+def test_shared_experts_are_read_every_step_beside_the_routed_ones() -> None:
+    """Llama-4-Scout-like layers: 16 routed experts, top-1, and one shared expert. A step's MoE is its
+    routed top-1 experts plus one dense MLP over every token, which reads fewer weights at 12 decode
+    tokens than two routed picks per token would (16 (1 - (15/16)^12) + 1 = 8.4 experts, not
+    16 (1 - (14/16)^12) = 12.8)."""
+    batch = [(1, 100)] * 12
+
+    def mlp_down(**model: int) -> float:
+        return time_step(make_model(model=dict(MIXTRAL, **model), tp=2), batch).breakdown["mlp_down"]
+
+    shared = mlp_down(num_experts=16, experts_per_token=2, shared_experts=1)
+    routed = mlp_down(num_experts=16, experts_per_token=1)
+    dense = mlp_down(num_experts=0, experts_per_token=0)
+    assert shared == pytest.approx(routed + dense, rel=1e-9)
+    assert shared < 0.8 * mlp_down(num_experts=16, experts_per_token=2)
+
+
 def test_expert_parallelism_uses_all_to_all() -> None:
     timing = time_step(make_model(model=MIXTRAL, tp=2, ep=2, options={"alltoall_latency_us": 10}), [(256, 0)])
     assert timing.breakdown["all_to_all"] > 2 * 32 * 10_000

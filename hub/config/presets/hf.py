@@ -12,9 +12,13 @@ the KV cache and the per-token compute stay right, and said in ``source``:
   layer, replicated on every TP rank; this is one KV head of half that size
   (K and V count twice), so ``num_kv_heads = 1`` and ``head_dim = (512 + 64) / 2``.
 - shared experts (``n_shared_experts``) run for every token beside the routed
-  ones, and are as large: they count in ``experts_per_token``.
-- dense first layers (``first_k_dense_replace``), sliding-window layers and
-  attention sinks are not modelled (every layer is as the others).
+  ones, and are as large: they count in ``experts_per_token``. Llama 4's MoE layers
+  each hold one shared expert that its config does not name (``Llama4TextMoe.shared_expert``
+  in transformers, ``Llama4MoE.shared_expert`` in vLLM, of ``intermediate_size``): counted
+  the same way.
+- dense first layers (``first_k_dense_replace``), dense layers between MoE ones
+  (``interleave_moe_layer_step``), sliding-window layers and attention sinks are not
+  modelled (every layer is as the others).
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ _KEYS: dict[str, tuple[str, ...]] = {
     "num_attention_heads": ("num_attention_heads", "n_head"),
     "vocab_size": ("vocab_size",),
 }
+
+
+# Families whose MoE layers run a shared expert their config.json has no key for.
+_IMPLICIT_SHARED_EXPERTS = {"llama4": 1, "llama4_text": 1}
 
 
 def _whole(config: Mapping[str, Any], key: str) -> int | None:
@@ -59,15 +67,16 @@ def _any(config: Mapping[str, Any], *keys: str) -> int:
     return next((value for value in (_whole(config, key) for key in keys) if value), 0)
 
 
-def _experts(config: Mapping[str, Any]) -> tuple[int, int, int]:
-    """(routed experts, experts each token runs, MLP size of one expert); (0, 0, dense MLP) for dense."""
+def _experts(config: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """(routed experts, routed experts per token, shared experts, MLP size of one expert);
+    (0, 0, 0, dense MLP) for dense."""
     routed = _any(config, "n_routed_experts", "num_local_experts", "num_experts")
     if routed <= 1:
-        return 0, 0, _first(config, ("intermediate_size", "n_inner", "ffn_dim"), "intermediate_size")
+        return 0, 0, 0, _first(config, ("intermediate_size", "n_inner", "ffn_dim"), "intermediate_size")
     top_k = _first(config, ("num_experts_per_tok", "num_experts_per_token", "moe_topk"), "experts_per_token")
-    shared = _any(config, "n_shared_experts")
+    shared = _any(config, "n_shared_experts") or _IMPLICIT_SHARED_EXPERTS.get(str(config.get("model_type")), 0)
     size = _any(config, "moe_intermediate_size") or _first(config, ("intermediate_size",), "intermediate_size")
-    return routed, top_k + shared, size
+    return routed, top_k, shared, size
 
 
 def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "config.json") -> ModelPreset:
@@ -93,12 +102,14 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
     else:
         fields["num_kv_heads"] = _any(config, "num_key_value_heads", "n_head_kv") or heads
         fields["head_dim"] = _any(config, "head_dim")
-    routed, per_token, size = _experts(config)
-    fields.update(num_experts=routed, experts_per_token=per_token, intermediate_size=size)
-    if config.get("n_shared_experts"):
-        notes.append(f"{config['n_shared_experts']} shared expert(s) counted in experts_per_token")
+    routed, top_k, shared, size = _experts(config)
+    fields.update(num_experts=routed, experts_per_token=top_k + shared, shared_experts=shared, intermediate_size=size)
+    if shared:
+        notes.append(f"{shared} shared expert(s) counted in experts_per_token")
     if config.get("first_k_dense_replace"):
         notes.append(f"its {config['first_k_dense_replace']} dense first layers taken as MoE layers")
+    if _any(config, "interleave_moe_layer_step") > 1:
+        notes.append("its dense layers between MoE layers taken as MoE layers")
     if config.get("sliding_window") and config.get("layer_types"):
         notes.append("sliding-window layers taken as full attention")
     fields.update(

@@ -31,7 +31,10 @@ class ModelPreset(BaseModel):
     intermediate_size: int = Field(gt=0, description="MLP intermediate size (per expert for MoE models).")
     vocab_size: int = Field(gt=0, description="Vocabulary size.")
     num_experts: int = Field(default=0, ge=0, description="Routed experts per MoE layer; 0 = dense.")
-    experts_per_token: int = Field(default=0, ge=0, description="Experts each token is routed to (top-k).")
+    experts_per_token: int = Field(default=0, ge=0, description="Experts each token runs: its top-k routed "
+                                   "ones plus shared_experts.")
+    shared_experts: int = Field(default=0, ge=0, description="Of experts_per_token, the shared experts every "
+                                "token runs unrouted (DeepSeek's n_shared_experts, Llama 4's shared expert).")
     bytes_per_param: float = Field(default=2.0, gt=0, description="Bytes per weight element (2 = bf16/fp16).")
     bytes_per_kv_element: float = Field(default=2.0, gt=0, description="Bytes per KV-cache element.")
     gated_mlp: bool = Field(default=True, description="SwiGLU MLP (gate, up and down projections).")
@@ -52,6 +55,9 @@ class ModelPreset(BaseModel):
             raise ValueError("head_dim must be given when num_attention_heads does not divide hidden_size")
         if self.is_moe and not 0 < self.experts_per_token <= self.num_experts:
             raise ValueError(f"experts_per_token={self.experts_per_token} must be in 1..num_experts={self.num_experts}")
+        if self.shared_experts and not self.shared_experts < self.experts_per_token:
+            raise ValueError(f"shared_experts={self.shared_experts} must be below experts_per_token="
+                             f"{self.experts_per_token} (which counts them beside at least one routed expert)")
         return self
 
     @property
@@ -119,7 +125,8 @@ class ModelPreset(BaseModel):
             num_attention_heads=self.num_attention_heads, num_kv_heads=self.num_kv_heads,
             head_dim=self.effective_head_dim, intermediate_size=self.intermediate_size,
             vocab_size=self.vocab_size, num_experts=self.num_experts,
-            experts_per_token=self.experts_per_token, bytes_per_param=self.bytes_per_param,
+            experts_per_token=self.experts_per_token, shared_experts=self.shared_experts,
+            bytes_per_param=self.bytes_per_param,
             bytes_per_kv_element=self.bytes_per_kv_element, gated_mlp=self.gated_mlp,
             tie_word_embeddings=self.tie_word_embeddings, num_params=self.total_params(),
         )

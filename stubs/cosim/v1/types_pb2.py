@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x63osim/v1/types.proto\x12\x08\x63osim.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xbc\x01\n\x0b\x42\x61\x63kendInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.cosim.v1.BackendKind\x12$\n\x08\x66idelity\x18\x04 \x01(\x0e\x32\x12.cosim.v1.Fidelity\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x06 \x03(\tJ\x04\x08\x07\x10\x08R\x12max_items_per_call\"\x11\n\x0f\x44\x65scribeRequest\"7\n\x10\x44\x65scribeResponse\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"w\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12#\n\x04info\x18\x02 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\x12\'\n\nstep_error\x18\x03 \x01(\x0b\x32\x13.cosim.v1.StepError\"5\n\tStepError\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\r\n\x05\x62\x61sis\x18\x03 \x01(\t\"\xe1\x02\n\tModelSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nnum_layers\x18\x02 \x01(\r\x12\x13\n\x0bhidden_size\x18\x03 \x01(\r\x12\x1b\n\x13num_attention_heads\x18\x04 \x01(\r\x12\x14\n\x0cnum_kv_heads\x18\x05 \x01(\r\x12\x10\n\x08head_dim\x18\x06 \x01(\r\x12\x19\n\x11intermediate_size\x18\x07 \x01(\r\x12\x12\n\nvocab_size\x18\x08 \x01(\r\x12\x13\n\x0bnum_experts\x18\t \x01(\r\x12\x19\n\x11\x65xperts_per_token\x18\n \x01(\r\x12\x17\n\x0f\x62ytes_per_param\x18\x0b \x01(\x01\x12\x1c\n\x14\x62ytes_per_kv_element\x18\x0c \x01(\x01\x12\x11\n\tgated_mlp\x18\r \x01(\x08\x12\x1b\n\x13tie_word_embeddings\x18\x0e \x01(\x08\x12\x12\n\nnum_params\x18\x0f \x01(\x04\"\xa6\x02\n\x0cHardwareSpec\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0bpeak_tflops\x18\x03 \x01(\x01\x12\x1a\n\x12mem_bandwidth_gbps\x18\x04 \x01(\x01\x12\x1a\n\x12mem_capacity_bytes\x18\x05 \x01(\x04\x12\x17\n\x0fintra_node_gbps\x18\x06 \x01(\x01\x12\x17\n\x0finter_node_gbps\x18\x07 \x01(\x01\x12\x18\n\x10\x64\x65vices_per_node\x18\x08 \x01(\r\x12\x30\n\x05\x65xtra\x18\t \x03(\x0b\x32!.cosim.v1.HardwareSpec.ExtraEntry\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"M\n\x0bParallelism\x12\x0e\n\x06tensor\x18\x01 \x01(\r\x12\x10\n\x08pipeline\x18\x02 \x01(\r\x12\x0e\n\x06\x65xpert\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\r\"\xc1\x01\n\x0bSessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\"\n\x05model\x18\x02 \x01(\x0b\x32\x13.cosim.v1.ModelSpec\x12(\n\x08hardware\x18\x03 \x01(\x0b\x32\x16.cosim.v1.HardwareSpec\x12*\n\x0bparallelism\x18\x04 \x01(\x0b\x32\x15.cosim.v1.Parallelism\x12(\n\x07options\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x8b\x01\n\tStepBatch\x12\x12\n\nnew_tokens\x18\x01 \x03(\r\x12\x16\n\x0e\x63ontext_tokens\x18\x02 \x03(\r\x12\x16\n\x0e\x64p_rank_tokens\x18\x03 \x03(\r\x12\x14\n\x0c\x64raft_tokens\x18\x04 \x03(\r\x12\x12\n\nlora_ranks\x18\x05 \x03(\r\x12\x10\n\x08lora_ids\x18\x06 \x03(\r\"\x9b\x02\n\nStepTiming\x12\x13\n\x0b\x64uration_ns\x18\x01 \x01(\x03\x12\x12\n\ncompute_ns\x18\x02 \x01(\x03\x12\x11\n\tmemory_ns\x18\x03 \x01(\x03\x12\x18\n\x10\x63ommunication_ns\x18\x04 \x01(\x03\x12\x13\n\x0b\x64ispatch_ns\x18\x05 \x01(\x03\x12\x15\n\x08\x65nergy_j\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\tbreakdown\x18\x07 \x03(\x0b\x32#.cosim.v1.StepTiming.BreakdownEntry\x12\x14\n\x0cout_of_range\x18\x08 \x01(\x08\x1a\x30\n\x0e\x42reakdownEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x42\x0b\n\t_energy_j\"/\n\nCompletion\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x15\n\rcompletion_ns\x18\x02 \x01(\x03\"6\n\x0e\x41\x64vanceRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08until_ns\x18\x02 \x01(\x03\"S\n\x0f\x41\x64vanceResponse\x12)\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x14.cosim.v1.Completion\x12\x15\n\rnext_event_ns\x18\x02 \x01(\x03*x\n\x0b\x42\x61\x63kendKind\x12\x1c\n\x18\x42\x41\x43KEND_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42\x41\x43KEND_KIND_RUNTIME\x10\x01\x12\x17\n\x13\x42\x41\x43KEND_KIND_MEMORY\x10\x02\x12\x18\n\x14\x42\x41\x43KEND_KIND_NETWORK\x10\x03*\xa8\x01\n\x08\x46idelity\x12\x18\n\x14\x46IDELITY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46IDELITY_ANALYTICAL\x10\x01\x12\x16\n\x12\x46IDELITY_EMPIRICAL\x10\x02\x12 \n\x1c\x46IDELITY_EXTERNAL_ANALYTICAL\x10\x03\x12\x18\n\x14\x46IDELITY_CYCLE_LEVEL\x10\x04\x12\x15\n\x11\x46IDELITY_MEASURED\x10\x05*]\n\x08SyncMode\x12\x19\n\x15SYNC_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SYNC_MODE_PREDICT\x10\x01\x12\x1f\n\x1bSYNC_MODE_TIME_SYNCHRONIZED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x63osim/v1/types.proto\x12\x08\x63osim.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xbc\x01\n\x0b\x42\x61\x63kendInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12#\n\x04kind\x18\x03 \x01(\x0e\x32\x15.cosim.v1.BackendKind\x12$\n\x08\x66idelity\x18\x04 \x01(\x0e\x32\x12.cosim.v1.Fidelity\x12\x13\n\x0b\x64\x65scription\x18\x05 \x01(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x06 \x03(\tJ\x04\x08\x07\x10\x08R\x12max_items_per_call\"\x11\n\x0f\x44\x65scribeRequest\"7\n\x10\x44\x65scribeResponse\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\")\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x16\n\x14\x43loseSessionResponse\"w\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12#\n\x04info\x18\x02 \x01(\x0b\x32\x15.cosim.v1.BackendInfo\x12\'\n\nstep_error\x18\x03 \x01(\x0b\x32\x13.cosim.v1.StepError\"5\n\tStepError\x12\x0b\n\x03low\x18\x01 \x01(\x01\x12\x0c\n\x04high\x18\x02 \x01(\x01\x12\r\n\x05\x62\x61sis\x18\x03 \x01(\t\"\xf9\x02\n\tModelSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nnum_layers\x18\x02 \x01(\r\x12\x13\n\x0bhidden_size\x18\x03 \x01(\r\x12\x1b\n\x13num_attention_heads\x18\x04 \x01(\r\x12\x14\n\x0cnum_kv_heads\x18\x05 \x01(\r\x12\x10\n\x08head_dim\x18\x06 \x01(\r\x12\x19\n\x11intermediate_size\x18\x07 \x01(\r\x12\x12\n\nvocab_size\x18\x08 \x01(\r\x12\x13\n\x0bnum_experts\x18\t \x01(\r\x12\x19\n\x11\x65xperts_per_token\x18\n \x01(\r\x12\x17\n\x0f\x62ytes_per_param\x18\x0b \x01(\x01\x12\x1c\n\x14\x62ytes_per_kv_element\x18\x0c \x01(\x01\x12\x11\n\tgated_mlp\x18\r \x01(\x08\x12\x1b\n\x13tie_word_embeddings\x18\x0e \x01(\x08\x12\x12\n\nnum_params\x18\x0f \x01(\x04\x12\x16\n\x0eshared_experts\x18\x10 \x01(\r\"\xa6\x02\n\x0cHardwareSpec\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x13\n\x0bpeak_tflops\x18\x03 \x01(\x01\x12\x1a\n\x12mem_bandwidth_gbps\x18\x04 \x01(\x01\x12\x1a\n\x12mem_capacity_bytes\x18\x05 \x01(\x04\x12\x17\n\x0fintra_node_gbps\x18\x06 \x01(\x01\x12\x17\n\x0finter_node_gbps\x18\x07 \x01(\x01\x12\x18\n\x10\x64\x65vices_per_node\x18\x08 \x01(\r\x12\x30\n\x05\x65xtra\x18\t \x03(\x0b\x32!.cosim.v1.HardwareSpec.ExtraEntry\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"M\n\x0bParallelism\x12\x0e\n\x06tensor\x18\x01 \x01(\r\x12\x10\n\x08pipeline\x18\x02 \x01(\r\x12\x0e\n\x06\x65xpert\x18\x03 \x01(\r\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\r\"\xc1\x01\n\x0bSessionSpec\x12\x0e\n\x06\x63lient\x18\x01 \x01(\t\x12\"\n\x05model\x18\x02 \x01(\x0b\x32\x13.cosim.v1.ModelSpec\x12(\n\x08hardware\x18\x03 \x01(\x0b\x32\x16.cosim.v1.HardwareSpec\x12*\n\x0bparallelism\x18\x04 \x01(\x0b\x32\x15.cosim.v1.Parallelism\x12(\n\x07options\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"\x8b\x01\n\tStepBatch\x12\x12\n\nnew_tokens\x18\x01 \x03(\r\x12\x16\n\x0e\x63ontext_tokens\x18\x02 \x03(\r\x12\x16\n\x0e\x64p_rank_tokens\x18\x03 \x03(\r\x12\x14\n\x0c\x64raft_tokens\x18\x04 \x03(\r\x12\x12\n\nlora_ranks\x18\x05 \x03(\r\x12\x10\n\x08lora_ids\x18\x06 \x03(\r\"\x9b\x02\n\nStepTiming\x12\x13\n\x0b\x64uration_ns\x18\x01 \x01(\x03\x12\x12\n\ncompute_ns\x18\x02 \x01(\x03\x12\x11\n\tmemory_ns\x18\x03 \x01(\x03\x12\x18\n\x10\x63ommunication_ns\x18\x04 \x01(\x03\x12\x13\n\x0b\x64ispatch_ns\x18\x05 \x01(\x03\x12\x15\n\x08\x65nergy_j\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x36\n\tbreakdown\x18\x07 \x03(\x0b\x32#.cosim.v1.StepTiming.BreakdownEntry\x12\x14\n\x0cout_of_range\x18\x08 \x01(\x08\x1a\x30\n\x0e\x42reakdownEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x42\x0b\n\t_energy_j\"/\n\nCompletion\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x15\n\rcompletion_ns\x18\x02 \x01(\x03\"6\n\x0e\x41\x64vanceRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08until_ns\x18\x02 \x01(\x03\"S\n\x0f\x41\x64vanceResponse\x12)\n\x0b\x63ompletions\x18\x01 \x03(\x0b\x32\x14.cosim.v1.Completion\x12\x15\n\rnext_event_ns\x18\x02 \x01(\x03*x\n\x0b\x42\x61\x63kendKind\x12\x1c\n\x18\x42\x41\x43KEND_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42\x41\x43KEND_KIND_RUNTIME\x10\x01\x12\x17\n\x13\x42\x41\x43KEND_KIND_MEMORY\x10\x02\x12\x18\n\x14\x42\x41\x43KEND_KIND_NETWORK\x10\x03*\xa8\x01\n\x08\x46idelity\x12\x18\n\x14\x46IDELITY_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46IDELITY_ANALYTICAL\x10\x01\x12\x16\n\x12\x46IDELITY_EMPIRICAL\x10\x02\x12 \n\x1c\x46IDELITY_EXTERNAL_ANALYTICAL\x10\x03\x12\x18\n\x14\x46IDELITY_CYCLE_LEVEL\x10\x04\x12\x15\n\x11\x46IDELITY_MEASURED\x10\x05*]\n\x08SyncMode\x12\x19\n\x15SYNC_MODE_UNSPECIFIED\x10\x00\x12\x15\n\x11SYNC_MODE_PREDICT\x10\x01\x12\x1f\n\x1bSYNC_MODE_TIME_SYNCHRONIZED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,12 +36,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HARDWARESPEC_EXTRAENTRY']._serialized_options = b'8\001'
   _globals['_STEPTIMING_BREAKDOWNENTRY']._loaded_options = None
   _globals['_STEPTIMING_BREAKDOWNENTRY']._serialized_options = b'8\001'
-  _globals['_BACKENDKIND']._serialized_start=2120
-  _globals['_BACKENDKIND']._serialized_end=2240
-  _globals['_FIDELITY']._serialized_start=2243
-  _globals['_FIDELITY']._serialized_end=2411
-  _globals['_SYNCMODE']._serialized_start=2413
-  _globals['_SYNCMODE']._serialized_end=2506
+  _globals['_BACKENDKIND']._serialized_start=2144
+  _globals['_BACKENDKIND']._serialized_end=2264
+  _globals['_FIDELITY']._serialized_start=2267
+  _globals['_FIDELITY']._serialized_end=2435
+  _globals['_SYNCMODE']._serialized_start=2437
+  _globals['_SYNCMODE']._serialized_end=2530
   _globals['_BACKENDINFO']._serialized_start=65
   _globals['_BACKENDINFO']._serialized_end=253
   _globals['_DESCRIBEREQUEST']._serialized_start=255
@@ -57,25 +57,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STEPERROR']._serialized_start=519
   _globals['_STEPERROR']._serialized_end=572
   _globals['_MODELSPEC']._serialized_start=575
-  _globals['_MODELSPEC']._serialized_end=928
-  _globals['_HARDWARESPEC']._serialized_start=931
-  _globals['_HARDWARESPEC']._serialized_end=1225
-  _globals['_HARDWARESPEC_EXTRAENTRY']._serialized_start=1181
-  _globals['_HARDWARESPEC_EXTRAENTRY']._serialized_end=1225
-  _globals['_PARALLELISM']._serialized_start=1227
-  _globals['_PARALLELISM']._serialized_end=1304
-  _globals['_SESSIONSPEC']._serialized_start=1307
-  _globals['_SESSIONSPEC']._serialized_end=1500
-  _globals['_STEPBATCH']._serialized_start=1503
-  _globals['_STEPBATCH']._serialized_end=1642
-  _globals['_STEPTIMING']._serialized_start=1645
-  _globals['_STEPTIMING']._serialized_end=1928
-  _globals['_STEPTIMING_BREAKDOWNENTRY']._serialized_start=1867
-  _globals['_STEPTIMING_BREAKDOWNENTRY']._serialized_end=1915
-  _globals['_COMPLETION']._serialized_start=1930
-  _globals['_COMPLETION']._serialized_end=1977
-  _globals['_ADVANCEREQUEST']._serialized_start=1979
-  _globals['_ADVANCEREQUEST']._serialized_end=2033
-  _globals['_ADVANCERESPONSE']._serialized_start=2035
-  _globals['_ADVANCERESPONSE']._serialized_end=2118
+  _globals['_MODELSPEC']._serialized_end=952
+  _globals['_HARDWARESPEC']._serialized_start=955
+  _globals['_HARDWARESPEC']._serialized_end=1249
+  _globals['_HARDWARESPEC_EXTRAENTRY']._serialized_start=1205
+  _globals['_HARDWARESPEC_EXTRAENTRY']._serialized_end=1249
+  _globals['_PARALLELISM']._serialized_start=1251
+  _globals['_PARALLELISM']._serialized_end=1328
+  _globals['_SESSIONSPEC']._serialized_start=1331
+  _globals['_SESSIONSPEC']._serialized_end=1524
+  _globals['_STEPBATCH']._serialized_start=1527
+  _globals['_STEPBATCH']._serialized_end=1666
+  _globals['_STEPTIMING']._serialized_start=1669
+  _globals['_STEPTIMING']._serialized_end=1952
+  _globals['_STEPTIMING_BREAKDOWNENTRY']._serialized_start=1891
+  _globals['_STEPTIMING_BREAKDOWNENTRY']._serialized_end=1939
+  _globals['_COMPLETION']._serialized_start=1954
+  _globals['_COMPLETION']._serialized_end=2001
+  _globals['_ADVANCEREQUEST']._serialized_start=2003
+  _globals['_ADVANCEREQUEST']._serialized_end=2057
+  _globals['_ADVANCERESPONSE']._serialized_start=2059
+  _globals['_ADVANCERESPONSE']._serialized_end=2142
 # @@protoc_insertion_point(module_scope)

@@ -331,6 +331,7 @@ class ModelSpec(_message.Message):
     GATED_MLP_FIELD_NUMBER: _builtins.int
     TIE_WORD_EMBEDDINGS_FIELD_NUMBER: _builtins.int
     NUM_PARAMS_FIELD_NUMBER: _builtins.int
+    SHARED_EXPERTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """Model name, e.g. "meta-llama/Meta-Llama-3-8B"."""
     num_layers: _builtins.int
@@ -350,7 +351,7 @@ class ModelSpec(_message.Message):
     num_experts: _builtins.int
     """Routed experts per MoE layer; 0 or 1 means a dense model."""
     experts_per_token: _builtins.int
-    """Experts each token is routed to (top-k); 0 for a dense model."""
+    """Experts each token runs: its top-k routed ones plus shared_experts; 0 for a dense model."""
     bytes_per_param: _builtins.float
     """Bytes per weight element (2 for fp16/bf16, 1 for fp8/int8)."""
     bytes_per_kv_element: _builtins.float
@@ -361,6 +362,10 @@ class ModelSpec(_message.Message):
     """Input and output embeddings share weights."""
     num_params: _builtins.int
     """Total parameters, when known (for weight memory); 0 = derive from shape."""
+    shared_experts: _builtins.int
+    """Of experts_per_token, the shared experts every token runs unrouted (DeepSeek's
+    n_shared_experts, Llama 4's shared expert), each of intermediate_size; < experts_per_token.
+    """
     def __init__(
         self,
         *,
@@ -379,10 +384,11 @@ class ModelSpec(_message.Message):
         gated_mlp: _builtins.bool = ...,
         tie_word_embeddings: _builtins.bool = ...,
         num_params: _builtins.int = ...,
+        shared_experts: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_per_kv_element", b"bytes_per_kv_element", "bytes_per_param", b"bytes_per_param", "experts_per_token", b"experts_per_token", "gated_mlp", b"gated_mlp", "head_dim", b"head_dim", "hidden_size", b"hidden_size", "intermediate_size", b"intermediate_size", "name", b"name", "num_attention_heads", b"num_attention_heads", "num_experts", b"num_experts", "num_kv_heads", b"num_kv_heads", "num_layers", b"num_layers", "num_params", b"num_params", "tie_word_embeddings", b"tie_word_embeddings", "vocab_size", b"vocab_size"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_per_kv_element", b"bytes_per_kv_element", "bytes_per_param", b"bytes_per_param", "experts_per_token", b"experts_per_token", "gated_mlp", b"gated_mlp", "head_dim", b"head_dim", "hidden_size", b"hidden_size", "intermediate_size", b"intermediate_size", "name", b"name", "num_attention_heads", b"num_attention_heads", "num_experts", b"num_experts", "num_kv_heads", b"num_kv_heads", "num_layers", b"num_layers", "num_params", b"num_params", "shared_experts", b"shared_experts", "tie_word_embeddings", b"tie_word_embeddings", "vocab_size", b"vocab_size"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
