@@ -21,10 +21,12 @@ that would allow it:
   the entry names (a registered service honours them as well), and any option
   whose string value is a path by its form (absolute, ``~``, or a ``..``
   part), at any depth.
-- **Files.** ``presets``, ``models.<m>.hf_config``, trace paths and
-  ``base_dir`` are either uploaded by ``cosim submit`` (the hub picks where
-  they go) or resolve inside the hub's ``--data-dir``: absolute paths, ``~``,
-  ``..`` parts and symlinks that lead out of it are refused. Numbers a run
+- **Files.** Every key of :data:`~cosim.hub.config.file_keys.FILE_KEYS`
+  (``presets``, ``models.<m>.hf_config``, trace and session-file paths, an
+  inference-perf profile, a vllm bench dataset, ``base_dir``) is either
+  uploaded by ``cosim submit`` (the hub picks where the file goes) or resolves
+  inside the hub's ``--data-dir``: absolute paths, ``~``, ``..`` parts and
+  symlinks that lead out of it are refused. Numbers a run
   reads from a file come back in its ``requests.csv``, so this confinement is
   what keeps other files on the hub unread.
 - **Size.** At most ``max_requests`` requests per run (``--max-requests``),
@@ -43,11 +45,11 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..backends.kinds import BUILTIN_BACKENDS, BUILTIN_KINDS
+from ..config.file_keys import Use, named_paths
 from ..config.scenario import ScenarioConfig
 from ..errors import ScenarioError
 from ..sim.workload.traces import load_trace
 from .backend_registry import BackendRegistry
-from .uploads import named_files
 
 DEFAULT_MAX_REQUESTS = 1_000_000
 MAX_CONFIG_BYTES = 1 << 20
@@ -84,22 +86,22 @@ def check_config_size(text: str, policy: SubmitPolicy) -> None:
 
 
 def check_paths(data: Mapping[str, Any], data_dir: Path, uploaded: Collection[str]) -> None:
-    """Raises ScenarioError naming the first file path of raw config ``data`` that is not confined.
+    """Raises ScenarioError naming the first path of raw config ``data`` that is not confined: every key of
+    :data:`~cosim.hub.config.file_keys.FILE_KEYS`.
 
     Paths in ``uploaded`` (keys of ``RunRequest.files``) are exempt: the hub writes those files where it
     chooses and points the config there. Call before the uploads are placed.
     """
     root = data_dir.resolve()
+    for location, written in named_paths(data, ("folder",)):  # base_dir: never an upload
+        _check_confined(".".join(location), written, root, root)
     base = data.get("base_dir")
-    if base is not None:
-        _check_confined("base_dir", str(base), root, root)
-    preset_root = root / base if isinstance(base, str) else root
-    for location, written in named_files(data):
-        if written in uploaded:
-            continue
-        # The hub runs traces from --data-dir itself; presets and hf_config from base_dir within it.
-        folder = root if location[0] == "workload" else preset_root
-        _check_confined(".".join(location), written, folder, root)
+    # The hub runs with --data-dir as the run's folder; files read when the config is parsed come from base_dir.
+    folders: dict[Use, Path] = {"load": root / base if isinstance(base, str) else root, "run": root}
+    for use, folder in folders.items():
+        for location, written in named_paths(data, (use,)):
+            if written not in uploaded:
+                _check_confined(".".join(location), written, folder, root)
 
 
 def _check_confined(where: str, written: str, folder: Path, root: Path) -> None:
