@@ -2,9 +2,12 @@
 
 ``Run`` runs a submitted config on a worker thread and streams the runner's
 progress; the last update carries ``summary.json`` (or the error, and the
-stream then ends with a status: INVALID_ARGUMENT for a bad config,
-UNAVAILABLE for a backend that stayed down, CANCELLED when the submitter went
-away). Each run gets its own folder under ``runs_dir``; ``GetReport`` returns
+stream then ends with a status: INVALID_ARGUMENT for a bad config or a run
+past ``--max-requests``, UNAVAILABLE for a backend that stayed down, CANCELLED
+when the submitter went away). A run whose call ends (the submitter cancelled
+or disconnected, the hub stops) is stopped between two events, whatever it is
+doing (:class:`~cosim.hub.studies.interrupts.RunStop`), and writes its partial
+folder. Each run gets its own folder under ``runs_dir``; ``GetReport`` returns
 its files, partial ones included. Backend names resolve through the hub's
 :class:`~cosim.hub.service.backend_registry.BackendRegistry`.
 
@@ -50,10 +53,18 @@ from ..config.loading import apply_override, parse_config
 from ..config.quoting import quoting_only_under
 from ..config.scenario import ScenarioConfig
 from ..errors import BackendError, CosimError, HubError, ScenarioError
+from ..studies.interrupts import RunStop, Stopped
 from ..studies.runner import run
 from .auth import TokenInterceptor
 from .backend_registry import BackendRegistry
-from .submitted import SubmitPolicy, check_backends, check_config_size, check_paths, check_request_count
+from .submitted import (
+    SubmitPolicy,
+    check_backends,
+    check_config_size,
+    check_paths,
+    check_request_count,
+    request_cap,
+)
 from .uploads import (
     DEFAULT_MAX_UPLOAD_BYTES,
     DEFAULT_MAX_UPLOAD_FILES,
@@ -74,12 +85,9 @@ RECEIVE_MARGIN_BYTES = 4 << 20
 DEFAULT_MAX_RUNS = 8
 DEFAULT_KEEP_RUNS = 200
 _RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{8}$")
+GONE = "the call ended: the submitter disconnected (or cancelled), or the hub stopped"
 _STATUS = {ScenarioError: grpc.StatusCode.INVALID_ARGUMENT, BackendError: grpc.StatusCode.UNAVAILABLE,
            HubError: grpc.StatusCode.INTERNAL}
-
-
-class RunCancelled(CosimError):
-    """The submitter went away; the run stops at its next progress report."""
 
 
 class HubServicer(hub_grpc.HubServiceServicer):
@@ -177,9 +185,12 @@ class HubServicer(hub_grpc.HubServiceServicer):
         updates: queue.Queue[hub_pb.RunUpdate | BaseException | None] = queue.Queue()
         last = hub_pb.RunUpdate(run_id=run_id, total_requests=config.workload.num_requests or 0)
 
+        # The call ends (cancelled, disconnected, the hub stopping): the run stops between two events.
+        stop = RunStop()
+        if not context.add_callback(lambda: stop.stop(GONE)):
+            stop.stop(GONE)  # before the callback could be added
+
         def on_progress(completed: int, total: int, sim_ns: int) -> None:
-            if not context.is_active():
-                raise RunCancelled("the submitter disconnected")
             updates.put(hub_pb.RunUpdate(run_id=run_id, completed_requests=completed, total_requests=total,
                                          sim_time_ns=sim_ns))
 
@@ -188,6 +199,7 @@ class HubServicer(hub_grpc.HubServiceServicer):
             try:
                 with quoting_only_under(quotable):
                     run(config, output_dir=folder, base_dir=self.data_dir, on_progress=on_progress,
+                        on_request=request_cap(config, self.policy), stop=stop,
                         command=["cosim", "submit", "CONFIG", *(f"--set={o}" for o in request.overrides)])
             except BaseException as err:  # noqa: BLE001 - handed to the RPC thread, which reports it
                 outcome = err
@@ -214,7 +226,7 @@ class HubServicer(hub_grpc.HubServiceServicer):
             return
         final.error = str(item)
         code = next((c for t, c in _STATUS.items() if isinstance(item, t)), grpc.StatusCode.INTERNAL)
-        if isinstance(item, RunCancelled):
+        if isinstance(item, Stopped):
             code = grpc.StatusCode.CANCELLED
         if code == grpc.StatusCode.INTERNAL and not isinstance(item, CosimError):
             log.error("run %s failed", run_id, exc_info=item)

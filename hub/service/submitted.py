@@ -21,15 +21,21 @@ that would allow it:
   the entry names (a registered service honours them as well), and any option
   whose string value is a path by its form (absolute, ``~``, or a ``..``
   part), at any depth.
-- **Files.** ``presets``, ``models.<m>.hf_config``, trace paths and
-  ``base_dir`` are either uploaded by ``cosim submit`` (the hub picks where
-  they go) or resolve inside the hub's ``--data-dir``: absolute paths, ``~``,
-  ``..`` parts and symlinks that lead out of it are refused. Numbers a run
+- **Files.** Every key of :data:`~cosim.hub.config.file_keys.FILE_KEYS`
+  (``presets``, ``models.<m>.hf_config``, trace and session-file paths, an
+  inference-perf profile, a vllm bench dataset, ``base_dir``) is either
+  uploaded by ``cosim submit`` (the hub picks where the file goes) or resolves
+  inside the hub's ``--data-dir``: absolute paths, ``~``, ``..`` parts and
+  symlinks that lead out of it are refused. Numbers a run
   reads from a file come back in its ``requests.csv``, so this confinement is
   what keeps other files on the hub unread.
 - **Size.** At most ``max_requests`` requests per run (``--max-requests``),
-  counted from a trace's rows when ``workload.requests`` is unset, and at
-  most ``max_config_bytes`` of YAML.
+  counted from a trace's rows when ``workload.requests`` is unset, and from
+  the turns of ``workload.sessions`` (each turn is a request: a session file's
+  turns, or the sessions times their turns' mean), and at most
+  ``max_config_bytes`` of YAML. A run the config cannot count in advance (a
+  closed loop for a time, turns drawn above their mean) is stopped at its
+  request past the limit (:class:`RequestCap`).
 """
 
 from __future__ import annotations
@@ -43,11 +49,15 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..backends.kinds import BUILTIN_BACKENDS, BUILTIN_KINDS
+from ..config.file_keys import Use, named_paths
+from ..config.lengths import FixedLength, LengthDist, LognormalLength, NormalLength, UniformLength
 from ..config.scenario import ScenarioConfig
+from ..config.sessions import SessionsConfig
 from ..errors import ScenarioError
+from ..sim.records import RequestRecord
+from ..sim.workload.session_traces import load_sessions
 from ..sim.workload.traces import load_trace
 from .backend_registry import BackendRegistry
-from .uploads import named_files
 
 DEFAULT_MAX_REQUESTS = 1_000_000
 MAX_CONFIG_BYTES = 1 << 20
@@ -84,22 +94,22 @@ def check_config_size(text: str, policy: SubmitPolicy) -> None:
 
 
 def check_paths(data: Mapping[str, Any], data_dir: Path, uploaded: Collection[str]) -> None:
-    """Raises ScenarioError naming the first file path of raw config ``data`` that is not confined.
+    """Raises ScenarioError naming the first path of raw config ``data`` that is not confined: every key of
+    :data:`~cosim.hub.config.file_keys.FILE_KEYS`.
 
     Paths in ``uploaded`` (keys of ``RunRequest.files``) are exempt: the hub writes those files where it
     chooses and points the config there. Call before the uploads are placed.
     """
     root = data_dir.resolve()
+    for location, written in named_paths(data, ("folder",)):  # base_dir: never an upload
+        _check_confined(".".join(location), written, root, root)
     base = data.get("base_dir")
-    if base is not None:
-        _check_confined("base_dir", str(base), root, root)
-    preset_root = root / base if isinstance(base, str) else root
-    for location, written in named_files(data):
-        if written in uploaded:
-            continue
-        # The hub runs traces from --data-dir itself; presets and hf_config from base_dir within it.
-        folder = root if location[0] == "workload" else preset_root
-        _check_confined(".".join(location), written, folder, root)
+    # The hub runs with --data-dir as the run's folder; files read when the config is parsed come from base_dir.
+    folders: dict[Use, Path] = {"load": root / base if isinstance(base, str) else root, "run": root}
+    for use, folder in folders.items():
+        for location, written in named_paths(data, (use,)):
+            if written not in uploaded:
+                _check_confined(".".join(location), written, folder, root)
 
 
 def _check_confined(where: str, written: str, folder: Path, root: Path) -> None:
@@ -210,6 +220,9 @@ def check_request_count(config: ScenarioConfig, data_dir: Path, policy: SubmitPo
     not already within the limit.
     """
     limit = policy.max_requests
+    if config.workload.sessions is not None:
+        _check_session_turns(config.workload.sessions, data_dir, limit)
+        return
     requests = config.workload.num_requests  # set, or an inference-perf profile's stages
     if requests is not None:
         if requests > limit:
@@ -233,6 +246,69 @@ def check_request_count(config: ScenarioConfig, data_dir: Path, policy: SubmitPo
         raise ScenarioError("workload.requests", f"unset, so the run would take all {count:,} rows of {name}, more "
                                                  f"than this hub's limit of {limit:,} requests per run (cosim hub "
                                                  f"--max-requests); set workload.requests")
+
+
+def _check_session_turns(sessions: SessionsConfig, data_dir: Path, limit: int) -> None:
+    """Refuses sessions whose turns (each a request) exceed ``limit``: a session file's, counted; drawn
+    ones, the sessions known before the run (``count``, else a closed loop's ``users``) times the mean
+    of ``turns``. A closed loop for a time starts more sessions than that as it goes: RequestCap."""
+    if sessions.trace is not None:
+        path = Path(sessions.trace.path).expanduser()  # confined by check_paths, or an upload's (absolute)
+        traced = load_sessions(path if path.is_absolute() else data_dir / path, sessions.trace.format,
+                               chars_per_token=sessions.trace.chars_per_token)[:sessions.count]
+        turns = sum(len(session.turns) for session in traced)
+        where = "workload.sessions.count" if sessions.count is not None else "workload.sessions.trace.path"
+        what = f"the {len(traced):,} sessions of {sessions.trace.path} have {turns:,} turns"
+    else:
+        mean = _mean(sessions.turns)
+        count = sessions.count if sessions.count is not None else sessions.users
+        if mean is None or count is None:
+            return
+        turns = round(count * mean)
+        where = "workload.sessions.count" if sessions.count is not None else "workload.sessions.users"
+        what = f"{count:,} sessions of {mean:g} turns on average are {turns:,} turns"
+    if turns > limit:
+        raise ScenarioError(where, f"{what}, each a request: more than this hub's limit of {limit:,} requests "
+                                   f"per run (cosim hub --max-requests)")
+
+
+def _mean(dist: LengthDist | None) -> float | None:
+    """The mean of a length distribution, within its min and max (None: read from a trace)."""
+    if isinstance(dist, FixedLength):
+        mean: float = dist.value
+    elif isinstance(dist, UniformLength):
+        mean = (dist.low + dist.high) / 2
+    elif isinstance(dist, NormalLength | LognormalLength):
+        mean = dist.mean
+    else:
+        return None
+    return min(max(mean, dist.min), dist.max if dist.max is not None else mean)
+
+
+class RequestCap:
+    """A hub run's ``on_request``: stops the run (a ScenarioError naming ``where``) at the request that
+    finishes past ``limit``. Bounds what no count before the run can: a closed loop for a time starts
+    sessions until its ``duration_s``, and drawn turns may exceed their mean."""
+
+    def __init__(self, limit: int, where: str) -> None:
+        self.limit, self.where, self.finished = limit, where, 0
+
+    def __call__(self, request: RequestRecord) -> None:
+        self.finished += 1
+        if self.finished > self.limit:
+            raise ScenarioError(self.where, f"the run went past this hub's limit of {self.limit:,} requests per run "
+                                            f"(cosim hub --max-requests; each turn of a session is a request) and "
+                                            f"was stopped")
+
+
+def request_cap(config: ScenarioConfig, policy: SubmitPolicy) -> RequestCap:
+    """The :class:`RequestCap` of a run of ``config``, naming the key that sets its size."""
+    sessions = config.workload.sessions
+    if sessions is None:
+        return RequestCap(policy.max_requests, "workload.requests")
+    closed_for_a_time = sessions.count is None and sessions.users is not None and sessions.trace is None
+    return RequestCap(policy.max_requests, "workload.sessions.duration_s" if closed_for_a_time
+                      else "workload.sessions.count")
 
 
 def _line_count(path: Path) -> int:

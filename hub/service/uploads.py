@@ -1,8 +1,8 @@
 """Local files a submitted config names, carried to the hub: ``cosim submit`` to ``HubService.Run``.
 
-A config names files at a few places: workload trace paths
-(``workload.trace.path`` and ``workload.<arrival|input_tokens|output_tokens>.trace.path``),
-``presets`` and ``models.<m>.hf_config``. :func:`named_files` finds them in a
+A config names files at the keys of :data:`cosim.hub.config.file_keys.FILE_KEYS` (traces,
+session files, ``presets``, ``models.<m>.hf_config``, an inference-perf profile, a vllm bench
+dataset). :func:`named_files` finds them in a
 raw config (overrides applied); :func:`collect_uploads` reads those that exist
 beside the config, keyed by the path as written (``RunRequest.files``); the
 hub's :func:`place_uploads` checks their number and total against its limits, writes them
@@ -17,14 +17,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..config.file_keys import Location, named_paths
 from ..errors import ScenarioError
 
 DEFAULT_MAX_UPLOAD_BYTES = 64 << 20  # cosim hub --max-upload-mb; the hub receives at most this + 5 MiB
 # cosim hub --max-upload-files: a config names a presets file, a hf_config per model and a few traces, while
 # a message within the byte limit could carry a million empty files, each a file the hub would write.
 DEFAULT_MAX_UPLOAD_FILES = 64
-TRACE_PARTS = ("arrival", "input_tokens", "output_tokens")
-Location = tuple[str, ...]
 
 
 class UploadTooLarge(ScenarioError):
@@ -53,21 +52,8 @@ def _mib(size: int) -> str:
 
 
 def named_files(data: Mapping[str, Any]) -> Iterator[tuple[Location, str]]:
-    """(location, path as written) of every file a raw config names."""
-    if isinstance(data.get("presets"), str):
-        yield ("presets",), data["presets"]
-    models = data.get("models")
-    for name, model in (models.items() if isinstance(models, Mapping) else ()):  # else parse_config says why
-        if isinstance(model, Mapping) and isinstance(model.get("hf_config"), str):
-            yield ("models", str(name), "hf_config"), model["hf_config"]
-    workload = data.get("workload")
-    if not isinstance(workload, Mapping):
-        return
-    for part in (None, *TRACE_PARTS):
-        node = workload if part is None else workload.get(part)
-        trace = node.get("trace") if isinstance(node, Mapping) else None
-        if isinstance(trace, Mapping) and isinstance(trace.get("path"), str):
-            yield ("workload", *((part,) if part else ()), "trace", "path"), trace["path"]
+    """(location, path as written) of every file a raw config names (not ``base_dir``, a folder)."""
+    return named_paths(data, ("load", "run"))
 
 
 def collect_uploads(data: Mapping[str, Any], folder: Path) -> dict[str, bytes]:

@@ -8,6 +8,12 @@ so the paths that handle Ctrl-C handle it too; :func:`exit_code` gives the
 shell's code for either (130, 143). Inside :func:`held_between_events`, either
 waits for the end of the event being handled, so that a partial run's records are
 whole (a second one does not wait: an event stuck in a backend call ends at once).
+
+A run in another thread (a hub's run, whose submitter may go away) has no signals:
+:class:`RunStop` hands it a :class:`Stopped`, a KeyboardInterrupt too, from any
+thread. Every event loop of the run (the run, and its prediction intervals'
+reruns) holds it between two events, so the run writes its partial folder and
+stops its backends as for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -32,9 +38,18 @@ class Terminated(KeyboardInterrupt):
     signum = signal.SIGTERM
 
 
+class Stopped(KeyboardInterrupt):
+    """A run stopped from another thread (:class:`RunStop`); its message says why."""
+
+
 def signal_name(interrupt: BaseException) -> str:
     """``SIGTERM`` for :class:`Terminated`, ``SIGINT`` for any other KeyboardInterrupt."""
     return signal.Signals(getattr(interrupt, "signum", signal.SIGINT)).name
+
+
+def interruption(interrupt: BaseException) -> str:
+    """What stopped a run, for its error: ``interrupted by SIGINT``, or a :class:`Stopped`'s reason."""
+    return f"stopped: {interrupt}" if isinstance(interrupt, Stopped) else f"interrupted by {signal_name(interrupt)}"
 
 
 def exit_code(interrupt: BaseException) -> int:
@@ -66,16 +81,55 @@ class HeldInterrupt:
         self.interrupt: KeyboardInterrupt | None = None
 
 
+class RunStop:
+    """Stops a run from another thread: :meth:`stop` hands a :class:`Stopped` to each event loop the
+    run holds (``held_between_events(stop)``), between two events, and to every one it starts later.
+    Setting ``held.interrupt`` costs the event loop nothing: it checks that already."""
+
+    def __init__(self) -> None:
+        self.stopped: Stopped | None = None
+        self._held: list[HeldInterrupt] = []
+        self._lock = threading.Lock()
+
+    def stop(self, reason: str) -> None:
+        """Stops the run (the first reason counts); callable from any thread, at any time."""
+        with self._lock:
+            if self.stopped is None:
+                self.stopped = Stopped(reason)
+            for held in self._held:
+                held.interrupt = held.interrupt or self.stopped
+
+    @contextlib.contextmanager
+    def holding(self, held: HeldInterrupt) -> Iterator[None]:
+        """Within the block, :meth:`stop` reaches ``held`` (at once if it came before)."""
+        with self._lock:
+            self._held.append(held)
+            if self.stopped is not None:
+                held.interrupt = held.interrupt or self.stopped
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.remove(held)
+
+
 @contextlib.contextmanager
-def held_between_events() -> Iterator[HeldInterrupt]:
+def held_between_events(stop: RunStop | None = None) -> Iterator[HeldInterrupt]:
     """Within the block, Ctrl-C and SIGTERM (where they would raise: Python's Ctrl-C handler,
     :func:`sigterm_raises`) are held in the yielded object for the event loop to raise between two
-    events; a second signal before then raises at once. Elsewhere than the main thread: no change."""
+    events; a second signal before then raises at once. Elsewhere than the main thread the signals
+    change nothing. ``stop`` (any thread) is held likewise."""
     held = HeldInterrupt()
-    if threading.current_thread() is not threading.main_thread():
-        yield held
-        return
+    with stop.holding(held) if stop is not None else contextlib.nullcontext():
+        if threading.current_thread() is not threading.main_thread():
+            yield held
+            return
+        with _signals_held(held):
+            yield held
 
+
+@contextlib.contextmanager
+def _signals_held(held: HeldInterrupt) -> Iterator[None]:
     def hold(signum: int, frame: FrameType | None) -> None:
         interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
         if held.interrupt is not None:
@@ -88,7 +142,7 @@ def held_between_events() -> Iterator[HeldInterrupt]:
         if previous[signum] is handler:
             signal.signal(signum, hold)
     try:
-        yield held
+        yield
     finally:
         for signum, handler in previous.items():
             if handler is raising[signum]:

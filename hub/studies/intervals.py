@@ -17,14 +17,16 @@ from ..backends import BackendClient
 from ..config.scenario import ScenarioConfig
 from ..metrics.intervals import intervals_block
 from ..timing.step_error import EDGES
+from .interrupts import RunStop
 from .simulation import Simulation
 
 
 def run_intervals(scenario: ScenarioConfig, base_dir: Path, backends: Mapping[str, BackendClient],
-                  nominal: Simulation, summary: Mapping[str, Any]) -> dict[str, Any]:
+                  nominal: Simulation, summary: Mapping[str, Any], stop: RunStop | None = None) -> dict[str, Any]:
     """The ``intervals`` block of a finished run (``nominal``, whose summary is ``summary``): reruns
     it at the low and the high edge, on the same backends, unless no backend declared a step error.
-    A rerun that stops early leaves the block without intervals, saying why."""
+    A rerun that stops early leaves the block without intervals, saying why; ``stop`` stops a rerun
+    as it does the run (Simulation.run)."""
     bands = {client: None if band is None else {"low": band.low, "high": band.high, "basis": band.basis}
              for client, band in nominal.runtime.step_errors.items()}
     if all(band is None for band in bands.values()):
@@ -32,7 +34,7 @@ def run_intervals(scenario: ScenarioConfig, base_dir: Path, backends: Mapping[st
     edges = []
     for edge in EDGES:
         simulation = Simulation(scenario, base_dir, backends, step_edge=edge)
-        error = simulation.run(progress=False)
+        error = simulation.run(progress=False, stop=stop)
         if error is not None:
             return {**intervals_block(summary, [], bands), "error": f"the rerun at the {edge} edge stopped: {error}"}
         edges.append(simulation.summarize(0.0))

@@ -36,7 +36,7 @@ from ..errors import CosimError
 from ..metrics import write_run_folder
 from ..sim.records import ClientInfo, RequestRecord
 from .frames import requests_frame, summary_frame
-from .interrupts import Interrupted, signal_name
+from .interrupts import Interrupted, RunStop, interruption
 from .intervals import run_intervals
 from .provenance import check_run_folder, write_provenance
 from .simulation import Simulation
@@ -156,7 +156,8 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         base_dir: str | Path | None = None,
         on_progress: Callable[[int, int, int], None] | None = None,
         on_request: Callable[[RequestRecord], None] | None = None, log_events: int = 0,
-        overwrite: bool = False, command: Sequence[str] | None = None, in_process: bool = False) -> RunResult:
+        overwrite: bool = False, command: Sequence[str] | None = None, in_process: bool = False,
+        stop: RunStop | None = None) -> RunResult:
     """Runs a scenario and returns its result.
 
     Args:
@@ -173,13 +174,17 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
         command: the command line run.json records (default: this process's).
         in_process: call built-in and ``python:`` runtime backends in this thread, without gRPC: the
             same servicers and results, without the price of the boundary (docs/performance.md).
+        stop: stops the run from another thread (a hub's, whose submitter went away): between two
+            events, as Ctrl-C, in the run and its intervals' reruns (at its first event if it came
+            earlier, so a stopped run has its folder all the same).
 
     Raises:
         ScenarioError: the config is invalid, or the run folder is taken (and not ``overwrite``) or
             cannot be written (checked before any backend starts).
         BackendError: a backend failed (the partial run folder is written first).
-        KeyboardInterrupt: Ctrl-C, or SIGTERM where :func:`cosim.hub.studies.interrupts.sigterm_raises` is in
-            force (the partial run folder is written first, and the backends the run started are stopped).
+        KeyboardInterrupt: Ctrl-C, SIGTERM where :func:`cosim.hub.studies.interrupts.sigterm_raises` is in
+            force, or ``stop``'s Stopped (the partial run folder is written first, and the backends the run
+            started are stopped).
     """
     if isinstance(config, (str, Path)):
         scenario, folder = load_config(config, overrides=overrides)
@@ -208,17 +213,17 @@ def run(config: ScenarioConfig | Mapping[str, Any] | str | Path, *, overrides: S
                           import_paths=import_paths) as backends:
         simulation = Simulation(scenario, folder, backends, log_events=log_events)
         try:
-            error = simulation.run(progress=progress, on_progress=on_progress, on_request=on_request)
-        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (interrupts.py): keep what ran, as for a fault
-            interrupt = stop
-            error = Interrupted(f"interrupted by {signal_name(stop)} at t={simulation.kernel.now_ns / 1e9:.6f}s")
+            error = simulation.run(progress=progress, on_progress=on_progress, on_request=on_request, stop=stop)
+        except KeyboardInterrupt as held:  # Ctrl-C, SIGTERM or stop (interrupts.py): keep what ran, as for a fault
+            interrupt = held
+            error = Interrupted(f"{interruption(held)} at t={simulation.kernel.now_ns / 1e9:.6f}s")
         summary = simulation.summarize(time.perf_counter() - started)
         if scenario.output.intervals and error is None:
             try:
-                summary["intervals"] = run_intervals(scenario, folder, backends, simulation, summary)
-            except KeyboardInterrupt as stop:  # the run itself is whole: written without its intervals
-                interrupt = stop
-                error = Interrupted(f"interrupted by {signal_name(stop)} in the prediction intervals' reruns")
+                summary["intervals"] = run_intervals(scenario, folder, backends, simulation, summary, stop)
+            except KeyboardInterrupt as held:  # the run itself is whole: written without its intervals
+                interrupt = held
+                error = Interrupted(f"{interruption(held)} in the prediction intervals' reruns")
     if error is not None:
         summary["error"] = str(error)
     result = RunResult(summary=summary, requests=simulation.coordinator.requests, clients=simulation.infos,

@@ -65,7 +65,7 @@ from ..timing.cache import RuntimeSessionProxy, SharedTimings
 from ..timing.step_error import Edge
 from ..timing.step_timer import StepTimer
 from .client_parts import frontends, lora_slots, offload_tier
-from .interrupts import held_between_events
+from .interrupts import RunStop, held_between_events
 from .runtime_sessions import RuntimeSessions
 
 # Speculative acceptance draws come from a stream of the run's seed of their own (see _speculation).
@@ -323,9 +323,11 @@ class Simulation:
 
     def run(self, *, progress: bool | None = None,
             on_progress: Callable[[int, int, int], None] | None = None,
-            on_request: Callable[[RequestRecord], None] | None = None) -> CosimError | None:
+            on_request: Callable[[RequestRecord], None] | None = None,
+            stop: RunStop | None = None) -> CosimError | None:
         """Generates the workload and runs the event loop; returns the error that stopped it, if any
-        (``on_request``, called with each finished request, may stop the run by raising a CosimError)."""
+        (``on_request``, called with each finished request, may stop the run by raising a CosimError).
+        ``stop`` (another thread's) raises its Stopped between two events, as Ctrl-C does."""
         specs, pipelines = self.workload()
         total = len(specs)
         spill = self.spill_requests if self.spill_requests is not None else total > KEEP_IN_MEMORY
@@ -355,7 +357,7 @@ class Simulation:
         done = self.session_driver.idle if self.session_driver is not None else \
             lambda: self.coordinator.num_finished >= total
         try:
-            with held_between_events() as held:  # Ctrl-C stops between events: a partial run's records are whole
+            with held_between_events(stop) as held:  # Ctrl-C stops between events: a partial run's records are whole
                 self.kernel.run(stop=(lambda: held.interrupt is not None or done()) if self.pools
                                 else lambda: held.interrupt is not None)
             if held.interrupt is not None:
