@@ -45,6 +45,7 @@ HAND_WRITTEN: dict[str, str] = {
     "openai/gpt-oss-20b": "openai/gpt-oss-20b",
     "openai/gpt-oss-120b": "openai/gpt-oss-120b",
     "deepseek-ai/DeepSeek-V3": "deepseek-ai/DeepSeek-V3",  # MLA: a preset for the roofline; refused here by family
+    "deepseek-ai/DeepSeek-R1": "deepseek-ai/DeepSeek-R1",  # the same
 }
 
 

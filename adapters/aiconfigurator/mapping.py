@@ -53,7 +53,7 @@ SYSTEMS: dict[str, str] = {
 # The library's estimate-only systems: a spec YAML without measured tables ("for SOL/EMPIRICAL/HYBRID
 # exploration", its comment says), which its engine cannot compile; and cosim's presets of them.
 ESTIMATE_ONLY_SYSTEMS = ("a100_pcie", "a30", "h100_pcie", "l4")
-ESTIMATE_ONLY: dict[str, str] = {"H100-PCIe": "h100_pcie"}
+ESTIMATE_ONLY: dict[str, str] = {"H100-PCIe": "h100_pcie", "L4": "l4"}
 
 _QUANT_BY_BYTES = {2.0: "bfloat16", 1.0: "fp8"}
 # An MoE model's 1-byte experts, as the library's MoE quant modes in the order they are tried (the first

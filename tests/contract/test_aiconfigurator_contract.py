@@ -105,6 +105,7 @@ def test_an_expert_parallel_moe_step_has_dispatch_communication() -> None:
     (lambda: make_spec(device="MI300X"), "spec.hardware.device", "has no aiconfigurator system"),
     (lambda: make_spec(system="h100_pcie"), "spec.options.system", "no measured data for system 'h100_pcie'"),
     (lambda: make_spec("deepseek-ai/DeepSeek-V3", "H200"), "spec.model", "family DEEPSEEK"),
+    (lambda: make_spec("deepseek-ai/DeepSeek-R1", "H200"), "spec.model", "family DEEPSEEK"),
     (lambda: make_spec(engine_version="0.19.0"), "spec.options.engine_version", "queryable versions"),
     (lambda: make_spec(engine="tensorrt"), "spec.options.engine", "must be one of"),
     (lambda: make_spec("Qwen/Qwen3-30B-A3B", tp=1, ep=4), "spec.parallelism.expert", "must divide"),

@@ -36,6 +36,15 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
                     "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 2880,
                     "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088,
                     "attention_bias": True, "max_position_embeddings": 131072},
+    "deepseek-r1": {"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+                    "num_attention_heads": 128, "num_key_value_heads": 128, "kv_lora_rank": 512,
+                    "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+                    "intermediate_size": 18432, "moe_intermediate_size": 2048, "n_routed_experts": 256,
+                    "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 3,
+                    "vocab_size": 129280, "max_position_embeddings": 163840, "tie_word_embeddings": False},
+    "phi4": {"model_type": "phi3", "num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 40,
+             "num_key_value_heads": 10, "intermediate_size": 17920, "vocab_size": 100352,
+             "max_position_embeddings": 16384, "tie_word_embeddings": False, "attention_bias": False},
     "llama3.3-70b": {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192,
                      "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 28672,
                      "vocab_size": 128256, "max_position_embeddings": 131072},
@@ -65,6 +74,18 @@ def test_hf_config_import_gives_the_preset_shape(name: str) -> None:
     imported, preset = from_hf_config(HF_CONFIGS[name], name=name), get_model(name)
     assert {f: getattr(imported, f) for f in SHAPE} == {f: getattr(preset, f) for f in SHAPE}
     assert imported.kv_bytes_per_token() == preset.kv_bytes_per_token()
+
+
+def test_llama4_scouts_config_imports_to_its_preset_but_for_the_shared_expert() -> None:
+    """The Llama-4-Scout config.json in the repository (blis-h100's, text_config): an import keeps top-1, as
+    the config names no shared expert; the preset counts Llama 4's shared expert (experts_per_token 2)."""
+    path = Path(__file__).resolve().parents[2] / "hub" / "studies" / "validation_runs" / "blis-h100" / "model_configs"
+    config = json.loads((path / "llama-4-scout-17b-16e-instruct-fp8-dynamic" / "config.json").read_text())
+    imported, preset = from_hf_config(config), get_model("llama4-scout")
+    differ = {f for f in SHAPE if getattr(imported, f) != getattr(preset, f)}
+    assert differ == {"experts_per_token"}
+    assert (imported.experts_per_token, preset.experts_per_token) == (1, 2)
+    assert imported.kv_bytes_per_token() == preset.kv_bytes_per_token() == 2 * 48 * 8 * 128 * 2
 
 
 def test_mla_caches_one_latent_per_token_and_layer() -> None:

@@ -28,9 +28,11 @@ DTYPE_ALIASES = {
 }
 
 # Intra-node link kinds: NVLink (bridge or NVSwitch), PCIe (no GPU link), Huawei HCCS, AMD
-# Infinity Fabric (xGMI), NVLink-C2C (Grace), Intel UPI (CPU sockets).
-LINK_KINDS = ("nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi")
-LinkKind = Literal["nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi"]
+# Infinity Fabric (xGMI), NVLink-C2C (Grace), Intel UPI (CPU sockets), RoCE (Intel Gaudi's on-chip
+# 200 GbE RDMA ports, wired all to all without a switch). A kind names the link and changes no
+# timing: collectives on each take the same ring model with the preset's own figures.
+LINK_KINDS = ("nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi", "roce")
+LinkKind = Literal["nvlink", "pcie", "hccs", "infinity_fabric", "nvlink_c2c", "upi", "roce"]
 
 # Paths NCCL's bytes take between GPUs without NVLink (devices.yaml, intra_node_path), and the code
 # each travels as in HardwareSpec.extra, which holds numbers only. The roofline's collectives read
