@@ -76,15 +76,13 @@ def test_hf_config_import_gives_the_preset_shape(name: str) -> None:
     assert imported.kv_bytes_per_token() == preset.kv_bytes_per_token()
 
 
-def test_llama4_scouts_config_imports_to_its_preset_but_for_the_shared_expert() -> None:
-    """The Llama-4-Scout config.json in the repository (blis-h100's, text_config): an import keeps top-1, as
-    the config names no shared expert; the preset counts Llama 4's shared expert (experts_per_token 2)."""
-    path = Path(__file__).resolve().parents[2] / "hub" / "studies" / "validation_runs" / "blis-h100" / "model_configs"
-    config = json.loads((path / "llama-4-scout-17b-16e-instruct-fp8-dynamic" / "config.json").read_text())
+def test_llama4_scouts_config_imports_to_its_preset() -> None:
+    """The Llama-4-Scout config.json in the repository (blis-h100's, text_config) imports to the built-in
+    preset's shape, its shared expert included although the config names none."""
+    config = json.loads((DATA_DIR / "blis-h100/model_configs/llama-4-scout-17b-16e-instruct-fp8-dynamic"
+                         / "config.json").read_text())
     imported, preset = from_hf_config(config), get_model("llama4-scout")
-    differ = {f for f in SHAPE if getattr(imported, f) != getattr(preset, f)}
-    assert differ == {"experts_per_token"}
-    assert (imported.experts_per_token, preset.experts_per_token) == (1, 2)
+    assert {f: getattr(imported, f) for f in SHAPE} == {f: getattr(preset, f) for f in SHAPE}
     assert imported.kv_bytes_per_token() == preset.kv_bytes_per_token() == 2 * 48 * 8 * 128 * 2
 
 

@@ -87,8 +87,8 @@ class ModelPreset(BaseModel):
         return embed * (1 if self.tie_word_embeddings else 2) + self.hidden_size  # + final norm
 
     def param_count(self) -> int:
-        """Total parameters derived from the shape (all experts)."""
-        experts = self.num_experts if self.is_moe else 1
+        """Total parameters derived from the shape (all experts, routed and shared)."""
+        experts = self.num_experts + self.shared_experts if self.is_moe else 1
         return self.num_layers * self._layer_params(experts) + self._other_params()
 
     def active_param_count(self) -> int:
