@@ -143,9 +143,9 @@ def test_latency_vs_load_plot_draws_the_slo_lines() -> None:
              "throughput_requests_per_s": rate, "goodput_requests_per_s": rate / 2} for rate in (1, 2, 4)]
     fig = plot_latency_vs_load(Path("/dev/null"), rows, ["workload.arrival.rate_per_s"], SLO)
     ttft, tpot, e2e, throughput = fig.axes
-    assert [line.get_label() for line in ttft.lines] == ["mean", "p90", "SLO p90 0.5"]
+    assert [line.get_label() for line in ttft.lines] == ["mean", "p90", "SLO p90 <= 0.5 ms"]
     assert list(ttft.lines[-1].get_ydata()) == [0.5, 0.5]  # ms
-    assert [line.get_label() for line in tpot.lines][2:] == ["SLO mean 0.01", "SLO p90 0.02"]
+    assert [line.get_label() for line in tpot.lines][2:] == ["SLO mean <= 0.01 ms", "SLO p90 <= 0.02 ms"]
     assert len(e2e.lines) == 2 and list(throughput.lines[1].get_ydata()) == [0.5, 1.0, 2.0]
     assert list(ttft.lines[1].get_xdata()) == [1.0, 2.0, 4.0]
 
