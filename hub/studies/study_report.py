@@ -50,20 +50,20 @@ def _cell(value: Any, scale: float, fmt: str) -> str:
 def sweep_report_html(folder: Path, rows: Sequence[Mapping[str, Any]], keys: Sequence[str],
                       slo: Mapping[str, Mapping[str, float]], pngs: Sequence[Path]) -> str:
     """The sweep's page: a row per point (its varied values and key metrics, in the units of their labels),
-    the config's SLO and the sweep's plots. Metrics no point has (energy without power figures) are left out."""
+    the points that failed and why, the config's SLO and the sweep's plots. Metrics no point has (energy
+    without power figures) are left out."""
     shown = [(key, label, scale, fmt) for key, label, scale, fmt in METRIC_ROWS
              if any(row.get(key) not in (None, "") for row in rows)]
-    has_errors = any(row.get("error") for row in rows)
     header = ["point", *(_e(key) for key in keys), *(_e(label) for _, label, _, _ in shown)]
-    body = []
-    for row in rows:
-        cells = [_link(folder / row["point"] / REPORT_HTML, folder, row["point"]), *(_e(row[key]) for key in keys),
-                 *(_cell(row.get(key), scale, fmt) for key, _, scale, fmt in shown)]
-        body.append(cells + ([f"<span class=\"error\">{_e(row['error'])}</span>"] if has_errors else []))
+    body = [[_link(folder / row["point"] / REPORT_HTML, folder, row["point"]), *(_e(row[key]) for key in keys),
+             *(_cell(row.get(key), scale, fmt) for key, _, scale, fmt in shown)] for row in rows]
+    failed = "".join(f"<li>{_e(row['point'])}: {_e(row['error'])}</li>" for row in rows if row.get("error"))
     varied = " × ".join(f"<code>{_e(key)}</code>" for key in keys)
     sections = [
         f"<p>{len(rows)} points of {varied}; each point's name opens its run's own report.</p>",
-        "<h2>Points</h2>", table_html(header + (["error"] if has_errors else []), body, numeric_from=1 + len(keys)),
+        "<h2>Points</h2>", table_html(header, body, numeric_from=1 + len(keys)),
+        f"<p class=\"error\">Failed points (their figures are those of the partial run):</p><ul>{failed}</ul>"
+        if failed else "",
         "<h2>SLOs</h2>", slo_targets_html(slo),
         "<h2>Plots</h2>", figures_html(pngs, SWEEP_CAPTIONS, empty=NO_PLOTS),
     ]
