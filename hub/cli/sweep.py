@@ -10,8 +10,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "sweep", help="run a scenario at every point of a grid of config values",
         description="Run CONFIG once per point of the grid the --vary options span (several --vary make a grid); "
-                    "write a run folder per point, sweep.csv (the varied values and key metrics per point) and "
-                    "plots/latency_vs_load.png with the config's SLO lines.")
+                    "write a run folder per point, sweep.csv (the varied values and key metrics per point), "
+                    "plots/latency_vs_load.png with the config's SLO lines and report.html (all on one page).")
     parser.add_argument("config", help="scenario YAML file")
     parser.add_argument("--vary", action="append", default=[], required=True, metavar="KEY=V1,V2,...",
                         help="a config field (dotted, as --set) and its values, e.g. "
@@ -46,7 +46,7 @@ def sweep_command(args: argparse.Namespace) -> int:
                    command=getattr(args, "command_line", None), in_process=args.in_process, workers=args.workers,
                    ray=args.ray, on_point=on_point)
     plots = "" if args.no_plots else ", plots/latency_vs_load.png"
-    print(f"sweep folder: {result.output_dir} ({len(result.rows)} run folders, sweep.csv{plots})")
+    print(f"sweep folder: {result.output_dir} ({len(result.rows)} run folders, sweep.csv{plots}, report.html)")
     if result.failed:
         print(f"{len(result.failed)} point(s) failed: {', '.join(result.failed)}")
         return 1

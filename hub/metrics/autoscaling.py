@@ -41,7 +41,7 @@ def plot_replicas(path: Path, table: RequestTable, autoscaling: Mapping[str, Any
     """Arrivals and completions per second (above) and each pool's replicas (below) over simulated time."""
     from matplotlib.figure import Figure  # late: importing matplotlib takes 0.3 s
 
-    from .plots import _save
+    from .figures import LEGEND_PT, save
 
     arrivals, finish = table.columns["arrival_ns"], table.columns["finish_ns"]
     end_ns = max(sim_time_ns, 1)
@@ -54,7 +54,7 @@ def plot_replicas(path: Path, table: RequestTable, autoscaling: Mapping[str, Any
         counts, _ = np.histogram(times, edges)
         load.plot(centers, counts / width_s, label=label)
     load.set_ylabel("requests/s")
-    load.legend(loc="upper right", fontsize="small")
+    load.legend(loc="upper right", fontsize=LEGEND_PT)
     load.grid(alpha=0.3)
     ax = fig.add_subplot(2, 1, 2, sharex=load)
     top = 1
@@ -70,6 +70,6 @@ def plot_replicas(path: Path, table: RequestTable, autoscaling: Mapping[str, Any
     ax.set_ylim(0, top + 0.5)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("replicas (dotted: max)")
-    ax.legend(loc="upper right", fontsize="small")
+    ax.legend(loc="upper right", fontsize=LEGEND_PT)
     ax.grid(alpha=0.3)
-    _save(fig, path)
+    save(fig, path)

@@ -15,7 +15,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..sim.records import RequestRecord
+from .figures import LEGEND_PT, save
 from .stats import NS_PER_S
+
+LEGEND_COLUMNS = 4
 
 
 def add_breakdown(totals: dict[str, int], record: RequestRecord) -> None:
@@ -65,14 +68,18 @@ def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]
 
 
 def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *, title: str = "") -> None:
-    """Stacked horizontal bars of mean latency per component, one bar per run (or template)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # late: importing matplotlib takes 0.3 s
-    from matplotlib.figure import Figure
+    """Stacked horizontal bars of mean latency per component, one bar per run (or template).
+
+    The legend sits below the axis label, in rows of four, in space the constrained layout keeps for
+    it (a legend placed at a fixed offset under the axes covers the label when the bars are few).
+    """
+    from matplotlib.figure import Figure  # late: importing matplotlib takes 0.3 s
 
     components: list[str] = []
     for parts in breakdowns.values():
         components += [c for c in parts if c not in components]
-    fig = Figure(figsize=(9, 1.2 + 0.5 * len(breakdowns)))
+    legend_rows = -(-len(components) // LEGEND_COLUMNS)
+    fig = Figure(figsize=(9, 1.6 + 0.5 * len(breakdowns) + 0.3 * legend_rows), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     labels = list(breakdowns)
     left = [0.0] * len(labels)
@@ -82,9 +89,14 @@ def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *,
         left = [a + b for a, b in zip(left, widths)]
     ax.set_xlabel("mean latency (s)")
     ax.invert_yaxis()
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), fontsize="small", ncols=4, frameon=False)
+    if components:
+        # A legend fills its columns first; handed over column by column, it reads row by row in stacking order.
+        columns = min(LEGEND_COLUMNS, len(components))
+        handles, names = ax.get_legend_handles_labels()
+        order = [row * columns + col for col in range(columns) for row in range(legend_rows)
+                 if row * columns + col < len(components)]
+        fig.legend([handles[i] for i in order], [names[i] for i in order], loc="outside lower center",
+                   fontsize=LEGEND_PT, ncols=columns, frameon=False)
     if title:
         ax.set_title(title)
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+    save(fig, path)

@@ -15,18 +15,17 @@ from typing import Any
 
 import numpy as np
 import yaml
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-# (metric, label, scale from seconds) of the latency panels, in ms as vLLM's benchmark prints them.
-LATENCY_PANELS = (("ttft_s", "TTFT (ms)", 1000.0), ("tpot_s", "TPOT (ms)", 1000.0), ("e2e_s", "E2E (s)", 1.0))
+from .figures import LATENCY_PANELS, LEGEND_PT, panel_label, save, slo_label
+
 SLO_COLORS = ("tab:red", "tab:purple", "tab:brown", "tab:gray")
-
-
-def _save(fig: Figure, path: Path) -> None:
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
+# Throughput and goodput: goodput equals throughput wherever every request meets its SLOs, so it is drawn
+# over it thin and dashed, with a small hollow marker, in a wide pale band of throughput that shows around it.
+THROUGHPUT_STYLE: dict[str, Any] = {"linestyle": "-", "linewidth": 5.0, "alpha": 0.35, "marker": "o", "markersize": 11,
+                                    "zorder": 2}
+GOODPUT_STYLE: dict[str, Any] = {"linestyle": "--", "linewidth": 1.5, "marker": "s", "markersize": 5,
+                                 "markerfacecolor": "white", "zorder": 3}
 
 
 def _number(text: Any) -> float | None:
@@ -69,6 +68,9 @@ def plot_latency_vs_load(path: Path, rows: Sequence[Mapping[str, Any]], keys: Se
                          slo: Mapping[str, Mapping[str, float]]) -> Figure:
     """TTFT, TPOT and E2E (mean solid, p90 dashed) and throughput against the first varied key.
 
+    Each panel is titled with its metric and unit; each SLO line's label gives its threshold in that unit.
+    Goodput is drawn over throughput (:data:`GOODPUT_STYLE`), so both show where they are equal.
+
     Args:
         path: the PNG.
         rows: sweep.csv's rows (values of the varied keys as written; metrics in seconds).
@@ -88,27 +90,29 @@ def plot_latency_vs_load(path: Path, rows: Sequence[Mapping[str, Any]], keys: Se
     for color_index, (label, group) in enumerate(_series(rows, keys).items()):
         color = f"C{color_index % 10}"
         xs = [position[str(row[x_key])] for row in group]
-        for ax, (metric, _, scale) in zip(panels, LATENCY_PANELS):
+        for ax, panel in zip(panels, LATENCY_PANELS):
             for stat, style in (("mean", "-"), ("p90", "--")):
-                ys = [_float(row.get(f"{metric}_{stat}")) * scale for row in group]
+                ys = [_float(row.get(f"{panel.metric}_{stat}")) * panel.scale for row in group]
                 ax.plot(xs, ys, style, marker="o", color=color, label=f"{stat} {label}".strip())
-        for column, style, what in (("throughput_requests_per_s", "-", "throughput"),
-                                    ("goodput_requests_per_s", ":", "goodput")):
+        for column, look, what in (("throughput_requests_per_s", THROUGHPUT_STYLE, "throughput"),
+                                   ("goodput_requests_per_s", GOODPUT_STYLE, "goodput")):
             ys = [_float(row.get(column)) for row in group]
-            panels[3].plot(xs, ys, style, marker="o", color=color, label=f"{what} {label}".strip())
-    for ax, (metric, name, scale) in zip(panels, LATENCY_PANELS):
-        for i, (stat, value) in enumerate(slo_bounds(slo, metric)):
-            ax.axhline(value * scale, color=SLO_COLORS[i % len(SLO_COLORS)], linestyle="-.", linewidth=1.2,
-                       label=f"SLO {stat} {value * scale:.4g}")
-        ax.set_ylabel(name)
+            panels[3].plot(xs, ys, color=color, label=f"{what} {label}".strip(), **look)
+    for ax, panel in zip(panels, LATENCY_PANELS):
+        for i, (stat, value) in enumerate(slo_bounds(slo, panel.metric)):
+            ax.axhline(value * panel.scale, color=SLO_COLORS[i % len(SLO_COLORS)], linestyle="-.", linewidth=1.2,
+                       label=slo_label(stat, value, panel))
+        ax.set_title(panel_label(panel))
+        ax.set_ylabel(panel_label(panel))
+    panels[3].set_title("throughput and goodput (requests/s)")
     panels[3].set_ylabel("requests/s")
     for ax in panels:
         ax.set_xlabel(x_key)
         if not numeric:
             ax.set_xticks(range(len(x_texts)), x_texts)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize="x-small")
-    _save(fig, path)
+        ax.legend(fontsize=LEGEND_PT)
+    save(fig, path)
     return fig
 
 
@@ -126,7 +130,8 @@ def plot_overlaid_cdfs(folder: Path, runs: Mapping[str, Mapping[str, np.ndarray]
     """
     folder.mkdir(parents=True, exist_ok=True)
     written = []
-    for metric, name, scale in LATENCY_PANELS:
+    for panel in LATENCY_PANELS:
+        metric, scale = panel.metric, panel.scale
         fig = Figure(figsize=(6.4, 4.2))
         ax = fig.add_subplot(1, 1, 1)
         for label, columns in runs.items():
@@ -135,15 +140,15 @@ def plot_overlaid_cdfs(folder: Path, runs: Mapping[str, Mapping[str, np.ndarray]
                 ax.step(values, np.arange(1, values.size + 1) / values.size, where="post", label=label)
         for i, (stat, value) in enumerate(slo_bounds(slo, metric)):
             ax.axvline(value * scale, color=SLO_COLORS[i % len(SLO_COLORS)], linestyle="--", linewidth=1.2,
-                       label=f"SLO {stat} {value * scale:.4g}")
+                       label=slo_label(stat, value, panel))
             if stat.startswith("p") and stat[1:].isdigit():
                 ax.axhline(float(stat[1:]) / 100, color=SLO_COLORS[i % len(SLO_COLORS)], linestyle=":", linewidth=1)
-        ax.set_xlabel(name)
+        ax.set_xlabel(panel_label(panel))
         ax.set_ylabel("fraction of requests")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize="small")
+        ax.legend(loc="lower right", fontsize=LEGEND_PT)
         path = folder / f"{metric.removesuffix('_s')}_cdf.png"
-        _save(fig, path)
+        save(fig, path)
         written.append(path)
     return written

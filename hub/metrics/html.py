@@ -6,13 +6,16 @@ per-client tables, and every ``plots/*.png`` embedded as a ``data:`` URI, with
 inline CSS and no external reference, so it opens offline, attached to a mail
 or copied out of the run folder. A few lines of inline script count the plots
 the browser decoded into ``#plots-status`` (what the browser test reads).
+
+The page's parts serve the sweep's and compare's reports too (``studies/study_report.py``):
+:func:`page_html`, :func:`table_html`, :func:`figures_html` and :func:`slo_targets_html`.
 """
 
 from __future__ import annotations
 
 import base64
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +43,16 @@ table { border-collapse: collapse; margin: 8px 0; } td, th { padding: 3px 10px; 
 th { text-align: left; background: #f3f4f7; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
 pre { background: #f6f7f9; padding: 10px; display: inline-block; } .met { color: #137333; }
 .missed, .error { color: #b3261e; font-weight: 600; } figure { margin: 16px 0; } img { max-width: 100%; }
-figcaption { color: #555; font-size: 13px; }
+figcaption { color: #555; font-size: 13px; } .wide { overflow-x: auto; }
 """
+NO_SLO = "<p>No SLO in the config (<code>slo:</code>).</p>"
+NO_PLOTS = "<p>No plots in this run folder (<code>output.plots: false</code>).</p>"
 SCRIPT = """
 window.addEventListener("load", function () {
   var images = document.querySelectorAll("img.plot"), shown = 0;
   images.forEach(function (img) { if (img.complete && img.naturalWidth > 0) { shown += 1; } });
-  document.getElementById("plots-status").textContent = "plots shown: " + shown + " of " + images.length;
+  var status = document.getElementById("plots-status");
+  if (status) { status.textContent = "plots shown: " + shown + " of " + images.length; }
 });
 """
 
@@ -63,12 +69,13 @@ def _ms(value: Any) -> str:
     return "-" if value is None else f"{1000 * value:.2f}"
 
 
-def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
-    """An HTML table of already-escaped cells; columns from ``numeric_from`` on align right."""
+def table_html(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    """An HTML table of already-escaped cells; columns from ``numeric_from`` on align right. In a box that
+    scrolls sideways where the table is wider than the page."""
     head = "".join(f"<th>{h}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td class=\"n\">{c}</td>" if i >= numeric_from else f"<td>{c}</td>"
                                     for i, c in enumerate(row)) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class=\"wide\"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 
 def _interval(summary: Mapping[str, Any], path: tuple[str, ...], show: Any) -> str:
@@ -86,7 +93,7 @@ def _latency_table(summary: Mapping[str, Any]) -> str:
                        + (_interval(summary, ("latency", name, stat), _ms) if stat in INTERVAL_STATS else "")
                        for stat, _ in LATENCY_STATS]
             for name, label in LATENCY_ROWS if name in latency]
-    return _table(["latency (ms)"] + [label for _, label in LATENCY_STATS], rows)
+    return table_html(["latency (ms)"] + [label for _, label in LATENCY_STATS], rows)
 
 
 def _intervals_note(summary: Mapping[str, Any]) -> str:
@@ -116,7 +123,7 @@ def _overview_table(summary: Mapping[str, Any]) -> str:
             ["preemptions", _num(summary.get("preemptions"))],
             ["cost (USD)", _num(cost.get("usd"))], ["tokens per USD", _num(cost.get("tokens_per_usd"))],
             *_energy_rows(summary.get("energy"))]
-    return _table(["metric", "value"], rows)
+    return table_html(["metric", "value"], rows)
 
 
 def _energy_rows(energy: Mapping[str, Any] | None) -> list[list[str]]:
@@ -139,8 +146,8 @@ def _slo_table(summary: Mapping[str, Any]) -> str:
             rows.append([_e(metric), _e(stat), _ms(entry.get("target")), _ms(entry.get("observed")),
                          f"<span class=\"{verdict}\">{verdict}</span>"])
     if not rows:
-        return "<p>No SLO in the config (<code>slo:</code>).</p>"
-    return _table(["metric", "statistic", "target (ms)", "observed (ms)", "verdict"], rows, numeric_from=2)
+        return NO_SLO
+    return table_html(["metric", "statistic", "target (ms)", "observed (ms)", "verdict"], rows, numeric_from=2)
 
 
 def _client_table(summary: Mapping[str, Any]) -> str:
@@ -153,30 +160,47 @@ def _client_table(summary: Mapping[str, Any]) -> str:
                      "-" if util is None else f"{100 * util:.1f}%", _num(c.get("mean_batch_size"), ".3g"),
                      "-" if kv is None else f"{100 * kv:.1f}%", _num(c.get("requests", {}).get("completed")),
                      _ms(latency.get("ttft_s", {}).get("p90")), _ms(latency.get("itl_s", {}).get("p99"))])
-    return _table(["client", "role", "model", "backend", "fidelity", "devices", "busy", "mean batch", "peak KV",
-                   "completed", "TTFT p90 (ms)", "ITL p99 (ms)"], rows, numeric_from=6)
+    return table_html(["client", "role", "model", "backend", "fidelity", "devices", "busy", "mean batch", "peak KV",
+                       "completed", "TTFT p90 (ms)", "ITL p99 (ms)"], rows, numeric_from=6)
 
 
-def _figures(plots: Path) -> str:
-    files = sorted(plots.glob("*.png")) if plots.is_dir() else []
-    order = {name: i for i, name in enumerate(PLOT_CAPTIONS)}
-    files.sort(key=lambda p: (order.get(p.name, len(order)), p.name))
+def slo_targets_html(slo: Mapping[str, Mapping[str, float]]) -> str:
+    """The SLO of a config (``slo:``, seconds) as a table of targets in ms, or a line saying there is none."""
+    rows = [[_e(metric), _e(stat), _ms(target)] for metric, limits in sorted(slo.items())
+            for stat, target in sorted(limits.items())]
+    if not rows:
+        return NO_SLO
+    return table_html(["metric", "statistic", "target (ms)"], rows, numeric_from=2)
+
+
+def figures_html(pngs: Sequence[Path], captions: Mapping[str, str], *, empty: str) -> str:
+    """The PNGs embedded as ``data:`` URIs with their captions, those named in ``captions`` first in its
+    order, the rest by name; ``empty`` (HTML) where there is none. The status line before them is what
+    the page's script fills with the count of plots the browser decoded."""
+    order = {name: i for i, name in enumerate(captions)}
+    files = sorted(pngs, key=lambda p: (order.get(p.name, len(order)), p.name))
     if not files:
-        return "<p>No plots in this run folder (<code>output.plots: false</code>).</p>"
-    parts = []
+        return empty
+    parts = ["<p id=\"plots-status\">plots shown: (needs a browser)</p>"]
     for path in files:
         data = base64.b64encode(path.read_bytes()).decode("ascii")
-        caption = PLOT_CAPTIONS.get(path.name, path.stem)
+        caption = captions.get(path.name, path.stem)
         parts.append(f"<figure><img class=\"plot\" alt=\"{_e(path.name)}\" src=\"data:image/png;base64,{data}\">"
                      f"<figcaption>{_e(caption)} ({_e(path.name)})</figcaption></figure>")
     return "\n".join(parts)
+
+
+def page_html(title: str, sections: list[str]) -> str:
+    """A whole page: ``title``, the (HTML) ``sections`` that are not empty, the style and the plots' script."""
+    body = "\n".join([f"<h1>{_e(title)}</h1>", *(s for s in sections if s)])
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+            f"<style>{STYLE}</style></head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body></html>\n")
 
 
 def report_html(summary: Mapping[str, Any], plots: Path, *, title: str) -> str:
     """The page's text for ``summary`` with the PNGs in ``plots`` (if any)."""
     error = summary.get("error")
     sections = [
-        f"<h1>{_e(title)}</h1>",
         f"<p class=\"error\">The run stopped early: {_e(error)}</p>" if error else "",
         "<h2>Serving benchmark result</h2>",
         "<p>As <code>vllm bench serve</code> prints it (ITL per token).</p>",
@@ -185,11 +209,10 @@ def report_html(summary: Mapping[str, Any], plots: Path, *, title: str) -> str:
         "<h2>Throughput, goodput, cost and energy</h2>", _overview_table(summary),
         "<h2>SLOs</h2>", _slo_table(summary),
         "<h2>Clients</h2>", _client_table(summary),
-        "<h2>Plots</h2>", "<p id=\"plots-status\">plots shown: (needs a browser)</p>", _figures(plots),
+        "<h2>Plots</h2>", figures_html(list(plots.glob("*.png")) if plots.is_dir() else [], PLOT_CAPTIONS,
+                                       empty=NO_PLOTS),
     ]
-    body = "\n".join(s for s in sections if s)
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
-            f"<style>{STYLE}</style></head>\n<body>\n{body}\n<script>{SCRIPT}</script>\n</body></html>\n")
+    return page_html(title, sections)
 
 
 def write_report_html(folder: Path, summary: Mapping[str, Any]) -> Path:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
 from .breakdown import plot_breakdown
+from .figures import ITL_PANEL, LATENCY_PANELS, LEGEND_PT, LatencyPanel, panel_label, save, slo_label
 from .itl import merged_gaps
 from .request_table import RequestTable
 from .stats import NS_PER_S
@@ -35,32 +35,25 @@ HEATMAP_BINS = 200
 MAX_CLIENT_LABELS = 60
 
 
-def _save(fig: Figure, path: Path) -> None:
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-
-
-# (summary metric, panel label, unit scale from seconds) of the CDF panels; ITL is per token.
-CDF_PANELS = (("ttft_s", "TTFT (ms)", 1000.0), ("tpot_s", "TPOT (ms)", 1000.0),
-              ("itl_s", "ITL per token (ms)", 1000.0), ("e2e_s", "E2E (s)", 1.0))
+# The CDF panels; ITL is per token.
+CDF_PANELS = (*LATENCY_PANELS[:2], ITL_PANEL, LATENCY_PANELS[2])
 # SLO metrics drawn on a panel other than their own: a request's longest gap bounds each of its ITLs.
 SLO_PANEL = {"tbt_max_s": "itl_s"}
 
 
-def _draw_slo(ax: Any, slo: Mapping[str, Any], metric: str, scale: float) -> None:
-    """Each SLO bound of ``metric``: a vertical line at the threshold and, for a percentile, a
+def _draw_slo(ax: Any, slo: Mapping[str, Any], panel: LatencyPanel) -> None:
+    """Each SLO bound of the panel's metric: a vertical line at the threshold and, for a percentile, a
     dotted line at its level, so the CDF must pass left of their crossing; green met, red missed."""
     for slo_metric, limits in sorted(slo.items()):
-        if SLO_PANEL.get(slo_metric, slo_metric) != metric:
+        if SLO_PANEL.get(slo_metric, slo_metric) != panel.metric:
             continue
         for stat, entry in sorted(limits.items()):
-            target = float(entry.get("target", 0.0)) * scale
+            target = float(entry.get("target", 0.0))
             color = "tab:green" if entry.get("met") else "tab:red"
-            name = slo_metric.removesuffix("_s") + " " if slo_metric != metric else ""
+            what = slo_metric.removesuffix("_s") if slo_metric != panel.metric else ""
             verdict = "met" if entry.get("met") else "missed"
-            ax.axvline(target, color=color, linestyle="--", linewidth=1.2,
-                       label=f"SLO {name}{stat} <= {target:.4g} ({verdict})")
+            ax.axvline(target * panel.scale, color=color, linestyle="--", linewidth=1.2,
+                       label=slo_label(stat, target, panel, what=what, verdict=verdict))
             if stat.startswith("p"):
                 ax.axhline(float(stat[1:]) / 100, color=color, linestyle=":", linewidth=1.0)
 
@@ -72,27 +65,28 @@ def plot_latency_cdf(path: Path, table: RequestTable, timelines: Mapping[str, Cl
     metrics = table.metrics()
     gaps, counts = merged_gaps(t.gap_counts() for t in timelines.values())
     fig = Figure(figsize=(16, 3.8))
-    for i, (name, label, scale) in enumerate(CDF_PANELS):
+    for i, panel in enumerate(CDF_PANELS):
+        name = panel.metric
         ax = fig.add_subplot(1, len(CDF_PANELS), i + 1)
         if name == "itl_s":
-            values, weights = gaps / NS_PER_S * scale, counts
+            values, weights = gaps / NS_PER_S * panel.scale, counts
         else:
             column = metrics.column(name)[metrics.finished]
-            values = np.sort(column[~np.isnan(column)]) * scale
+            values = np.sort(column[~np.isnan(column)]) * panel.scale
             weights = np.ones(values.size, dtype=np.int64)
         if values.size:
             cumulative = np.cumsum(weights)
             ax.step(values, cumulative / cumulative[-1], where="post")
             if name == "itl_s" and values[0] > 0 and values[-1] > 30 * values[0]:
                 ax.set_xscale("log")  # a few long gaps (a prefill in the batch) would squash the rest
-        _draw_slo(ax, slo or {}, name, scale)
-        ax.set_xlabel(label)
+        _draw_slo(ax, slo or {}, panel)
+        ax.set_xlabel(panel_label(panel))
         ax.set_ylabel("fraction of tokens" if name == "itl_s" else "fraction of requests")
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
         if len(ax.lines) > 1:
-            ax.legend(loc="lower right", fontsize="x-small")
-    _save(fig, path)
+            ax.legend(loc="lower right", fontsize=LEGEND_PT)
+    save(fig, path)
 
 
 def plot_throughput(path: Path, table: RequestTable,
@@ -119,7 +113,7 @@ def plot_throughput(path: Path, table: RequestTable,
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
     ax.set_xlabel("simulated time (s)")
-    _save(fig, path)
+    save(fig, path)
 
 
 def _series(name: str, column: str, timelines: Mapping[str, ClientTimeline],
@@ -173,7 +167,7 @@ def plot_client_series(path: Path, column: str, ylabel: str, clients: Sequence[C
     if len(shown) > MAX_LINES:
         fig = Figure(figsize=(10, min(16.0, 2.0 + 0.16 * len(shown))))
         _heatmap(fig, column, ylabel, shown, timelines, capacity)
-        _save(fig, path)
+        save(fig, path)
         return "heatmap"
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot(1, 1, 1)
@@ -184,8 +178,8 @@ def plot_client_series(path: Path, column: str, ylabel: str, clients: Sequence[C
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if ax.lines:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
-    _save(fig, path)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=LEGEND_PT)
+    save(fig, path)
     return "lines"
 
 

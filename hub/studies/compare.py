@@ -3,8 +3,9 @@
 Main names: :func:`compare` (``cosim.compare``), :func:`load_run` and
 :func:`format_comparison`. Reads each folder's ``summary.json`` and
 ``requests.csv`` (and the SLO of its ``config.yaml``, when it has one); writes
-``compare.csv`` (a row per metric, a column per run) and the overlaid CDFs of
-:func:`~cosim.hub.metrics.comparison_plots.plot_overlaid_cdfs` into the output folder.
+``compare.csv`` (a row per metric, a column per run), the overlaid CDFs of
+:func:`~cosim.hub.metrics.comparison_plots.plot_overlaid_cdfs` and ``report.html`` (both on one page,
+:mod:`~cosim.hub.studies.study_report`) into the output folder.
 """
 
 from __future__ import annotations
@@ -21,28 +22,11 @@ import yaml
 
 from ..errors import ScenarioError
 from ..metrics.run_folder import require_complete
-from .sweep import key_metrics
+from .key_metrics import METRIC_ROWS, key_metrics
+from .study_report import write_compare_report
 
 COMPARE_CSV = "compare.csv"
 CDF_METRICS = ("ttft_s", "tpot_s", "e2e_s")
-# (key of key_metrics, label, scale, format) of each row of the table.
-ROWS = (
-    ("completed", "completed requests", 1.0, "{:.0f}"),
-    ("ttft_s_mean", "TTFT mean (ms)", 1000.0, "{:.4g}"),
-    ("ttft_s_p90", "TTFT p90 (ms)", 1000.0, "{:.4g}"),
-    ("tpot_s_mean", "TPOT mean (ms)", 1000.0, "{:.4g}"),
-    ("tpot_s_p90", "TPOT p90 (ms)", 1000.0, "{:.4g}"),
-    ("e2e_s_mean", "E2E mean (s)", 1.0, "{:.4g}"),
-    ("e2e_s_p90", "E2E p90 (s)", 1.0, "{:.4g}"),
-    ("throughput_requests_per_s", "throughput (req/s)", 1.0, "{:.4g}"),
-    ("throughput_output_tokens_per_s", "output tokens/s", 1.0, "{:.4g}"),
-    ("goodput_requests_per_s", "goodput (req/s)", 1.0, "{:.4g}"),
-    ("slo_attainment", "SLO attainment (%)", 100.0, "{:.4g}"),
-    ("energy_per_output_token_j", "energy per output token (J)", 1.0, "{:.4g}"),
-    ("tokens_per_j", "output tokens per joule", 1.0, "{:.4g}"),
-)
-
-
 @dataclass
 class RunFolder:
     """What :func:`compare` reads of one run folder."""
@@ -110,7 +94,7 @@ def compare(folders: Sequence[str | Path], *, output_dir: str | Path | None = No
 
     Args:
         folders: two or more run folders (one is allowed: a table of one).
-        output_dir: where compare.csv and the CDF plots go (None: nothing written).
+        output_dir: where compare.csv, the CDF plots and report.html go (None: nothing written).
         plots: draw the CDFs (needs each folder's requests.csv).
 
     Raises:
@@ -122,7 +106,7 @@ def compare(folders: Sequence[str | Path], *, output_dir: str | Path | None = No
     runs = [load_run(p, label) for p, label in zip(paths, _labels(paths))]
     metrics = [key_metrics(run.summary) for run in runs]
     table = {label: [None if m[key] is None else float(m[key]) * scale for m in metrics]
-             for key, label, scale, _ in ROWS}
+             for key, label, scale, _ in METRIC_ROWS}
     result = Comparison(runs=runs, table=table)
     if output_dir is None:
         return result
@@ -133,21 +117,22 @@ def compare(folders: Sequence[str | Path], *, output_dir: str | Path | None = No
         writer.writerow(["metric", *(run.label for run in runs)])
         for label, values in table.items():
             writer.writerow([label, *("" if v is None else f"{v:.6g}" for v in values)])
+    slo = next((run.slo for run in runs if run.slo), {})
+    pngs = []
     if plots:
         from ..metrics.comparison_plots import plot_overlaid_cdfs  # late: matplotlib takes 0.3 s
 
-        slo = next((run.slo for run in runs if run.slo), {})
-        plot_overlaid_cdfs(out, {run.label: run.latencies() for run in runs}, slo)
+        pngs = plot_overlaid_cdfs(out, {run.label: run.latencies() for run in runs}, slo)
+    write_compare_report(out, [(run.label, run.path) for run in runs], comparison_cells(result), slo, pngs)
     result.output_dir = out
     return result
 
 
-def format_comparison(comparison: Comparison) -> str:
-    """The table as text: a row per metric, a column per run; later runs show their change from
-    the first in percent."""
-    formats = {label: fmt for _, label, _, fmt in ROWS}
-    header = ["metric", *(run.label for run in comparison.runs)]
-    rows = [header]
+def comparison_cells(comparison: Comparison) -> list[list[str]]:
+    """The table's text: a header row, then a row per metric with a column per run; later runs show their
+    change from the first in percent."""
+    formats = {label: fmt for _, label, _, fmt in METRIC_ROWS}
+    rows = [["metric", *(run.label for run in comparison.runs)]]
     for label, values in comparison.table.items():
         first = values[0]
         cells = [label]
@@ -157,6 +142,13 @@ def format_comparison(comparison: Comparison) -> str:
                 text += f" ({(value - first) / abs(first) * 100:+.1f}%)"
             cells.append(text)
         rows.append(cells)
+    return rows
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """:func:`comparison_cells` as text, in aligned columns."""
+    rows = comparison_cells(comparison)
+    header = rows[0]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
              for row in rows]

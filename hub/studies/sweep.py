@@ -1,11 +1,12 @@
 """``cosim sweep``: one run per point of a grid of config values, tabulated and plotted.
 
-Main names: :func:`sweep` (``cosim.sweep``), :func:`parse_vary` and :func:`key_metrics`.
+Main names: :func:`sweep` (``cosim.sweep``) and :func:`parse_vary`.
 Each ``--vary key=v1,v2,...`` names one config field in the dotted syntax of
 ``--set``; several make a grid (points in ``itertools.product`` order: the last
 key varies fastest). The sweep folder
 holds one run folder per point, ``sweep.csv`` (one row per point: the varied
-values, then :data:`METRIC_COLUMNS`) and ``plots/latency_vs_load.png``.
+values, then :data:`METRIC_COLUMNS`), ``plots/latency_vs_load.png`` and ``report.html``
+(both on one page, :mod:`~cosim.hub.studies.study_report`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import yaml
 from ..config.loading import load_config
 from ..errors import CosimError, ScenarioError
 from .frames import sweep_frame
+from .key_metrics import METRIC_COLUMNS, key_metrics
 from .provenance import check_run_folder
+from .study_report import write_sweep_report
 from .validation import check_scenario
 
 if TYPE_CHECKING:  # pandas is optional (frames.py)
@@ -34,23 +37,6 @@ if TYPE_CHECKING:  # pandas is optional (frames.py)
 log = logging.getLogger(__name__)
 
 SWEEP_CSV = "sweep.csv"
-# Columns of sweep.csv after the varied keys: where each comes from in summary.json.
-METRICS: dict[str, tuple[str, ...]] = {
-    "completed": ("requests", "completed"),
-    "ttft_s_mean": ("latency", "ttft_s", "mean"),
-    "ttft_s_p90": ("latency", "ttft_s", "p90"),
-    "tpot_s_mean": ("latency", "tpot_s", "mean"),
-    "tpot_s_p90": ("latency", "tpot_s", "p90"),
-    "e2e_s_mean": ("latency", "e2e_s", "mean"),
-    "e2e_s_p90": ("latency", "e2e_s", "p90"),
-    "throughput_requests_per_s": ("throughput", "requests_per_s"),
-    "throughput_output_tokens_per_s": ("throughput", "output_tokens_per_s"),
-    "goodput_requests_per_s": ("goodput_requests_per_s",),
-    "slo_attainment": ("slo_attainment",),
-    "energy_per_output_token_j": ("energy", "per_output_token_j"),
-    "tokens_per_j": ("energy", "tokens_per_j"),
-}
-METRIC_COLUMNS = tuple(METRICS)
 
 
 @dataclass(frozen=True)
@@ -123,17 +109,6 @@ def point_name(index: int, varies: Sequence[Vary], texts: Sequence[str]) -> str:
     return f"{index:03d}-" + re.sub(r"[^A-Za-z0-9._=+-]", "_", parts)
 
 
-def key_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The :data:`METRICS` of a summary (None where it has none, e.g. TPOT of one-token answers)."""
-    row: dict[str, Any] = {}
-    for column, path in METRICS.items():
-        node: Any = summary
-        for part in path:
-            node = node.get(part) if isinstance(node, Mapping) else None
-        row[column] = node
-    return row
-
-
 def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | Path | None = None,
           overrides: Sequence[str] = (), overwrite: bool = False, run_plots: bool = False, plots: bool = True,
           command: Sequence[str] | None = None, in_process: bool = False, workers: int = 1,
@@ -150,7 +125,7 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
         overrides: ``key=value`` assignments applied to every point, before its own.
         overwrite: replace the files of a sweep folder (and its points') that exist (else refused).
         run_plots: draw each point's own plots/*.png too (off by default: the slowest part of a run).
-        plots: draw the sweep's latency-vs-load plot.
+        plots: draw the sweep's latency-vs-load plot (report.html is written either way).
         command: the command line each point's run.json records.
         in_process: call built-in and ``python:`` runtime backends without gRPC (as :func:`run`).
         workers: run this many points at once, each in a local process of its own (1: here, one by one).
@@ -200,11 +175,14 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
     result = SweepResult(rows=[rows[index] for index in range(len(points))], varies=varies, output_dir=out)
     result.failed = [row["point"] for row in result.rows if row["error"]]
     write_sweep_csv(out / SWEEP_CSV, result.rows, varies)
+    keys, pngs = [v.key for v in varies], []
     if plots:
         from ..metrics.comparison_plots import plot_latency_vs_load  # late: matplotlib takes 0.3 s
 
         (out / "plots").mkdir(exist_ok=True)
-        plot_latency_vs_load(out / "plots" / "latency_vs_load.png", result.rows, [v.key for v in varies], base.slo)
+        pngs.append(out / "plots" / "latency_vs_load.png")
+        plot_latency_vs_load(pngs[0], result.rows, keys, base.slo)
+    write_sweep_report(out, result.rows, keys, base.slo, pngs)
     return result
 
 

@@ -71,6 +71,7 @@ def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
     # one sequence at a time under a burst queues; eight do not
     assert float(rows[2]["ttft_s_p90"]) > 2 * float(rows[3]["ttft_s_p90"])
     assert (out / "plots" / "latency_vs_load.png").stat().st_size > 0
+    check_sweep_report(out, rows, num_plots=1)
     assert "[4/4] 003-rate_per_s=50000-max_num_seqs=8" in capsys.readouterr().out
     assert main(args) == 2  # the sweep folder is taken
     assert "run folder exists and is not empty" in capsys.readouterr().err
@@ -78,11 +79,29 @@ def test_sweep_writes_a_run_per_grid_point_and_sweep_csv(tmp_path: Path,
 
 
 
+def check_sweep_report(out: Path, rows: list[dict[str, str]], num_plots: int) -> None:
+    """report.html holds the sweep's plots and a row per point: its link to the point's own report, its varied
+    values and its metrics in the units of the column labels."""
+    page = (out / "report.html").read_text()
+    assert page.count('<img class="plot"') == page.count('src="data:image/png;base64,') == num_plots
+    assert "<th>TTFT p90 (ms)</th>" in page and "<th>SLO attainment (%)</th>" in page
+    assert "<td>tpot_s</td><td>mean</td><td class=\"n\">0.01</td>" in page  # the config's SLO target, in ms
+    for row in rows:
+        href = f"{row['point']}/report.html"
+        assert f'<a href="{href}">{row["point"]}</a>' in page and (out / href).is_file()
+        varied = [row[key] for key in list(row)[1:list(row).index("completed")]]
+        metrics = [row["completed"], *(f"{float(row[key]) * 1000:.4g}" for key in ("ttft_s_mean", "ttft_s_p90"))]
+        cells = "".join(f"<td>{v}</td>" for v in varied) + "".join(f"<td class=\"n\">{v}</td>" for v in metrics)
+        assert cells in page, cells
+
+
 def test_a_sweep_in_process_writes_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--in-process` reaches each point's `python:` backend without gRPC; the points' results do not change."""
     config = write_scenario(tmp_path)
     args = ["sweep", str(config), "--vary", "workload.arrival.rate_per_s=1000,50000", "--no-plots"]
     assert main([*args, "-o", str(tmp_path / "grpc")]) == 0
+    check_sweep_report(tmp_path / "grpc", read_csv(tmp_path / "grpc" / "sweep.csv"), num_plots=0)
+    assert "No plots (<code>--no-plots</code>)" in (tmp_path / "grpc" / "report.html").read_text()
     monkeypatch.setattr(runner, "_launch", no_server)
     assert main([*args, "-o", str(tmp_path / "direct"), "--in-process"]) == 0
     grpc_rows, direct_rows = (read_csv(tmp_path / name / "sweep.csv") for name in ("grpc", "direct"))
@@ -143,9 +162,9 @@ def test_latency_vs_load_plot_draws_the_slo_lines() -> None:
              "throughput_requests_per_s": rate, "goodput_requests_per_s": rate / 2} for rate in (1, 2, 4)]
     fig = plot_latency_vs_load(Path("/dev/null"), rows, ["workload.arrival.rate_per_s"], SLO)
     ttft, tpot, e2e, throughput = fig.axes
-    assert [line.get_label() for line in ttft.lines] == ["mean", "p90", "SLO p90 0.5"]
+    assert [line.get_label() for line in ttft.lines] == ["mean", "p90", "SLO p90 <= 0.5 ms"]
     assert list(ttft.lines[-1].get_ydata()) == [0.5, 0.5]  # ms
-    assert [line.get_label() for line in tpot.lines][2:] == ["SLO mean 0.01", "SLO p90 0.02"]
+    assert [line.get_label() for line in tpot.lines][2:] == ["SLO mean <= 0.01 ms", "SLO p90 <= 0.02 ms"]
     assert len(e2e.lines) == 2 and list(throughput.lines[1].get_ydata()) == [0.5, 1.0, 2.0]
     assert list(ttft.lines[1].get_xdata()) == [1.0, 2.0, 4.0]
 
@@ -171,6 +190,12 @@ def test_compare_prints_runs_side_by_side_and_writes_overlaid_cdfs(tmp_path: Pat
     assert table[1] == {"metric": "TTFT mean (ms)", "four": "0.001", "one": "0.0055"}
     for metric in ("ttft", "tpot", "e2e"):
         assert (out / f"{metric}_cdf.png").stat().st_size > 0
+    page = (out / "report.html").read_text()  # the printed table, the runs' links, the SLO and the CDFs on one page
+    assert "<tr><td>TTFT mean (ms)</td><td class=\"n\">0.001</td><td class=\"n\">0.0055 (+450.0%)</td></tr>" in page
+    assert '<a href="../four/report.html">four</a>' in page and '<a href="../one/report.html">one</a>' in page
+    assert "<td>ttft_s</td><td>p90</td><td class=\"n\">0.01</td>" in page  # 5 us, in ms
+    assert page.count('src="data:image/png;base64,') == 3
+    assert page.index("ttft_cdf.png") < page.index("tpot_cdf.png") < page.index("e2e_cdf.png")
 
 
 def test_compare_names_a_folder_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 
 import cosim.hub.studies.runner as runner
 from cosim.hub.metrics import benchmark_text, write_run_folder
+from cosim.hub.metrics.figures import ITL_PANEL, LATENCY_PANELS
 from cosim.hub.metrics.itl import counted_statistic, merged_gaps
 from cosim.hub.metrics.plots import _draw_slo, plot_client_series
 from cosim.hub.sim.records import ClientInfo, ClientTimeline
@@ -94,13 +95,13 @@ def test_slo_lines_mark_threshold_and_percentile_level() -> None:
     slo = {"ttft_s": {"p90": {"target": 0.5, "observed": 0.3, "met": True}},
            "tbt_max_s": {"max": {"target": 0.2, "observed": 0.4, "met": False}}}
     ax = Figure().add_subplot(1, 1, 1)
-    _draw_slo(ax, slo, "ttft_s", 1000.0)
+    _draw_slo(ax, slo, LATENCY_PANELS[0])
     (vertical, level) = ax.lines
     assert list(vertical.get_xdata()) == [500.0, 500.0] and list(level.get_ydata()) == [0.9, 0.9]
-    assert vertical.get_label() == "SLO p90 <= 500 (met)" and vertical.get_color() == "tab:green"
+    assert vertical.get_label() == "SLO p90 <= 500 ms (met)" and vertical.get_color() == "tab:green"
     itl = Figure().add_subplot(1, 1, 1)
-    _draw_slo(itl, slo, "itl_s", 1000.0)  # a request's longest gap bounds each of its gaps
-    assert [line.get_label() for line in itl.lines] == ["SLO tbt_max max <= 200 (missed)"]
+    _draw_slo(itl, slo, ITL_PANEL)  # a request's longest gap bounds each of its gaps
+    assert [line.get_label() for line in itl.lines] == ["SLO tbt_max max <= 200 ms (missed)"]
     assert itl.lines[0].get_color() == "tab:red"
 
 

@@ -12,16 +12,10 @@ import csv
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from ...metrics.figures import save
 from .outcomes import Outcomes
-
-
-def _save(fig: Figure, path: Path) -> None:
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
 
 
 def plot_latency(simulated: Outcomes, measured: Outcomes, path: Path) -> None:
@@ -37,7 +31,7 @@ def plot_latency(simulated: Outcomes, measured: Outcomes, path: Path) -> None:
         ax.set_xlabel(f"measured {metric}")
         ax.set_ylabel(f"simulated {metric}")
         ax.set_title(f"per-request {metric.removesuffix('_s').upper()}")
-    _save(fig, path)
+    save(fig, path)
 
 
 def simulated_queue(clients_csv: Path, seconds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,4 +74,4 @@ def plot_queue(clients_csv: Path, timeseries: Path, path: Path) -> None:
         ax.set_xlabel("time since start (s)")
         ax.set_ylabel(f"{name} requests")
         ax.legend()
-    _save(fig, path)
+    save(fig, path)
