@@ -37,6 +37,7 @@ from ..config.sections import ClientConfig
 from ..errors import CosimError, HubError, open_or_blame
 from ..metrics import ProgressBar
 from ..metrics.autoscaling_block import autoscaling_block
+from ..metrics.benchmark_setup import benchmark_setup
 from ..metrics.request_table import RequestTable
 from ..metrics.summary import summarize_table
 from ..sim.admission import ClientLimits
@@ -426,4 +427,6 @@ class Simulation:
             extra["frontend"] = {f.name: f.summary(self.kernel.now_ns) for f in servers}
         return summarize_table(self.request_table(), self.infos, self.timelines(), slo=self.config.slo,
                                sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra,
-                               client_gaps=[f.token_gaps for f in servers])
+                               client_gaps=[f.token_gaps for f in servers],
+                               client_token_times=[f.token_times for f in servers],
+                               benchmark=benchmark_setup(self.config))
