@@ -224,6 +224,11 @@ class OutputConfig(FrozenModel):
         DEFAULT_METRICS, description="vllm bench serve's --percentile-metrics: the metrics (ttft, tpot, itl, e2el) "
         "whose mean, median, std and percentiles summary.json `benchmark` and its printed block give")
 
+    benchmark_details: bool = Field(
+        False, description="vllm bench serve's --save-detailed: summary.json `benchmark` also lists each request's "
+        "input_lens, output_lens, ttfts, itls (every gap between its tokens), start_times, generated_texts and "
+        "errors; as large as the run's tokens, and decode runs are taken step by step (slower, same results)")
+
     @field_validator("metric_percentiles")
     @classmethod
     def _percentiles(cls, value: str | list[float]) -> str | list[float]:

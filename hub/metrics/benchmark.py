@@ -21,12 +21,15 @@ most tokens that came out within one second, seconds counted from the first
 request's send, as vLLM's buckets; a token is one per request per step (per
 delivery over HTTP), as vLLM times streamed chunks. It counts every request's
 tokens, vLLM completed requests' only: the two differ in a partial run alone.
+With ``output.benchmark_details`` (vLLM's ``--save-detailed``) the block also has
+its per-request arrays (:func:`detailed_arrays`); vLLM's ``--save-result`` alone
+leaves them out, and so does cosim by default.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,10 +86,26 @@ def peak_tokens_per_s(at_ns: np.ndarray, tokens: np.ndarray, start_ns: np.ndarra
     return float(np.bincount(bucket[kept], weights=tokens[kept], minlength=num_buckets).max())
 
 
+UNFINISHED = "not finished when the run stopped"  # a partial run's request, in ``errors``
+
+
+def detailed_arrays(input_tokens: np.ndarray, generated_tokens: np.ndarray, metrics: RequestMetrics,
+                    start_ns: np.ndarray, itls_ns: Sequence[Sequence[int]]) -> dict[str, list[Any]]:
+    """``--save-detailed``'s per-request arrays, in request order: prompt lengths, output lengths (0 for
+    a request not finished, as vLLM's failed ones), TTFT and every gap between tokens (s), send times (s
+    of simulated time), texts (empty: cosim generates none) and errors ("" for a completed request)."""
+    done = metrics.finished
+    return {"input_lens": input_tokens.tolist(), "output_lens": np.where(done, generated_tokens, 0).tolist(),
+            "ttfts": [None if np.isnan(t) else t for t in metrics.ttft_s.tolist()],
+            "itls": [[gap / NS_PER_S for gap in gaps] for gaps in itls_ns],
+            "start_times": [None if t < 0 else t / NS_PER_S for t in start_ns.tolist()],
+            "generated_texts": [""] * len(done), "errors": ["" if d else UNFINISHED for d in done.tolist()]}
+
+
 def benchmark_block(input_tokens: np.ndarray, generated_tokens: np.ndarray, metrics: RequestMetrics,
                     gaps: tuple[np.ndarray, np.ndarray], spans_ns: tuple[np.ndarray, np.ndarray],
                     token_times: tuple[np.ndarray, np.ndarray], *, sim_time_s: float, num_good: int | None,
-                    setup: BenchmarkSetup) -> dict[str, Any]:
+                    setup: BenchmarkSetup, itls_ns: Sequence[Sequence[int]] = ()) -> dict[str, Any]:
     """summary.json's ``benchmark`` block (see the module docstring).
 
     Args:
@@ -97,7 +116,8 @@ def benchmark_block(input_tokens: np.ndarray, generated_tokens: np.ndarray, metr
         token_times: output tokens at each instant, as (instants in ns, tokens), from :mod:`..sim.token_times`.
         sim_time_s: the benchmark duration.
         num_good: completed requests meeting the SLO; None without an SLO (no goodput, as vLLM).
-        setup: the set-up keys, percentiles and metrics.
+        setup: the set-up keys, percentiles and metrics, and whether to add the per-request arrays.
+        itls_ns: each request's gaps between tokens in ns, aligned (read with ``setup.details``).
     """
     done = metrics.finished
     completed = int(np.count_nonzero(done))
@@ -111,6 +131,10 @@ def benchmark_block(input_tokens: np.ndarray, generated_tokens: np.ndarray, metr
         "request_throughput": rate(completed),
         "request_goodput": rate(num_good) if num_good is not None else None,
         "output_throughput": rate(total_output), "total_token_throughput": rate(total_input + total_output),
+    })
+    if setup.details:  # where vLLM's result has them
+        block.update(detailed_arrays(input_tokens, generated_tokens, metrics, spans_ns[0], itls_ns))
+    block.update({
         "max_output_tokens_per_s": peak_tokens_per_s(*token_times, spans_ns[0][done], spans_ns[1][done]),
         "max_concurrent_requests": peak_concurrency(spans_ns[0][done], spans_ns[1][done]),
         "rtfx": 0.0,

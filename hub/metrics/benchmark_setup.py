@@ -4,7 +4,8 @@
 with what it was asked to do: ``date``, ``endpoint_type``, ``backend``, ``label``, ``model_id``,
 ``tokenizer_id``, ``num_prompts``, ``request_rate``, ``burstiness``, ``max_concurrency``.
 :class:`BenchmarkSetup` holds them for a run, with the ``--metric-percentiles`` and
-``--percentile-metrics`` its statistics follow; :func:`benchmark_setup` reads them off a scenario:
+``--percentile-metrics`` its statistics follow and whether it writes ``--save-detailed``'s
+per-request arrays (``output.benchmark_details``); :func:`benchmark_setup` reads them off a scenario:
 
 - ``model_id``/``tokenizer_id``: the model preset of the first LLM client (vLLM's tokenizer defaults
   to the model); the scenario's model key where the model comes from a config.json.
@@ -35,6 +36,7 @@ class BenchmarkSetup:
     max_concurrency: int | None = None
     percentiles: tuple[float, ...] = (99.0,)
     metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    details: bool = False  # --save-detailed: the per-request arrays too
 
     def keys(self, num_prompts: int) -> dict[str, Any]:
         """The set-up keys, in vLLM's order, for a run of ``num_prompts`` requests."""
@@ -65,4 +67,5 @@ def benchmark_setup(config: ScenarioConfig) -> BenchmarkSetup:
         rate, burstiness = arrival.rate_per_s, 1.0 / arrival.cv ** 2
     return BenchmarkSetup(model_id=_model_id(config), request_rate=rate, burstiness=burstiness,
                           percentiles=percentiles(config.output.metric_percentiles),
-                          metrics=percentile_metrics(config.output.percentile_metrics))
+                          metrics=percentile_metrics(config.output.percentile_metrics),
+                          details=config.output.benchmark_details)

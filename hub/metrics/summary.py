@@ -181,10 +181,13 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
         stats = latency_block(seen, seen.finished)
         summary["client_latency"] = {name: stats[name] for name in ("ttft_s", "tpot_s", "e2e_s")}
         summary["client_latency"]["itl_s"] = itl_block(*seen_gaps)
+    setup = benchmark if benchmark is not None else BenchmarkSetup()
+    itls = table.itls[1 if table.has_client_side else 0]
     summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], seen, seen_gaps,
                                            spans, _joined(token_times), sim_time_s=sim_time_s,
                                            num_good=summary["requests"]["meeting_slo"] if slo else None,
-                                           setup=benchmark if benchmark is not None else BenchmarkSetup())
+                                           setup=setup, itls_ns=[itls.get(i, []) for i in table.columns["id"].tolist()]
+                                           if setup.details else ())
     summary["slo"] = slo_report(metrics, slo)
     summary["stages"] = table.stage_table()
     summary["breakdown_s"] = table.breakdown()

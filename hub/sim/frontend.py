@@ -136,11 +136,15 @@ class FrontEnd:
             if request.client_first_token_ns < 0:
                 request.client_first_token_ns = at
                 timed += 1
+                if request.itl_ns is not None:  # the run keeps each request's gaps: the client's too
+                    request.client_itl_ns = []
             else:
                 gap = at - request.client_last_token_ns
                 if gap:  # parallel paths of a request sampling in one step count once, as the engine's ITL
                     gaps[gap] = gaps.get(gap, 0) + 1
                     timed += 1
+                    if request.client_itl_ns is not None:
+                        request.client_itl_ns.append(gap)
             request.client_last_token_ns = at
         if timed:
             self.token_times.add(at, timed)

@@ -83,6 +83,10 @@ class RequestRecord:
     client_send_ns: int = -1
     client_first_token_ns: int = -1
     client_last_token_ns: int = -1
+    # Every gap between its consecutive tokens (ns), at the engine and at its client, where the run keeps
+    # them (output.benchmark_details: vllm bench serve's per-request itls); None otherwise.
+    itl_ns: list[int] | None = None
+    client_itl_ns: list[int] | None = None
 
     @property
     def is_finished(self) -> bool:

@@ -58,6 +58,49 @@ def test_block_has_exactly_the_recorded_keys_and_types() -> None:
     assert bench["completed"] == 20 and bench["total_input_tokens"] == 20 * 200
 
 
+# What vLLM's --save-detailed keeps in the result (benchmarks/serve.py drops these without it).
+DETAILED = {"input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"}
+
+
+def test_details_add_save_detailed_arrays_and_change_no_result() -> None:
+    """``output.benchmark_details``: the per-request arrays agree with the block's own statistics, each
+    request's gaps add up to its decode time, and every other figure equals the run's without them."""
+    recorded, _ = _recorded()
+    plain = _run().summary
+    result = _run(output={"benchmark_details": True, "metric_percentiles": "50,99"})
+    bench = json.loads(json.dumps(result.summary["benchmark"]))
+    assert set(bench) == set(recorded) | DETAILED | {"p50_ttft_ms", "p50_tpot_ms", "p50_itl_ms"}
+    assert all(isinstance(bench[key], list) and len(bench[key]) == 20 for key in DETAILED)
+    assert sum(bench["output_lens"]) == bench["total_output_tokens"] and bench["input_lens"] == [200] * 20
+    gaps = [gap for request in bench["itls"] for gap in request]
+    assert len(gaps) == bench["total_output_tokens"] - 20
+    assert bench["p99_itl_ms"] == pytest.approx(1000 * np.percentile(gaps, 99), rel=1e-8)
+    assert bench["median_itl_ms"] == pytest.approx(1000 * np.median(gaps), rel=1e-8)
+    assert bench["mean_ttft_ms"] == pytest.approx(1000 * np.mean(bench["ttfts"]), rel=1e-8)
+    for record, itls, start in zip(result.requests, bench["itls"], bench["start_times"], strict=True):
+        assert sum(itls) == pytest.approx((record.finish_ns - record.first_token_ns) / 1e9, rel=1e-8)
+        assert start == pytest.approx(record.arrival_ns / 1e9, rel=1e-8)
+    assert set(bench["errors"]) == set(bench["generated_texts"]) == {""}
+    drop = {"benchmark", "wall_time_s"}
+    assert {k: v for k, v in result.summary.items() if k not in drop} == \
+        {k: v for k, v in plain.items() if k not in drop}
+    assert {k: bench[k] for k in plain["benchmark"]} == plain["benchmark"] | {
+        k: bench[k] for k in ("p50_ttft_ms", "p50_tpot_ms", "p50_itl_ms") if k in plain["benchmark"]}
+
+
+def test_details_over_http_are_what_the_client_saw() -> None:
+    """With the API server (``frontend``), the arrays are client-side, as the tool measures them."""
+    frontend = {"tokenizer_batch_wait_s": 0.002, "output_s_per_step": 30e-6, "output_s_per_token": 15e-6}
+    result = _run(frontend=frontend, output={"benchmark_details": True})
+    bench = result.summary["benchmark"]
+    for record, itls, start, ttft in zip(result.requests, bench["itls"], bench["start_times"], bench["ttfts"],
+                                         strict=True):
+        assert sum(itls) == pytest.approx((record.client_last_token_ns - record.client_first_token_ns) / 1e9,
+                                          rel=1e-8)
+        assert start == pytest.approx(record.client_send_ns / 1e9, rel=1e-8, abs=1e-12)
+        assert ttft == pytest.approx((record.client_first_token_ns - record.client_send_ns) / 1e9, rel=1e-8)
+
+
 def test_cosim_prints_the_recorded_rows_in_order() -> None:
     _, text = _recorded()
     printed = benchmark_text(_run().summary["benchmark"]).splitlines()

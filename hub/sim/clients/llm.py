@@ -67,8 +67,10 @@ class LLMClient:
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, clock: MakeStepClock,
                  sink: StageSink, serves: frozenset[str], group: LockStepGroup | None = None,
-                 limits: ClientLimits | None = None, frontend: FrontEnd | None = None) -> None:
+                 limits: ClientLimits | None = None, frontend: FrontEnd | None = None,
+                 keep_itls: bool = False) -> None:
         self.info, self.name = info, info.name
+        self.keep_itls = keep_itls  # record each request's token gaps (RequestRecord.itl_ns)
         self.limits, self.frontend = limits, frontend
         self.group = group
         if group is not None:
@@ -304,6 +306,8 @@ class LLMClient:
             if request.first_token_ns < 0:
                 request.first_token_ns = now
                 timed += 1
+                if self.keep_itls:
+                    request.itl_ns = []
                 if seq.target_generated > 1:
                     self._begin_decode_stage(seq, now)
             else:
@@ -313,6 +317,8 @@ class LLMClient:
                 if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
                     gaps[gap] = gaps.get(gap, 0) + 1
                     timed += 1
+                    if request.itl_ns is not None:
+                        request.itl_ns.append(gap)
             request.last_token_ns = now
         if timed:
             self.timeline.token_times.add(now, timed)
