@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..backends.kinds import BUILTIN_KINDS
 from .autoscale import ReplicasConfig
+from .bench_report import DEFAULT_METRICS, DEFAULT_PERCENTILES, percentile_metrics, percentiles
 from .bounds import MAX_DEVICES, MAX_GBPS, MAX_TOKENS, MIN_GBPS
 from .choices import BaseRouterName, LoadMetricName, RouterName
 from .frozen import FieldProblem, FrozenModel
@@ -216,3 +217,26 @@ class OutputConfig(FrozenModel):
         "roofline: its cross-validated step MAPE), and give each headline metric's [low, high] in summary.json "
         "`intervals`, report.html and the printed table; step-model error only, not workload randomness "
         "(docs/intervals.md). Three runs' time")
+    metric_percentiles: str | list[float] = Field(
+        DEFAULT_PERCENTILES, description="vllm bench serve's --metric-percentiles: the percentiles summary.json "
+        "`benchmark` and its printed block give, comma-separated (\"50,90,99\") or a list")
+    percentile_metrics: str | list[str] = Field(
+        DEFAULT_METRICS, description="vllm bench serve's --percentile-metrics: the metrics (ttft, tpot, itl, e2el) "
+        "whose mean, median, std and percentiles summary.json `benchmark` and its printed block give")
+
+    benchmark_details: bool = Field(
+        False, description="vllm bench serve's --save-detailed: summary.json `benchmark` also lists each request's "
+        "input_lens, output_lens, ttfts, itls (every gap between its tokens), start_times, generated_texts and "
+        "errors; as large as the run's tokens, and decode runs are taken step by step (slower, same results)")
+
+    @field_validator("metric_percentiles")
+    @classmethod
+    def _percentiles(cls, value: str | list[float]) -> str | list[float]:
+        percentiles(value)
+        return value
+
+    @field_validator("percentile_metrics")
+    @classmethod
+    def _metrics(cls, value: str | list[str]) -> str | list[str]:
+        percentile_metrics(value)
+        return value

@@ -138,6 +138,8 @@ class RequestTable:
         kinds: stage kinds present, in pipeline order (requests.csv's stage columns).
         has_lora: some request names a LoRA adapter (requests.csv's ``lora`` column).
         classes: the request classes, in the order they first came (empty: none).
+        itls: each request's gaps between tokens in ns, by id, at the engine and at its client
+            (``output.benchmark_details``; empty where the run kept none).
     """
 
     columns: dict[str, np.ndarray]
@@ -146,6 +148,7 @@ class RequestTable:
     has_lora: bool
     classes: list[str]
     _sums: _Sums = field(repr=False)
+    itls: tuple[dict[int, list[int]], dict[int, list[int]]] = field(default_factory=lambda: ({}, {}), repr=False)
 
     @classmethod
     def of(cls, records: Iterable[RequestRecord]) -> RequestTable:
@@ -219,9 +222,16 @@ class RequestColumns:
         self._owners = _Owners()
         self._classes = _Owners()
         self._sums = _Sums()
+        self._itls: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def _keep_itls(self, record: RequestRecord, itls: tuple[dict[int, list[int]], dict[int, list[int]]]) -> None:
+        if record.itl_ns is not None:  # only where the run keeps them (output.benchmark_details)
+            itls[0][record.id] = record.itl_ns
+        if record.client_itl_ns is not None:
+            itls[1][record.id] = record.client_itl_ns
 
     def add(self, record: RequestRecord) -> None:
         """Takes a request's numbers (a finished one: its record may be dropped after)."""
@@ -229,16 +239,19 @@ class RequestColumns:
         for start in span_starts(record):
             self._spans.append(start)
         self._sums.add(record)
+        self._keep_itls(record, self._itls)
 
     def table(self, others: Iterable[RequestRecord] = ()) -> RequestTable:
         """The table of the requests added and ``others`` (those not finished), sorted by id."""
         extra = _Sums()
         rows: list[tuple[int, ...]] = []
         starts: list[int] = []
+        itls: tuple[dict[int, list[int]], dict[int, list[int]]] = (dict(self._itls[0]), dict(self._itls[1]))
         for record in others:
             rows.append(_row(record, self._owners, self._classes))
             starts.extend(span_starts(record))
             extra.add(record)
+            self._keep_itls(record, itls)
         data = np.concatenate([self._rows.rows(), np.array(rows, dtype=self._rows.dtype)])
         data = data[np.argsort(data["id"], kind="stable")]
         columns = {name: data[name].astype(np.int64) for name in self._rows.names}
@@ -248,7 +261,7 @@ class RequestColumns:
         sums = self._sums.merged(extra)
         span_starts_all = np.concatenate([self._spans.columns()["start_ns"], np.array(starts, dtype=np.int64)])
         return RequestTable(columns=columns, span_starts=span_starts_all, kinds=ordered_kinds(sums.kinds),
-                            has_lora=sums.has_lora, classes=self._classes.names[1:], _sums=sums)
+                            has_lora=sums.has_lora, classes=self._classes.names[1:], _sums=sums, itls=itls)
 
     def close(self) -> None:
         """Removes the temporary files."""

@@ -40,7 +40,9 @@ import numpy as np
 
 from ..config.slo import Slo, validate_slo
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
+from ..sim.token_times import TokenTimes
 from .benchmark import benchmark_block
+from .benchmark_setup import BenchmarkSetup
 from .energy import client_energy, run_energy
 from .itl import itl_block, merged_gaps
 from .request_table import RequestTable, attributed_client
@@ -54,6 +56,13 @@ logger = logging.getLogger(__name__)
 
 def _rate(count: float, sim_time_s: float) -> float | None:
     return count / sim_time_s if sim_time_s > 0 else None
+
+
+def _joined(counts: Sequence[TokenTimes]) -> tuple[np.ndarray, np.ndarray]:
+    """Token times of several clients as one pair of (instants, tokens) arrays."""
+    pairs = [c.arrays() for c in counts]
+    return (np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0, dtype=np.int64),
+            np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0, dtype=np.int64))
 
 
 def _traffic_block(metrics: RequestMetrics, tokens: Mapping[str, np.ndarray], mask: np.ndarray,
@@ -120,7 +129,8 @@ def client_names(clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTi
 
 def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
               timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
-              wall_time_s: float, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              wall_time_s: float, extra: Mapping[str, Any] | None = None,
+              benchmark: BenchmarkSetup | None = None) -> dict[str, Any]:
     """Builds the summary.json content of a (possibly partial) run.
 
     Args:
@@ -131,6 +141,8 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
         sim_time_ns: simulated time the run covered.
         wall_time_s: real seconds the run took (the one nondeterministic field).
         extra: merged at top level (backend stats, cache hit rate, ...); its keys win.
+        benchmark: the ``benchmark`` block's set-up keys, percentiles and metrics (default: vLLM's
+            defaults, no model, requests at once).
 
     Returns:
         A JSON-ready dict (rounded floats, None for undefined values).
@@ -139,15 +151,17 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
         ScenarioError: the SLO names an unknown metric or statistic.
     """
     return summarize_table(RequestTable.of(requests), clients, timelines, slo=slo, sim_time_ns=sim_time_ns,
-                           wall_time_s=wall_time_s, extra=extra)
+                           wall_time_s=wall_time_s, extra=extra, benchmark=benchmark)
 
 
 def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
                     timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
                     wall_time_s: float, extra: Mapping[str, Any] | None = None,
-                    client_gaps: Sequence[Mapping[int, int]] = ()) -> dict[str, Any]:
-    """:func:`summarize` from the requests' numbers (a run keeps those, not its records); ``client_gaps``:
-    the client-side ITL counts of each API server (``frontend``), if any."""
+                    client_gaps: Sequence[Mapping[int, int]] = (), client_token_times: Sequence[TokenTimes] = (),
+                    benchmark: BenchmarkSetup | None = None) -> dict[str, Any]:
+    """:func:`summarize` from the requests' numbers (a run keeps those, not its records); ``client_gaps``
+    and ``client_token_times``: the client-side ITL counts and token times of each API server
+    (``frontend``), if any."""
     validate_slo(slo)
     metrics = table.metrics()
     good = meets_slo(metrics, slo)
@@ -158,14 +172,22 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
     gaps = merged_gaps(t.gap_counts() for t in timelines.values())
     summary["latency"]["itl_s"] = itl_block(*gaps)
     seen, seen_gaps = metrics, gaps  # what a benchmark client measures: the engine's, or over HTTP
+    spans = (table.columns["arrival_ns"], table.columns["finish_ns"])
+    token_times = [t.token_times for t in timelines.values()]
     if table.has_client_side:
         seen, seen_gaps = table.client_metrics(), merged_gaps(client_gaps)
+        spans = (table.columns["client_send_ns"], table.columns["client_last_ns"])
+        token_times = list(client_token_times)
         stats = latency_block(seen, seen.finished)
         summary["client_latency"] = {name: stats[name] for name in ("ttft_s", "tpot_s", "e2e_s")}
         summary["client_latency"]["itl_s"] = itl_block(*seen_gaps)
+    setup = benchmark if benchmark is not None else BenchmarkSetup()
+    itls = table.itls[1 if table.has_client_side else 0]
     summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], seen, seen_gaps,
-                                           sim_time_s=sim_time_s,
-                                           num_good=summary["requests"]["meeting_slo"] if slo else None)
+                                           spans, _joined(token_times), sim_time_s=sim_time_s,
+                                           num_good=summary["requests"]["meeting_slo"] if slo else None,
+                                           setup=setup, itls_ns=[itls.get(i, []) for i in table.columns["id"].tolist()]
+                                           if setup.details else ())
     summary["slo"] = slo_report(metrics, slo)
     summary["stages"] = table.stage_table()
     summary["breakdown_s"] = table.breakdown()

@@ -35,6 +35,7 @@ from ..config.frontend import FrontendConfig
 from .kernel import ARRIVAL, Kernel
 from .records import RequestRecord
 from .scheduling import Sequence as Seq
+from .token_times import TokenTimes
 
 NS_PER_S = 1_000_000_000
 
@@ -71,6 +72,7 @@ class FrontEnd:
         self._tokenizer_free_ns = 0  # when the batcher's thread is done with its batch
         self._loop_free_ns = 0  # when the event loop is done with the outputs it has
         self.token_gaps: dict[int, int] = {}  # client-side ITL: gap in ns -> tokens
+        self.token_times = TokenTimes()  # tokens the clients got at each instant
         self.num_requests = self.num_batches = 0
         self.ingress_ns = 0  # summed over requests: sent -> the engine has it
         self.output_busy_ns = 0  # the event loop's time on outputs
@@ -128,16 +130,24 @@ class FrontEnd:
         self._loop_free_ns = start + busy
         self.output_busy_ns += busy
         at = self._loop_free_ns + self._network_ns
-        gaps = self.token_gaps
+        gaps, timed = self.token_gaps, 0
         for seq in sampled:
             request = seq.request
             if request.client_first_token_ns < 0:
                 request.client_first_token_ns = at
+                timed += 1
+                if request.itl_ns is not None:  # the run keeps each request's gaps: the client's too
+                    request.client_itl_ns = []
             else:
                 gap = at - request.client_last_token_ns
                 if gap:  # parallel paths of a request sampling in one step count once, as the engine's ITL
                     gaps[gap] = gaps.get(gap, 0) + 1
+                    timed += 1
+                    if request.client_itl_ns is not None:
+                        request.client_itl_ns.append(gap)
             request.client_last_token_ns = at
+        if timed:
+            self.token_times.add(at, timed)
 
     def summary(self, sim_time_ns: int) -> dict[str, float | int | None]:
         """What the front end did: requests, tokenizer batches, mean time in, and the event loop's load."""

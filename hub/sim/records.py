@@ -15,6 +15,7 @@ import numpy as np
 
 from .power import DevicePower, StepJoules
 from .spill import INT64, SpillRows
+from .token_times import TokenTimes
 
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
@@ -82,6 +83,10 @@ class RequestRecord:
     client_send_ns: int = -1
     client_first_token_ns: int = -1
     client_last_token_ns: int = -1
+    # Every gap between its consecutive tokens (ns), at the engine and at its client, where the run keeps
+    # them (output.benchmark_details: vllm bench serve's per-request itls); None otherwise.
+    itl_ns: list[int] | None = None
+    client_itl_ns: list[int] | None = None
 
     @property
     def is_finished(self) -> bool:
@@ -133,6 +138,10 @@ class ClientTimeline:
     there are at most as many keys as steps, whatever the number of tokens.
     Past :attr:`MAX_GAP_KEYS` keys the counts spill to a temporary file (the
     dict is emptied in place); :meth:`gap_counts` gives every count.
+
+    ``token_times`` counts the tokens it sampled at each step's end, one per
+    request that got a token (as ``token_gaps``, plus first tokens), for the
+    most output tokens per second (:class:`cosim.hub.sim.token_times.TokenTimes`).
     """
 
     MAX_GAP_KEYS = 16_384
@@ -147,6 +156,7 @@ class ClientTimeline:
         self.reported_energy_steps = 0
         self.token_gaps: dict[int, int] = {}
         self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
+        self.token_times = TokenTimes()
         self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
         self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
         self.offload: Reporting | None = None  # a client's KV offload tier (scheduling/offload.py), for its counts
@@ -190,3 +200,4 @@ class ClientTimeline:
         """Drops the steps and ITL counts kept on disk, and removes their temporary files."""
         self._rows.close()
         self._spilled_gaps.close()
+        self.token_times.close()

@@ -37,6 +37,7 @@ from ..config.sections import ClientConfig
 from ..errors import CosimError, HubError, open_or_blame
 from ..metrics import ProgressBar
 from ..metrics.autoscaling_block import autoscaling_block
+from ..metrics.benchmark_setup import benchmark_setup
 from ..metrics.request_table import RequestTable
 from ..metrics.summary import summarize_table
 from ..sim.admission import ClientLimits
@@ -181,16 +182,18 @@ class Simulation:
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill", lora=lora_slots(cfg, model),
                               speculation=speculation, offload=offload, lock_step=cfg.dp_group is not None)
+        keep_itls = self.config.output.benchmark_details  # every token gap of every request: steps one by one
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
-            decode_runs=proxy.lookahead and speculation is None and offload is None and cfg.name not in self.frontends,
+            decode_runs=proxy.lookahead and speculation is None and offload is None and cfg.name not in self.frontends
+            and not keep_itls,
             host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
         group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, clock=clock, sink=self.coordinator,
                          serves=_SERVES[cfg.role], group=group,
                          limits=ClientLimits.of(cfg.name, str(cfg.model), _SERVES[cfg.role], cfg.scheduler, usable),
-                         frontend=self.frontends.get(cfg.name))
+                         frontend=self.frontends.get(cfg.name), keep_itls=keep_itls)
 
     def _build_pool(self, index: int, cfg: ClientConfig) -> ReplicaPool:
         """The autoscaled pool of ``cfg``'s replicas: each a client of its own, built as ``cfg`` but
@@ -428,4 +431,6 @@ class Simulation:
             extra["frontend"] = {f.name: f.summary(self.kernel.now_ns) for f in servers}
         return summarize_table(self.request_table(), self.infos, self.timelines(), slo=self.config.slo,
                                sim_time_ns=self.kernel.now_ns, wall_time_s=wall_time_s, extra=extra,
-                               client_gaps=[f.token_gaps for f in servers])
+                               client_gaps=[f.token_gaps for f in servers],
+                               client_token_times=[f.token_times for f in servers],
+                               benchmark=benchmark_setup(self.config))

@@ -17,6 +17,7 @@ from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.sim.records import ClientTimeline
 from cosim.hub.sim.spill import INT8, INT64, SpillRows
+from cosim.hub.sim.token_times import TokenTimes
 from cosim.hub.studies.bench_scale import run_scale, scaled_marks
 from cosim.hub.studies.runner import started_backends
 from cosim.hub.studies.simulation import Simulation
@@ -79,6 +80,13 @@ def test_inter_token_gaps_that_spill_give_the_same_statistics(monkeypatch: pytes
     spilled = cosim.run(chat()).summary
     assert kept["latency"]["itl_s"] == spilled["latency"]["itl_s"]
     assert kept["benchmark"] == spilled["benchmark"] and kept["clients"] == spilled["clients"]
+
+
+def test_token_times_that_spill_give_the_same_peak(monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = cosim.run(chat()).summary["benchmark"]
+    monkeypatch.setattr(TokenTimes, "MAX_KEYS", 4)
+    spilled = cosim.run(chat()).summary["benchmark"]
+    assert kept == spilled and kept["max_output_tokens_per_s"] is not None
 
 
 def test_the_table_of_a_partial_run_equals_that_of_its_records() -> None:

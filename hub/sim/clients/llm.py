@@ -67,8 +67,10 @@ class LLMClient:
 
     def __init__(self, *, info: ClientInfo, kernel: Kernel, scheduler: Scheduler, clock: MakeStepClock,
                  sink: StageSink, serves: frozenset[str], group: LockStepGroup | None = None,
-                 limits: ClientLimits | None = None, frontend: FrontEnd | None = None) -> None:
+                 limits: ClientLimits | None = None, frontend: FrontEnd | None = None,
+                 keep_itls: bool = False) -> None:
         self.info, self.name = info, info.name
+        self.keep_itls = keep_itls  # record each request's token gaps (RequestRecord.itl_ns)
         self.limits, self.frontend = limits, frontend
         self.group = group
         if group is not None:
@@ -288,6 +290,7 @@ class LLMClient:
         # Each request of the run got a token one step after its last (runs step back to back).
         gaps, gap = self.timeline.token_gaps, end_ns - start_ns
         gaps[gap] = gaps.get(gap, 0) + num_requests
+        self.timeline.token_times.add(end_ns, num_requests)
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
@@ -296,11 +299,15 @@ class LLMClient:
     def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
         """Records a step's tokens, forks and finished stages on the requests."""
         gaps = self.timeline.token_gaps
+        timed = 0  # requests that got a token now (a benchmark client's token times)
         for seq in outcome.sampled:  # a hot loop
             request = seq.request
             request.generated_tokens += 1
             if request.first_token_ns < 0:
                 request.first_token_ns = now
+                timed += 1
+                if self.keep_itls:
+                    request.itl_ns = []
                 if seq.target_generated > 1:
                     self._begin_decode_stage(seq, now)
             else:
@@ -309,7 +316,12 @@ class LLMClient:
                     request.max_tbt_ns = gap
                 if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
                     gaps[gap] = gaps.get(gap, 0) + 1
+                    timed += 1
+                    if request.itl_ns is not None:
+                        request.itl_ns.append(gap)
             request.last_token_ns = now
+        if timed:
+            self.timeline.token_times.add(now, timed)
         if self.frontend is not None:
             self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
