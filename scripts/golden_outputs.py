@@ -3,7 +3,9 @@
     python scripts/golden_outputs.py record runs/golden.json     # run them all, write each output's SHA-256
     python scripts/golden_outputs.py check runs/golden.json      # run them again, list what differs
 
-A run's ``summary.json`` is hashed without ``wall_time_s`` (the one figure that is not simulated).
+A run's ``summary.json`` is hashed without ``wall_time_s`` (the one figure that is not simulated), and
+without the top-level keys named by ``--ignore`` (a change that reshapes one block on purpose, such as
+``--ignore benchmark``, can still show that nothing else moved).
 Scenarios that need a backend outside the process (``address:``, ``image:``, a Rust build) are left
 out; replays need ``../shared/data`` beside the checkout and are skipped, saying so, without it.
 """
@@ -47,8 +49,8 @@ def scenarios() -> dict[str, list[str]]:
     return runs
 
 
-def fingerprint(folder: Path) -> dict[str, str]:
-    """SHA-256 of each output file of a run folder (summary.json less its wall time)."""
+def fingerprint(folder: Path, ignore: tuple[str, ...] = ()) -> dict[str, str]:
+    """SHA-256 of each output file of a run folder (summary.json less its wall time and ``ignore``)."""
     digests = {}
     for name in OUTPUTS:
         path = folder / name
@@ -57,13 +59,14 @@ def fingerprint(folder: Path) -> dict[str, str]:
         data = path.read_bytes()
         if name == "summary.json":
             summary = json.loads(data)
-            summary.pop("wall_time_s", None)
+            for key in ("wall_time_s", *ignore):
+                summary.pop(key, None)
             data = json.dumps(summary, sort_keys=True).encode()
         digests[name] = hashlib.sha256(data).hexdigest()
     return digests
 
 
-def run_all(only: str | None) -> dict[str, dict[str, str]]:
+def run_all(only: str | None, ignore: tuple[str, ...] = ()) -> dict[str, dict[str, str]]:
     results = {}
     with tempfile.TemporaryDirectory() as scratch:
         for i, (name, args) in enumerate(scenarios().items()):
@@ -75,7 +78,7 @@ def run_all(only: str | None) -> dict[str, dict[str, str]]:
             if proc.returncode != 0:
                 results[name] = {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
             else:
-                results[name] = fingerprint(out)
+                results[name] = fingerprint(out, ignore)
             print(f"{name}: {results[name].get('error', 'ok')}",  # noqa: T201
                   file=sys.stderr)
     return results
@@ -86,8 +89,10 @@ def main() -> int:
     parser.add_argument("action", choices=["record", "check"])
     parser.add_argument("manifest", type=Path)
     parser.add_argument("--only", help="run only the scenarios whose name contains this")
+    parser.add_argument("--ignore", action="append", default=[], metavar="KEY",
+                        help="a top-level summary.json key left out of its hash (repeatable)")
     args = parser.parse_args()
-    results = run_all(args.only)
+    results = run_all(args.only, tuple(args.ignore))
     if args.action == "record":
         args.manifest.parent.mkdir(parents=True, exist_ok=True)
         args.manifest.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
