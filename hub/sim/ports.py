@@ -13,7 +13,7 @@ from collections.abc import Sequence as Seq
 from typing import Protocol
 
 from .power import StepJoules
-from .scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+from .scheduling import ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
 
 
 class Timed(Protocol):
@@ -24,9 +24,12 @@ class Timed(Protocol):
 
 
 class StepTimes(Protocol):
-    """A runtime session: how long a step of given new and context tokens per sequence takes."""
+    """A runtime session: how long a step of given new and context tokens per sequence takes; on a
+    miss of its timing cache, ``ahead(n)`` gives up to n more batches (their signatures) to time in
+    the same call."""
 
-    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int) -> Timed: ...
+    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
+                  ahead: Callable[[int], Seq[Signature]] | None = None) -> Timed: ...
 
 
 class Settled(Protocol):

@@ -8,12 +8,15 @@ client misses, or its own miss once they run out) and nothing changed its
 scheduler but its own steps, the forecast continues where it stopped instead
 of copying the scheduler and predicting the same steps again. What it returns
 for a step in flight is what a fresh copy would predict from there
-(:func:`predict`), so keeping it changes no call and no result.
+(:func:`predict`), so keeping it changes no call and no result. For a client
+with a drafter model it also keeps each predicted step's drafter forwards
+(:meth:`Forecast.drafts`), which the drafter's own session times ahead.
 """
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 
 from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
 from .runs import DecodeRun
@@ -40,9 +43,16 @@ class Forecast:
     :meth:`after` can answer for any later step in flight as a fresh copy made then would.
     Valid only while the scheduler changes by its own steps alone: a caller drops it when work
     arrives or KV is released.
+
+    Args:
+        scheduler: the client's scheduler (copied).
+        in_flight: its step in flight, the origin.
+        drafts_of: the signatures of the drafter model's forwards after a formed batch
+            (:meth:`cosim.hub.sim.clients.drafter.Drafter.forwards`), kept per step; None: none.
     """
 
-    def __init__(self, scheduler: Scheduler, in_flight: ScheduledBatch) -> None:
+    def __init__(self, scheduler: Scheduler, in_flight: ScheduledBatch,
+                 drafts_of: Callable[[ScheduledBatch], list[Signature]] | None = None) -> None:
         sim = scheduler.copy()
         running = scheduler.running
         if len(in_flight.seqs) == len(running) and all(map(operator.is_, in_flight.seqs, running)):
@@ -57,6 +67,8 @@ class Forecast:
                                     queue_stamp=in_flight.queue_stamp)
         self._outcome: StepOutcome = sim.update(self._last)
         self._signatures: list[Signature] = []  # of steps 1, 2, ...
+        self._drafts_of = drafts_of
+        self._drafts: list[list[Signature]] = []  # of steps 1, 2, ...: the drafter's forwards after each
         self._waiting = [bool(sim.waiting)]  # per applied step from 0: requests wait after it
         self._departs = [False]  # per applied step from 0: someone finished and none wait
         self._applied = 0  # steps applied on the copy; the one after them, if formed, is pending
@@ -91,6 +103,11 @@ class Forecast:
                 return self._signatures[step:limit]
             self._advance(limit - len(self._signatures))
 
+    def drafts(self, step: int, count: int) -> list[Signature]:
+        """The drafter's forwards after each of the ``count`` predicted steps after step ``step``
+        (those :meth:`after` gave), in order; none without ``drafts_of``."""
+        return [forward for forwards in self._drafts[step:step + count] for forward in forwards]
+
     def _advance(self, room: int) -> None:
         """Applies the pending step on the copy, or forms the next (a decode run: up to ``room``)."""
         sim = self._sim
@@ -105,6 +122,8 @@ class Forecast:
         if run is not None:
             steps = min(len(run.new_blocks), room)
             self._signatures += run.signatures(steps)
+            if self._drafts_of is not None:  # kept aligned (a speculating client takes no decode runs)
+                self._drafts += [[] for _ in range(steps)]
             sim.kv.take(sum(run.new_blocks[:steps]))  # its steps begun at once
             run.taken, run.done = steps, steps - 1  # the last is in flight
             run.settle()
@@ -120,3 +139,5 @@ class Forecast:
                 return
             self._last = batch
             self._signatures.append(batch.signature)
+            if self._drafts_of is not None:
+                self._drafts.append(self._drafts_of(batch))  # formed, not applied: who proposes is known

@@ -18,6 +18,9 @@ how often a backend is asked, never the answer:
   asking again continues it;
 - **top-ups** (:meth:`StepTimer.top_up`): when another client of the session
   misses, this one's predictions ride along too, where they fall short;
+- **drafts ahead**: a speculative drafter model's forwards are timed in its own
+  session; on a miss there, the step's later forwards and those of the
+  predicted steps (the same forecast's) ride along in one call;
 - **decode runs** (:class:`~cosim.hub.timing.runs.DecodeRun`): steps certain to
   be the same sequences decoding skip the scheduler's per-step forming and
   updating; the scheduler applies them in bulk when anyone looks
@@ -188,7 +191,8 @@ class StepTimer:
                                         dp_rank_tokens=dp_rank_tokens, fields=batch.fields)
         added_ns = int(batch.swap_bytes / self.host_bandwidth_gbps) if batch.swap_bytes else 0
         if self.drafter is not None:
-            added_ns += self.drafter.propose_ns(batch, now_ns)
+            drafts = (lambda depth: self._drafts_ahead(batch, now_ns, depth)) if self.max_lookahead else None
+            added_ns += self.drafter.propose_ns(batch, now_ns, drafts)
         if batch.lora is not None:
             added_ns += batch.lora.load_ns  # adapters copied into GPU slots before the forward pass
         duration = self._last_duration_ns = self.step_ns(timing, batch.num_new, added_ns)
@@ -259,17 +263,33 @@ class StepTimer:
         return self._lookahead(batch, depth)
 
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[Signature]:
-        """The batches after ``batch`` (in flight): the kept forecast's where it holds, else a new one's."""
-        forecast, step = self._forecast, self._steps_begun - self._forecast_origin
-        batches = forecast.after(step, depth, batch) if forecast is not None else None
-        if batches is None or (forecast is not None and forecast.num_steps > self.MAX_FORECAST_STEPS):
-            self._settle()  # the copy is taken from the sequences' state
-            forecast = self._forecast = Forecast(self.scheduler, batch)
-            self._forecast_origin = self._steps_begun
-            batches = forecast.after(0, depth, batch)
-            assert batches is not None  # its origin is the step in flight
+        """The batches after ``batch`` (in flight), as :meth:`_predicted` gives them."""
+        _, _, batches = self._predicted(batch, depth)
         self._predicted_through = self._steps_begun + len(batches)
         return batches
+
+    def _drafts_ahead(self, batch: ScheduledBatch, now_ns: int, depth: int) -> list[Signature]:
+        """The drafter's forwards after the steps that follow ``batch`` (in flight): ``depth`` (the
+        drafter session's hint) counts forwards, ``k`` a step."""
+        assert self.drafter is not None
+        steps = self._depth(now_ns, -(-depth // self.drafter.k))
+        forecast, step, batches = self._predicted(batch, steps)
+        return forecast.drafts(step, len(batches))
+
+    def _predicted(self, batch: ScheduledBatch, depth: int) -> tuple[Forecast, int, list[Signature]]:
+        """Up to ``depth`` batches after ``batch`` (in flight): the kept forecast's where it holds,
+        else a new one's; with the forecast and the step in flight's number in it."""
+        forecast, step = self._forecast, self._steps_begun - self._forecast_origin
+        batches = forecast.after(step, depth, batch) if forecast is not None else None
+        if forecast is None or batches is None or forecast.num_steps > self.MAX_FORECAST_STEPS:
+            self._settle()  # the copy is taken from the sequences' state
+            drafter = self.drafter
+            forecast = self._forecast = Forecast(self.scheduler, batch, drafter.forwards
+                                                 if drafter is not None and drafter.session is not None else None)
+            self._forecast_origin, step = self._steps_begun, 0
+            batches = forecast.after(0, depth, batch)
+            assert batches is not None  # its origin is the step in flight
+        return forecast, step, batches
 
     def _depth(self, now: int, depth: int) -> int:
         """How many batches to predict: about the steps until the next request may arrive here,
