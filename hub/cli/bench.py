@@ -1,7 +1,7 @@
 """``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios.
 
-``scale-1m`` (:mod:`cosim.hub.studies.bench_scale`) is run only when named: a million requests take many
-minutes; it prints a line at each mark as it passes.
+``scale-1m`` and ``prefix-100k`` (:mod:`cosim.hub.studies.bench_scale`) are run only when named: they take
+many minutes; each prints a line at each mark as it passes.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _print_mark(name: str, reading: dict[str, Any]) -> None:
     print(f"{name}: {reading['requests']} requests at {reading['wall_s']} s wall "
           f"({reading['requests_per_wall_s']} req/s, {reading['steps_per_wall_s']} steps/s); "
-          f"RSS {reading['rss_mb']} MB, peak {reading['peak_rss_mb']} MB", flush=True)
+          f"RSS {reading['rss_mb']} MB, peak {reading['peak_rss_mb']} MB; "
+          f"{reading['cpu_s_per_request'] * 1e3:.3f} CPU ms a request since the last mark", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(figures) if args.json else
                   f"{name}: {figures['requests']} requests in {figures['wall_s']} s wall "
                   f"({figures['requests_per_wall_s']} req/s, {figures['steps_per_wall_s']} steps/s); "
-                  f"peak RSS {figures['peak_rss_mb']} MB")
+                  f"peak RSS {figures['peak_rss_mb']} MB; CPU per request, last mark over second: "
+                  f"{figures['cpu_growth']}")
             continue
         figures = run_bench(name, requests=args.requests, compare_in_process=not args.no_compare,
                             repeat=args.repeat)

@@ -4,7 +4,10 @@
 in-process, and takes a reading at each mark (100k, 500k and 1M finished requests for
 ``scale-1m``; marks scale with ``requests`` when it is overridden): requests and steps per wall
 second so far, resident memory now (RSS) and its peak so far. Memory bounded by the requests in
-flight shows as RSS at the last mark within a few percent of RSS at the first.
+flight shows as RSS at the last mark within a few percent of RSS at the first. Each reading also
+gives the process's CPU seconds per request since the previous mark (``prefix-100k``: the cost of a
+request must not grow with the requests run before it; :func:`cpu_growth` compares the last mark's
+with the second's, past the first's warm-up).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from .runner import backend_names, started_backends
 from .simulation import Simulation
 
 # Scale scenarios and the finished-request counts at which they are read.
-SCALE_SCENARIOS: dict[str, tuple[int, ...]] = {"scale-1m": (100_000, 500_000, 1_000_000)}
+SCALE_SCENARIOS: dict[str, tuple[int, ...]] = {"scale-1m": (100_000, 500_000, 1_000_000),
+                                               "prefix-100k": (1_000, 10_000, 100_000)}
 
 
 def rss_mb() -> float:
@@ -37,6 +41,14 @@ def rss_mb() -> float:
 def peak_rss_mb() -> float:
     """This process's peak resident memory so far, in MB (Linux reports KB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_growth(readings: Sequence[dict[str, Any]]) -> float | None:
+    """The last mark's CPU seconds per request over the second's (the first holds the warm-up:
+    start-up and an empty cache); None with fewer than three marks."""
+    if len(readings) < 3 or not readings[1]["cpu_s_per_request"]:
+        return None
+    return round(float(readings[-1]["cpu_s_per_request"]) / float(readings[1]["cpu_s_per_request"]), 3)
 
 
 def scaled_marks(marks: Sequence[int], total: int) -> list[int]:
@@ -56,8 +68,10 @@ def run_scale(name: str, *, requests: int | None = None, marks: Sequence[int] | 
 
     Returns:
         ``scenario``, ``requests``, ``wall_s``, ``requests_per_wall_s``, ``steps_per_wall_s``,
-        ``peak_rss_mb`` and ``marks`` (one reading per mark: ``requests``, ``wall_s``,
-        ``requests_per_wall_s``, ``steps_per_wall_s``, ``rss_mb``, ``peak_rss_mb``).
+        ``peak_rss_mb``, ``cpu_growth`` (:func:`cpu_growth`) and ``marks`` (one reading per mark:
+        ``requests``, ``wall_s``, ``requests_per_wall_s``, ``steps_per_wall_s``, ``rss_mb``,
+        ``peak_rss_mb``, ``cpu_s`` and ``cpu_s_per_request``, the CPU seconds per request since the
+        previous mark).
     """
     overrides = [f"workload.requests={requests}"] if requests else []
     config, folder = load_config(BENCH_DIR / f"{name}.yaml", overrides=overrides)
@@ -65,7 +79,8 @@ def run_scale(name: str, *, requests: int | None = None, marks: Sequence[int] | 
     pending = list(marks) if marks is not None else scaled_marks(SCALE_SCENARIOS[name], total)
     readings: list[dict[str, Any]] = []
     gc.collect()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
+    last = [0, cpu_started]  # requests and CPU seconds at the previous mark
     with started_backends(config, backend_names(config), in_process=True) as clients:
         simulation = Simulation(config, folder, clients)
 
@@ -77,11 +92,14 @@ def run_scale(name: str, *, requests: int | None = None, marks: Sequence[int] | 
                 return
             while pending and done >= pending[0]:
                 pending.pop(0)
-            wall_s = time.perf_counter() - started
+            wall_s, cpu = time.perf_counter() - started, time.process_time()
             reading = {"requests": done, "wall_s": round(wall_s, 3),
                        "requests_per_wall_s": round(done / wall_s, 1),
                        "steps_per_wall_s": round(steps() / wall_s, 1),
-                       "rss_mb": round(rss_mb(), 1), "peak_rss_mb": round(peak_rss_mb(), 1)}
+                       "rss_mb": round(rss_mb(), 1), "peak_rss_mb": round(peak_rss_mb(), 1),
+                       "cpu_s": round(cpu - cpu_started, 3),
+                       "cpu_s_per_request": round((cpu - last[1]) / max(1, done - last[0]), 6)}
+            last[:] = [done, cpu]
             readings.append(reading)
             if on_mark is not None:
                 on_mark(reading)
@@ -96,4 +114,4 @@ def run_scale(name: str, *, requests: int | None = None, marks: Sequence[int] | 
     return {"scenario": name, "requests": completed, "wall_s": round(wall_s, 3),
             "requests_per_wall_s": round(completed / wall_s, 1), "steps_per_wall_s": round(num_steps / wall_s, 1),
             "steps": num_steps, "sim_time_s": summary["sim_time_s"], "peak_rss_mb": round(peak_rss_mb(), 1),
-            "marks": readings}
+            "cpu_growth": cpu_growth(readings), "marks": readings}

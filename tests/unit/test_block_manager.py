@@ -4,6 +4,7 @@ free queue, tail blocks first), preempted sequences' blocks, forks."""
 from __future__ import annotations
 
 import hashlib
+import tracemalloc
 
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, Sequence, block_hash
@@ -144,3 +145,23 @@ def test_a_transferred_prompt_hits_the_blocks_it_shares_and_computes_nothing_aga
     retrieved = seq(12, ids=list(range(12)), rid=4)
     retrieved.num_computed = 4  # part of a prompt from a KV store: the rest is computed after it
     assert kv.cache_hit(retrieved) == []
+
+
+def test_a_copy_costs_the_same_however_many_blocks_were_cached_and_freed() -> None:
+    """The lookahead copies the KV at about every arrival: what a copy allocates must not grow
+    with the cached blocks or with how many blocks were ever freed (issue 37)."""
+
+    def copy_bytes(kv: BlockManager) -> int:
+        tracemalloc.start()
+        copy = kv.copy()
+        allocated = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        assert copy.num_free == kv.num_free
+        return allocated
+
+    kv = BlockManager(20_000, 16, enable_prefix_caching=True)
+    fresh = copy_bytes(kv)
+    for rid in range(2_000):  # 80,000 blocks cached and freed, the last 20,000 still cached
+        kv.release(computed(kv, seq(640, rid=rid), 640))
+    assert kv.num_free == 20_000 and sum(1 for _ in kv._free.items()) == 20_000  # cached, one entry each
+    assert copy_bytes(kv) <= fresh * 1.2 + 1024

@@ -18,7 +18,7 @@ from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.sim.records import ClientTimeline
 from cosim.hub.sim.spill import INT8, INT64, SpillRows
 from cosim.hub.sim.token_times import TokenTimes
-from cosim.hub.studies.bench_scale import run_scale, scaled_marks
+from cosim.hub.studies.bench_scale import cpu_growth, run_scale, scaled_marks
 from cosim.hub.studies.runner import started_backends
 from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
@@ -113,6 +113,12 @@ def test_scale_marks_follow_the_requests_run() -> None:
     assert scaled_marks((100_000, 500_000, 1_000_000), 20_000) == [2_000, 10_000, 20_000]
 
 
+def test_cpu_growth_compares_the_last_mark_with_the_second() -> None:
+    """The first mark holds the warm-up; a cost per request growing with the run shows past it."""
+    marks = [{"cpu_s_per_request": 0.004}, {"cpu_s_per_request": 0.002}, {"cpu_s_per_request": 0.0023}]
+    assert cpu_growth(marks) == 1.15 and cpu_growth(marks[:2]) is None
+
+
 def test_scale_bench_memory_stays_flat_as_requests_pass() -> None:
     """The scale bench's machinery, small: RSS at the last mark within a small factor of the first."""
     figures = run_scale("scale-1m", requests=3_000)
@@ -120,3 +126,4 @@ def test_scale_bench_memory_stays_flat_as_requests_pass() -> None:
     assert [m["requests"] for m in figures["marks"]] == [300, 1_500, 3_000] and figures["requests"] == 3_000
     assert last["rss_mb"] <= 1.5 * first["rss_mb"]
     assert figures["steps_per_wall_s"] > 0 and figures["peak_rss_mb"] >= last["rss_mb"] * 0.9
+    assert all(m["cpu_s_per_request"] > 0 for m in figures["marks"]) and figures["cpu_growth"] is not None

@@ -5,12 +5,11 @@ eviction order: cached blocks (one entry each, by hash) and runs of blocks holdi
 cached (an int key and a count). Blocks are taken from the head, freed to the tail, and a
 cached block found again is taken out of the middle.
 
-The queue is a list of entries with a dict of each live entry's index in it. An entry
-taken out of the middle only leaves the dict: its slot in the list is stale, skipped when
-the head reaches it, and the list is compacted once half of it is stale. Every operation
-is O(1) amortized, and a copy is a list's and two dicts' C-level copies: the lookahead
-copies a client's KV at every forecast, and an ``OrderedDict`` of a few thousand cached
-blocks copies 50 times slower.
+The queue is a doubly linked list, as vLLM's ``FreeKVCacheBlockQueue``, whose links are kept in
+:class:`~cosim.hub.sim.scheduling.cow_dict.CowDict`\\ s: every operation is O(1), the queue holds
+exactly its live entries (an entry taken out leaves nothing behind), and a copy costs the dicts'
+shard lists, not the entries: the lookahead copies a client's KV at about every arrival, and with
+tens of thousands of cached blocks a full copy cost milliseconds each time.
 """
 
 from __future__ import annotations
@@ -18,102 +17,116 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Self
 
-COMPACT_MIN = 64  # stale slots tolerated before the list is compacted
+from .cow_dict import CowDict
+
+Links = tuple[Hashable | None, Hashable | None]  # an entry's neighbours, head side first (None: none;
+# the head's first is stale)
+NO_LINKS: Links = (None, None)
 
 
 class FreeQueue:
-    """Free blocks in eviction order, head first (see the module)."""
+    """Free blocks in eviction order, head first (see the module).
 
-    __slots__ = ("_order", "_index", "_start", "_runs")
+    Args:
+        capacity: about how many entries it will hold at most (the KV's blocks; sizes the dicts'
+            shards).
+    """
+
+    __slots__ = ("_links", "_runs", "_head", "_tail")
 
     def __new__(cls, *args: object, **kwargs: object) -> Self:
         # copy() makes blank instances with FreeQueue.__new__; compiled by mypyc (setup.py), that needs
         # a __new__ of the class's own
         return object.__new__(cls)
 
-    def __init__(self) -> None:
-        self._order: list[Hashable] = []  # entries by place; stale slots included
-        self._index: dict[Hashable, int] = {}  # live entry -> its slot in _order
-        self._start = 0  # the head's slot: those before it are gone
-        self._runs: dict[Hashable, int] = {}  # run key -> blocks in the run (a cached block: 1, absent)
+    def __init__(self, capacity: int = 0) -> None:
+        self._links: CowDict[Hashable, Links] = CowDict(capacity)  # entry -> (the one before, the one after)
+        self._runs: CowDict[Hashable, int] = CowDict(capacity // 16)  # run key -> its blocks (cached: absent)
+        self._head: Hashable | None = None
+        self._tail: Hashable | None = None
 
     def copy(self) -> FreeQueue:
         """An independent copy."""
         copy = FreeQueue.__new__(FreeQueue)
-        copy._order, copy._index, copy._start, copy._runs = self._order[:], dict(self._index), self._start, \
-            dict(self._runs)
+        copy._links, copy._runs, copy._head, copy._tail = self._links.copy(), self._runs.copy(), self._head, \
+            self._tail
         return copy
 
     def __len__(self) -> int:
-        return len(self._index)
+        return len(self._links)
 
     def __contains__(self, key: Hashable) -> bool:
-        return key in self._index
+        return key in self._links
 
     def items(self) -> Iterator[tuple[Hashable, int]]:
         """(entry, blocks) from head to tail."""
-        index, runs = self._index, self._runs
-        for slot in range(self._start, len(self._order)):
-            key = self._order[slot]
-            if index.get(key) == slot:
-                yield key, runs.get(key, 1)
+        key, links, runs = self._head, self._links, self._runs
+        while key is not None:
+            yield key, runs.get(key, 1)
+            key = links[key][1]
 
-    def head(self) -> tuple[Hashable, int]:
-        """The first entry and its blocks (the queue is not empty)."""
-        order, index, slot = self._order, self._index, self._start
-        while index.get(order[slot]) != slot:
-            slot += 1
-        self._start = slot
-        key = order[slot]
-        return key, self._runs.get(key, 1)
-
-    def pop_head(self) -> None:
-        """Drops the first entry (after :meth:`head`)."""
-        key = self._order[self._start]
-        del self._index[key]
-        self._runs.pop(key, None)
-        self._start += 1
-        self._compact_if_stale()
-
-    def shorten_head(self, blocks: int) -> None:
-        """The first entry, a run, gives up ``blocks`` of its blocks (after :meth:`head`)."""
-        self._runs[self._order[self._start]] -= blocks
+    def take(self, num_blocks: int) -> list[Hashable]:
+        """Takes ``num_blocks`` blocks from the head (there are as many): the entries it empties, in
+        order; a run it takes only part of keeps the rest."""
+        taken: list[Hashable] = []
+        runs = self._runs
+        while num_blocks:
+            key = self._head
+            assert key is not None, "took more blocks than the free queue holds"
+            count = runs.get(key, 1)
+            if count > num_blocks:
+                runs[key] = count - num_blocks
+                break
+            runs.pop(key, 0)
+            self._unlink(key)
+            taken.append(key)
+            num_blocks -= count
+        return taken
 
     def append_run(self, key: int, blocks: int) -> None:
         """Adds a run of ``blocks`` uncached blocks at the tail, under a new key."""
-        self._index[key] = len(self._order)
-        self._order.append(key)
+        self.extend([key])
         self._runs[key] = blocks
 
     def extend(self, keys: list[Hashable]) -> None:
-        """Adds cached blocks at the tail, in order."""
-        start = len(self._order)
-        self._order += keys
-        self._index.update(zip(keys, range(start, start + len(keys))))
+        """Adds entries (cached blocks) at the tail, in order."""
+        if not keys:
+            return
+        links, tail = self._links, self._tail
+        if tail is None:
+            self._head = keys[0]
+        else:
+            links[tail] = (links[tail][0], keys[0])
+        following: list[Hashable | None] = [*keys[1:], None]
+        links.update(zip(keys, zip([tail, *keys[:-1]], following)))
+        self._tail = keys[-1]
 
     def tail_run(self) -> Hashable | None:
         """The last entry if it is a run (its blocks can grow), else None."""
-        order, index = self._order, self._index
-        while len(order) > self._start and index.get(order[-1]) != len(order) - 1:
-            order.pop()  # stale slots at the tail
-        if len(order) > self._start and order[-1] in self._runs:
-            return order[-1]
-        return None
+        tail = self._tail
+        return tail if tail is not None and tail in self._runs else None
 
     def grow_run(self, key: Hashable, blocks: int) -> None:
         """Adds ``blocks`` to run ``key``."""
-        self._runs[key] += blocks
+        self._runs[key] = self._runs[key] + blocks
 
     def remove_all(self, keys: list[Hashable]) -> None:
         """Takes cached blocks out of the queue, wherever they are."""
-        index = self._index
         for key in keys:
-            del index[key]
-        self._compact_if_stale()
+            self._unlink(key)
 
-    def _compact_if_stale(self) -> None:
-        if len(self._order) - len(self._index) > max(COMPACT_MIN, len(self._index)):
-            index = self._index
-            live = [key for slot, key in enumerate(self._order) if index.get(key) == slot]
-            self._order, self._start = live, 0
-            self._index = {key: slot for slot, key in enumerate(live)}
+    def _unlink(self, key: Hashable) -> None:
+        # The head's link to the entry before it is left stale (never read: the head is known by
+        # _head), so that taking from the head writes one link, not two.
+        links = self._links
+        before, after = links.pop(key, NO_LINKS)
+        if key == self._head:
+            self._head = after
+            if after is None:
+                self._tail = None
+            return
+        links[before] = (links[before][0], after)
+        if after is None:
+            self._tail = before
+        else:
+            links[after] = (before, links[after][1])

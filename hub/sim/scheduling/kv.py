@@ -31,6 +31,7 @@ from operator import add, not_, sub
 from typing import Self
 
 from .block_hash import block_hashes
+from .cow_dict import CowDict
 from .free_queue import FreeQueue
 from .sequence import SWAPPED, Sequence
 
@@ -58,8 +59,9 @@ class BlockManager:
         self.num_blocks, self.block_size = num_blocks, block_size
         self.num_free = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
-        self._refs: dict[Hashable, int] = {}  # shared or cached block -> sequences holding it
-        self._free = FreeQueue()  # prefix caching only
+        # shared or cached block -> sequences holding it; CowDicts, as the free queue's, copy cheaply
+        self._refs: CowDict[Hashable, int] = CowDict(num_blocks)
+        self._free = FreeQueue(num_blocks if enable_prefix_caching else 0)  # prefix caching only
         self._next_key = 0  # keys of runs; with caching off, of shared blocks too
         if enable_prefix_caching and num_blocks:
             self._free_run(num_blocks)
@@ -69,7 +71,7 @@ class BlockManager:
         copy = BlockManager.__new__(BlockManager)
         copy.num_blocks, copy.block_size, copy.num_free = self.num_blocks, self.block_size, self.num_free
         copy.enable_prefix_caching, copy._next_key = self.enable_prefix_caching, self._next_key
-        copy._refs, copy._free = dict(self._refs), self._free.copy()
+        copy._refs, copy._free = self._refs.copy(), self._free.copy()
         return copy
 
     @property
@@ -160,16 +162,9 @@ class BlockManager:
         self.num_free -= num_blocks
         if not self.enable_prefix_caching:
             return
-        free, refs = self._free, self._refs
-        while num_blocks:
-            key, count = free.head()
-            if count > num_blocks:
-                free.shorten_head(num_blocks)
-                return
-            free.pop_head()
-            if key in refs:
-                del refs[key]  # evicted
-            num_blocks -= count
+        refs = self._refs
+        for key in self._free.take(num_blocks):
+            refs.pop(key, 0)  # a cached block is evicted (a run's key is in no dict)
 
     # -- release ---------------------------------------------------------------
     def release(self, seq: Sequence) -> None:
@@ -242,7 +237,7 @@ class BlockManager:
         seq.cached += keys
         seq.prefix_blocks = full
         if not any(map(refs.__contains__, keys)):
-            refs.update(dict.fromkeys(keys, 1))
+            refs.update(zip(keys, repeat(1)))
             return
         for block in keys:
             if block in refs:
