@@ -31,10 +31,11 @@ from cosim.adapters.aiconfigurator.mapping import (
 from cosim.adapters.sdk import InvalidArgument, Session
 from cosim.hub.config import presets
 from cosim.v1 import types_pb2 as pb
+from tests import paths
 
 SYSTEMS_DIR = resources.files("aiconfigurator_core") / "systems"
 NOT_SYSTEMS = {"attention_lane_defaults", "perf_data_reuse_manifest", "query_versions"}
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "aiconfigurator"
+EXAMPLES = paths.EXAMPLES / "aiconfigurator"
 BACKEND = AiconfiguratorBackend()
 
 

@@ -16,15 +16,15 @@ docs/validation.md ("Links and collectives") tabulates the numbers.
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cosim.adapters.roofline.collectives import all_reduce_ns
 from cosim.hub.config.presets import DevicePreset, get_device
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur" / "profiling" / "network"
+DATA = SHARED_DATA / "vidur" / "profiling" / "network"
 
 pytestmark = pytest.mark.skipif(not DATA.is_dir(), reason=f"NCCL measurements not found at {DATA}")
 

@@ -12,7 +12,6 @@ docs/validation.md ("PCIe paths") tabulates the numbers.
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,8 +30,9 @@ from cosim.adapters.roofline.collectives import (
 )
 from cosim.hub.config import presets
 from cosim.hub.config.presets import get_device
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur" / "profiling" / "network"
+DATA = SHARED_DATA / "vidur" / "profiling" / "network"
 FIT_BYTES = (8 * 2**10, 64 * 2**20)
 
 # nccl-tests all_reduce_perf -g 2, out-of-place time (µs) by size (B): 2x RTX 2080 Ti on PCIe Gen3

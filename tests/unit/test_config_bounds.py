@@ -24,9 +24,9 @@ from cosim.hub.sim.admission import ClientLimits, request_problem
 from cosim.hub.sim.kernel import DONE, Kernel
 from cosim.hub.sim.routing import routes
 from cosim.hub.sim.workload.sampling import clip_lengths, sample_arrivals_ns
+from tests.paths import EXAMPLES
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+QUICKSTART = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
 
 
 def scenario(**changes: Any) -> dict[str, Any]:
@@ -251,8 +251,8 @@ def test_request_must_fit_every_client_the_router_may_pick() -> None:
 
 
 def test_rag_context_counts_in_the_prompt_of_every_prefill_client() -> None:
-    config = yaml.safe_load((ROOT / "examples" / "multistage" / "mist-article.yaml").read_text())
-    config["base_dir"] = str(ROOT / "examples" / "multistage")
+    config = yaml.safe_load((EXAMPLES / "multistage" / "mist-article.yaml").read_text())
+    config["base_dir"] = str(EXAMPLES / "multistage")
     config["workload"]["requests"] = 4
     prefill = next(i for i, c in enumerate(config["clients"]) if c.get("role") == "prefill")
     config["clients"][prefill]["scheduler"] = {"batching": "continuous", "max_num_batched_tokens": 8192}
@@ -276,10 +276,10 @@ def test_backend_of_the_wrong_kind_is_a_config_error(changes: dict[str, Any], wh
 
 
 def test_memory_levels_out_of_range_name_the_level() -> None:
-    config = yaml.safe_load((ROOT / "examples" / "multistage" / "mist-code.yaml").read_text())
+    config = yaml.safe_load((EXAMPLES / "multistage" / "mist-code.yaml").read_text())
     index = next(i for i, c in enumerate(config["clients"]) if c.get("kind") == "kv_retrieval")
     config["clients"][index]["memory"]["levels"][0]["capacity_bytes"] = -1
-    config["base_dir"] = str(ROOT / "examples" / "multistage")
+    config["base_dir"] = str(EXAMPLES / "multistage")
     errors = cosim.validate(config)
     assert [e.where for e in errors] == [f"clients[{index}].memory.levels[0].capacity_bytes"], errors
 
@@ -306,8 +306,7 @@ def test_a_config_is_copied_as_a_yaml_round_trip_copies_it() -> None:
     included (sorted), for every shipped example and values the examples lack."""
     from cosim.hub.config.loading import _yaml_copy
 
-    root = Path(__file__).resolve().parents[2]
-    configs = [yaml.safe_load(path.read_text()) for path in sorted((root / "examples").rglob("*.yaml"))]
+    configs = [yaml.safe_load(path.read_text()) for path in sorted(EXAMPLES.rglob("*.yaml"))]
     configs.append({"b": (1, [2.5, float("inf")]), "a": {"z": None, 3: "x"}, 1: True})
     for config in configs:
         if isinstance(config, dict):

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from cosim.hub.cli import main
+from tests.paths import EXAMPLES
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = yaml.safe_load((ROOT / "examples" / "quickstart.yaml").read_text())
+QUICKSTART = yaml.safe_load((EXAMPLES / "quickstart.yaml").read_text())
 
 
 def run_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], config: dict, *extra: str) -> tuple[int, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,7 @@ from cosim.adapters.sdk import load_backend
 from cosim.adapters.sdk.extras import EXTRAS, MissingExtra, require_extra
 from cosim.hub.backends import BUILTIN_BACKENDS
 from cosim.hub.errors import BackendError
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 def test_every_extra_the_adapters_name_is_declared_with_its_distribution() -> None:

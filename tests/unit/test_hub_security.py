@@ -33,9 +33,9 @@ from cosim.hub.service.submitted import FILE_OPTIONS, SubmitPolicy
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import LINEAR, scenario
+from tests.paths import REPO
 from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 ALLOW_PYTHON = SubmitPolicy(allow_python=True)
 
 # 9 levels of 9 aliases: 9^9 "lol"s once expanded (the 723-byte bomb, under backends.*.options).

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-HUB = Path(__file__).resolve().parents[2] / "hub"
+from tests.paths import REPO
+
+HUB = REPO / "hub"
 
 # Each package of hub/ and its layer: a module may import its own package and lower layers. The
 # simulation and the metrics that read its records share a layer: the records are the simulation's,

@@ -10,8 +10,9 @@ import pytest
 
 from cosim.hub.cli.predict_network import register_predict
 from cosim.hub.errors import ScenarioError
+from tests import paths
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "network"
+EXAMPLES = paths.EXAMPLES / "network"
 
 
 def run(argv: list[str]) -> int:

@@ -11,9 +11,10 @@ from cosim.adapters.network.astra_inputs import AstraInputError, load_network_ym
 from cosim.adapters.network.model import pipeline_ns, shard_pairs
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
+from tests import paths
 
 BW50 = 50 * 2**30 / 1e9  # network.yml "50 GB/s" in bytes/ns, as ASTRA-sim converts it
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "network"
+EXAMPLES = paths.EXAMPLES / "network"
 RING, FC, SWITCH = net_pb.TOPOLOGY_KIND_RING, net_pb.TOPOLOGY_KIND_FULLY_CONNECTED, net_pb.TOPOLOGY_KIND_SWITCH
 AR, AG, RS, A2A = (net_pb.COLLECTIVE_KIND_ALL_REDUCE, net_pb.COLLECTIVE_KIND_ALL_GATHER,
                    net_pb.COLLECTIVE_KIND_REDUCE_SCATTER, net_pb.COLLECTIVE_KIND_ALL_TO_ALL)

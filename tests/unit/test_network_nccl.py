@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from cosim.adapters.network.nccl_calibration import PARAMETERS
 from cosim.adapters.network.nccl_report import TARGET_MAPE, load_configs, relative_errors
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "vidur"
+DATA = SHARED_DATA / "vidur"
 
 pytestmark = pytest.mark.skipif(not (DATA / "profiling" / "network").is_dir(),
                                 reason=f"NCCL measurements not found at {DATA} (only on dev machines and CI)")

@@ -13,8 +13,9 @@ from cosim.adapters.roofline.collectives import all_reduce_ns, path_all_reduce_n
 from cosim.adapters.sdk import InvalidArgument
 from cosim.hub.config.presets import get_model, hardware_spec
 from cosim.v1 import types_pb2 as pb
+from tests.paths import SHARED_DATA
 
-PERF = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim" / "profiler" / "perf" / "RTXPRO6000"
+PERF = SHARED_DATA / "llmservingsim" / "profiler" / "perf" / "RTXPRO6000"
 QWEN3_32B = PERF / "Qwen" / "Qwen3-32B" / "bf16"
 QWEN3_30B_A3B = PERF / "Qwen" / "Qwen3-30B-A3B-Instruct-2507" / "bf16"
 

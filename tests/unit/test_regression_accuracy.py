@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from cosim.adapters.regression.artifact import DEFAULT_ARTIFACTS
 from cosim.adapters.regression.training import Evaluation, train_operator, train_step
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = SHARED_DATA
 pytestmark = pytest.mark.skipif(not (DATA / "vidur").is_dir(),
                                 reason=f"measurement data not found at {DATA} (only on dev machines and CI)")
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cosim.adapters.roofline import calibrate
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "splitwise" / "perf_model.csv"
+DATA = SHARED_DATA / "splitwise" / "perf_model.csv"
 TARGET_MAPE_PCT = 10.0
 
 

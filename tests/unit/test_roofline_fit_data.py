@@ -6,15 +6,15 @@ profile that drifts from its data, or a model change that moves the steps, fails
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from cosim.adapters.roofline.fit import steps as S
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not (DATA / "splitwise").is_dir(),
                                 reason=f"measurement data not present at {DATA} (dev machines and CI only)")
 # (dataset, device) -> in-sample step MAPE bound, % (docs/roofline-cv.md: 6.0, 5.9, 10.3, 11.0, 3.9, 4.1).

@@ -15,9 +15,10 @@ from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.workload import generate_requests, parse_workload
 from cosim.hub.sim.workload.session_traces import load_sessions
 from cosim.hub.sim.workload.token_ids import SegmentIds
+from tests.paths import EXAMPLES
 from tests.scenarios.helpers import client, scenario
 
-TRACES = Path(__file__).parents[2] / "examples" / "traces"
+TRACES = EXAMPLES / "traces"
 MOONCAKE = TRACES / "mooncake_conversation_300.jsonl"
 SHAREGPT = TRACES / "sharegpt_glaive_toolcall_60.json"
 

@@ -15,9 +15,9 @@ from cosim.hub.config.loading import ScenarioProblems, load_config, parse_config
 from cosim.hub.config.slo import slo_problems, validate_slo
 from cosim.hub.errors import ScenarioError
 from cosim.hub.studies.validation import resolve_scenario, validate_scenario
+from tests.paths import EXAMPLES
 
-ROOT = Path(__file__).resolve().parents[2]
-QUICKSTART = ROOT / "examples" / "quickstart.yaml"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
 
 
 def quickstart(**changes: Any) -> dict[str, Any]:

@@ -12,8 +12,9 @@ import pytest
 
 from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.workload import RequestSpec, generate_requests, parse_workload
+from tests.paths import EXAMPLES
 
-TRACES = Path(__file__).resolve().parents[2] / "examples" / "traces"
+TRACES = EXAMPLES / "traces"
 CONV = TRACES / "azure_conv_2023_10k.csv"
 CODE = TRACES / "azure_code_2023_2k.csv"
 
