@@ -2,7 +2,7 @@
 YAML, and the issue's four ``cosim run``s against the library's own estimate.
 
 Skipped, saying so, where ``aiconfigurator-core`` (the ``cosim[aiconfigurator]`` extra, part of ``dev``) is
-not installed; the presets themselves load without it (tests/unit/test_presets.py).
+not installed; the presets themselves load without it (tests/unit/config/test_presets.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ it accepts (built-in backends, in-process, a few requests). Every outcome is one
 - ``accepted_not_run``: validate accepted a config the run then refused or failed;
 - ``nonsense``: the run completed but its summary or records are not finite or not complete.
 
-Both ``tests/unit/test_config_fuzz.py`` (hypothesis, bounded time) and ``tests/fuzz/fuzz_configs.py``
+Both ``tests/unit/config/test_config_fuzz.py`` (hypothesis, bounded time) and ``tests/fuzz/fuzz_configs.py``
 (thousands of mutations, a timeout each) use these.
 """
 

@@ -9,7 +9,7 @@ import pytest
 from cosim.hub.config.choices import BATCHING
 from cosim.hub.sim.scheduling import ScheduledBatch, Scheduler
 from cosim.hub.timing.forecast import Forecast, predict
-from tests.unit.test_scheduler import scheduler, seq
+from tests.unit.sim.test_scheduler import scheduler, seq
 
 
 def loaded(batching: str) -> Scheduler:

@@ -13,8 +13,7 @@ import pytest
 
 from cosim.adapters.roofline import batch_stats, estimator, open_model
 from cosim.adapters.roofline.operators import ATTENTION, MLP, NORM_IN
-
-from .roofline_helpers import make_spec
+from tests.unit.adapters.roofline.roofline_helpers import make_spec
 
 CODELLAMA_34B = dict(name="codellama/CodeLlama-34b-Instruct-hf", num_layers=48, hidden_size=8192,
                      num_attention_heads=64, num_kv_heads=8, intermediate_size=22016, vocab_size=32000,

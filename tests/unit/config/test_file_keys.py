@@ -24,7 +24,7 @@ from cosim.hub.service.server import HubServicer
 from cosim.hub.service.submitted import check_paths
 from cosim.hub.service.uploads import collect_uploads, place_uploads
 from tests.contract.test_hub_service import scenario
-from tests.unit.test_hub_security import request
+from tests.unit.service.test_hub_security import request
 
 _PATH_NAME = re.compile(r"(^|_)(path|file|dir|folder|directory)($|_)")
 _PATH_WORDS = re.compile(r"\b(path|file|folder|directory)\b", re.IGNORECASE)

@@ -10,8 +10,7 @@ import pytest
 from cosim.adapters.roofline import RooflineBackend, estimator, open_model
 from cosim.adapters.sdk import InvalidArgument, Session
 from cosim.v1 import types_pb2 as pb
-
-from .roofline_helpers import LLAMA2_70B, make_model, make_spec, time_step
+from tests.unit.adapters.roofline.roofline_helpers import LLAMA2_70B, make_model, make_spec, time_step
 
 # A one-layer MHA model on a round device: every number below is worked by hand.
 TINY = dict(name="tiny", num_layers=1, hidden_size=1024, num_attention_heads=8, num_kv_heads=8,

@@ -13,8 +13,7 @@ from cosim.adapters.roofline.fit.rows import Row, Rows, predict_ns
 from cosim.adapters.roofline.kernels import ATTN, ELEM, GEMM, KERNEL_KEYS, SAMPLE, KernelParams, kernel_ns
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
-
-from .roofline_helpers import LLAMA2_70B, make_spec
+from tests.unit.adapters.roofline.roofline_helpers import LLAMA2_70B, make_spec
 
 LLAMA2_7B = dict(name="meta-llama/Llama-2-7b-hf", num_layers=32, hidden_size=4096, num_attention_heads=32,
                  num_kv_heads=32, intermediate_size=11008, vocab_size=32000, bytes_per_param=2,

@@ -16,7 +16,7 @@ from cosim.hub.metrics.itl import counted_statistic, merged_gaps
 from cosim.hub.metrics.plots import _draw_slo, plot_client_series
 from cosim.hub.sim.records import ClientInfo, ClientTimeline
 from tests.scenarios.helpers import scenario
-from tests.unit.test_metrics import make_clients, make_requests, make_summary
+from tests.unit.metrics.test_metrics import make_clients, make_requests, make_summary
 
 WORKLOAD = {"requests": 60, "arrival": {"process": "poisson", "rate_per_s": 3000},
             "input_tokens": {"dist": "uniform", "low": 10, "high": 300},

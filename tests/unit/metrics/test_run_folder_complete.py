@@ -12,7 +12,7 @@ from cosim.hub.errors import ScenarioError
 from cosim.hub.metrics import run_folder, summary_json, write_run_folder
 from cosim.hub.metrics.run_folder import require_complete
 from cosim.hub.studies.compare import compare
-from tests.unit.test_metrics import make_clients, make_requests, make_summary
+from tests.unit.metrics.test_metrics import make_clients, make_requests, make_summary
 
 
 def write(folder: Path) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 
 from cosim.hub.metrics import plot_breakdown, write_run_folder
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load, plot_overlaid_cdfs
-from tests.unit.test_metrics import make_clients, make_requests, make_summary
+from tests.unit.metrics.test_metrics import make_clients, make_requests, make_summary
 
 MIN_LEGEND_PT = 8.0
 SWEEP_KEY = "workload.arrival.rate_per_s"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cosim.hub.timing.runs import DecodeRun
-from tests.unit.test_scheduler import scheduler, seq
+from tests.unit.sim.test_scheduler import scheduler, seq
 
 
 def test_a_decode_run_lasts_until_a_sequence_finishes() -> None:

@@ -16,9 +16,8 @@ from cosim.hub.errors import BackendError
 from cosim.hub.timing.cache import RuntimeSessionProxy, SharedTimings
 from cosim.hub.timing.step_error import edge_scale
 from cosim.v1 import types_pb2 as pb
-
-from .roofline_helpers import make_spec
-from .test_roofline_fitted import A100, H100, LLAMA31_8B
+from tests.unit.adapters.roofline.roofline_helpers import make_spec
+from tests.unit.adapters.roofline.test_roofline_fitted import A100, H100, LLAMA31_8B
 
 
 def test_the_step_error_round_trips_and_an_older_reply_has_none() -> None:
