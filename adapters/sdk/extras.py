@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 
 # Optional extra -> (the module the adapter imports, the distribution that provides it).
-# Each key is an extra pyproject.toml declares (tests/unit/test_extras.py checks it).
+# Each key is an extra pyproject.toml declares (tests/unit/adapters/sdk/test_extras.py checks it).
 EXTRAS: dict[str, tuple[str, str]] = {
     "genz": ("GenZ", "genz-llm"),
     "scalesim": ("scalesim", "scalesim"),

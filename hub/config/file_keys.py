@@ -3,7 +3,7 @@
 A job hub confines every one of them to its ``--data-dir``
 (:func:`cosim.hub.service.submitted.check_paths`) and ``cosim submit`` uploads the files they name
 (:mod:`cosim.hub.service.uploads`); both walk :data:`FILE_KEYS` through :func:`named_paths`. A key
-missing here would be read from anywhere on a hub, so ``tests/unit/test_file_keys.py`` walks the
+missing here would be read from anywhere on a hub, so ``tests/unit/config/test_file_keys.py`` walks the
 config models and fails on any field that names a file and is neither here nor in
 :data:`NOT_READ`.
 

@@ -2,7 +2,7 @@
 
 Main names: :data:`LEGEND_PT`, :data:`LATENCY_PANELS`, :func:`panel_label`, :func:`slo_label` and :func:`save`.
 Legends are set in :data:`LEGEND_PT` points, matplotlib's ``x-small`` (6.9 pt at its default 10 pt) being too
-small to read once a figure is scaled into a paper's column; tests/unit/test_plot_layout.py holds every legend
+small to read once a figure is scaled into a paper's column; tests/unit/metrics/test_plot_layout.py holds every legend
 to 8 pt and clear of the axes' labels.
 """
 

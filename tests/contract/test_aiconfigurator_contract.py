@@ -27,6 +27,7 @@ from cosim.hub.studies.replay.scenario import ReplayScenario, build_config
 from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
+from tests.paths import SHARED_DATA
 
 # One backend for the module: it reads the library's list of systems once (seconds), as a server would.
 BACKEND = AiconfiguratorBackend()
@@ -137,7 +138,7 @@ def test_an_unknown_device_is_invalid_argument_over_grpc() -> None:
     assert "spec.hardware.device" in err.value.details()
 
 
-REPLAY_DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim"
+REPLAY_DATA = SHARED_DATA / "llmservingsim"
 RTX_PRO_RUN = "rtxpro6000_llama-3.1-8b_tp1"
 
 

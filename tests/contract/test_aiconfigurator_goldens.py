@@ -12,7 +12,6 @@ asserted, so a drift on either side still fails. docs/aiconfigurator.md has the 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,8 +25,9 @@ from cosim.adapters.aiconfigurator import AiconfiguratorBackend
 from cosim.adapters.sdk import Session
 from cosim.hub.config import presets
 from cosim.v1 import types_pb2 as pb
+from tests.paths import REPO
 
-GOLDENS = Path(__file__).resolve().parents[2] / "adapters" / "aiconfigurator" / "goldens" / "aisimulate_steps.json"
+GOLDENS = REPO / "adapters" / "aiconfigurator" / "goldens" / "aisimulate_steps.json"
 GOLDEN: dict[str, Any] = json.loads(GOLDENS.read_text())
 BACKEND = AiconfiguratorBackend()
 TOLERANCE = 0.03  # the bar for a step that is not explained

@@ -2,7 +2,7 @@
 YAML, and the issue's four ``cosim run``s against the library's own estimate.
 
 Skipped, saying so, where ``aiconfigurator-core`` (the ``cosim[aiconfigurator]`` extra, part of ``dev``) is
-not installed; the presets themselves load without it (tests/unit/test_presets.py).
+not installed; the presets themselves load without it (tests/unit/config/test_presets.py).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from cosim.adapters.aiconfigurator.mapping import (
 from cosim.adapters.sdk import InvalidArgument, Session
 from cosim.hub.config import presets
 from cosim.v1 import types_pb2 as pb
+from tests import paths
 
 SYSTEMS_DIR = resources.files("aiconfigurator_core") / "systems"
 NOT_SYSTEMS = {"attention_lane_defaults", "perf_data_reuse_manifest", "query_versions"}
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "aiconfigurator"
+EXAMPLES = paths.EXAMPLES / "aiconfigurator"
 BACKEND = AiconfiguratorBackend()
 
 

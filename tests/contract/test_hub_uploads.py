@@ -17,7 +17,7 @@ from cosim.hub.service.uploads import DEFAULT_MAX_UPLOAD_FILES, TooManyUploads, 
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
 from tests.contract.test_hub_service import ALLOW_PYTHON, LINEAR, scenario
-from tests.unit.test_presets_user import HF_CONFIGS, PRESETS_FILE
+from tests.unit.config.test_presets_user import HF_CONFIGS, PRESETS_FILE
 
 ROWS = 40
 

@@ -11,8 +11,7 @@ from cosim.adapters.sdk import BackendServer
 from cosim.hub.backends import RuntimeClient
 from cosim.hub.errors import BackendError
 from cosim.v1 import types_pb2 as pb
-
-from ..unit.roofline_helpers import make_spec
+from tests.unit.adapters.roofline.roofline_helpers import make_spec
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ from cosim.adapters.sdk.testing import SAMPLE_BATCHES, check_runtime_backend, sa
 from cosim.v1 import runtime_service_pb2 as rt_pb
 from cosim.v1 import runtime_service_pb2_grpc as rt_grpc
 from cosim.v1 import types_pb2 as pb
+from tests.paths import REPO
 
 
 class TokenCountBackend(RuntimeBackend):
@@ -145,7 +146,7 @@ def test_exceptions_in_predict_map_to_a_fault_or_a_rejection_naming_the_line(err
 def test_served_process_logs_its_address_and_stops_gracefully_on_sigterm() -> None:
     proc = subprocess.Popen([sys.executable, "-m", "cosim.adapters.sdk", "tests.contract.test_sdk:TokenCountBackend"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+                            cwd=str(REPO))
     try:
         line = proc.stdout.readline()  # type: ignore[union-attr]
         assert "listening on 127.0.0.1:" in line

@@ -11,7 +11,7 @@ it accepts (built-in backends, in-process, a few requests). Every outcome is one
 - ``accepted_not_run``: validate accepted a config the run then refused or failed;
 - ``nonsense``: the run completed but its summary or records are not finite or not complete.
 
-Both ``tests/unit/test_config_fuzz.py`` (hypothesis, bounded time) and ``tests/fuzz/fuzz_configs.py``
+Both ``tests/unit/config/test_config_fuzz.py`` (hypothesis, bounded time) and ``tests/fuzz/fuzz_configs.py``
 (thousands of mutations, a timeout each) use these.
 """
 
@@ -30,10 +30,10 @@ import yaml
 import cosim
 from cosim.hub.config.loading import parse_config
 from cosim.hub.errors import CosimError, HubError, ScenarioError
+from tests.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted([*ROOT.glob("examples/*.yaml"), *ROOT.glob("examples/bench/*.yaml"),
-                   *ROOT.glob("examples/multistage/*.yaml")])
+EXAMPLES = sorted([*REPO.glob("examples/*.yaml"), *REPO.glob("examples/bench/*.yaml"),
+                   *REPO.glob("examples/multistage/*.yaml")])
 
 #: Requests a mutated config runs at most (its workload.requests is lowered to this before validating,
 #: so that validation, which draws the workload, and the run see the same config).

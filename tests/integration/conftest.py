@@ -20,8 +20,8 @@ import pytest
 from cosim.hub.backends import free_port
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 IMAGE = "cosim:local"
 # Backends every stack must bring up healthy (genz and scalesim are reported, not required).
 CORE_BACKENDS = ("roofline", "regression", "memory", "network")

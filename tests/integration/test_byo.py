@@ -14,8 +14,7 @@ import pytest
 import cosim
 from cosim.adapters.sdk.testing import check_runtime_backend
 from cosim.hub.backends import free_port, launch_command
-
-from .conftest import REPO
+from tests.paths import REPO
 
 PYTHON_DIR = REPO / "examples" / "byo" / "python"
 RUST_DIR = REPO / "examples" / "byo" / "rust"

@@ -20,8 +20,9 @@ from cosim.hub.errors import BackendError
 from cosim.hub.service.server import summary_of
 from cosim.v1 import hub_service_pb2 as hub_pb
 from cosim.v1 import hub_service_pb2_grpc as hub_grpc
+from tests.paths import REPO
 
-from .conftest import HUB_GID, HUB_UID, REPO, Stack, build_image
+from .conftest import HUB_GID, HUB_UID, Stack, build_image
 
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 

@@ -31,7 +31,6 @@ from .processes import children_of, running
 from .terminal import Terminal
 
 COSIM = [sys.executable, "-m", "cosim"]
-REPO = Path(__file__).resolve().parents[2]
 
 
 def scenario(backend: dict[str, Any], *, requests: int = 400, rate: float = 50.0) -> dict[str, Any]:

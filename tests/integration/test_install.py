@@ -12,7 +12,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from .conftest import REPO
+from tests.paths import REPO
+
 from .wheels import run_in
 
 # Folders of the tree and the package each one becomes (setup.py).

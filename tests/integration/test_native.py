@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from cosim.hub.native import BUILD_RECORD, NATIVE
+from tests.paths import REPO, SHARED_DATA
 
-from .conftest import REPO
 from .wheels import build_wheel, clean_copy, install_wheel, run_in
 
 pytestmark = pytest.mark.slow
 
-REPLAYS = REPO.parent / "shared" / "data" / "llmservingsim" / "scenarios"
+REPLAYS = SHARED_DATA / "llmservingsim" / "scenarios"
 QUICK = ["--no-progress", "--set", "output.plots=false"]
 # Every batching path the compiled modules take: continuous and chunked batching, prefix caching by
 # content under KV pressure, preemption, disaggregation, speculation, LoRA, sessions, DP/EP lock-step.

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from .conftest import REPO
+from tests.paths import REPO
 
 
 def test_rpc_floor_times_the_three_ways_and_the_boundary_costs_something() -> None:

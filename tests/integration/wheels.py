@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO
+from tests.paths import REPO
 
 
 def clean_copy(dest: Path) -> Path:

@@ -15,9 +15,9 @@ from cosim.hub.config.autoscale import ReplicasConfig
 from cosim.hub.config.loading import ScenarioProblems, parse_config
 from cosim.hub.sim.autoscale.policy import Recommender
 from cosim.hub.sim.records import RequestRecord
+from tests.paths import REPO
 from tests.scenarios.helpers import scenario
 
-REPO = Path(__file__).resolve().parents[2]
 # Llama-3-8B's weights, by hand: embeddings and LM head 128256 x 4096 each; per layer q and o 4096^2,
 # k and v 4096 x 1024, the MLP 3 x 4096 x 14336, two norms of 4096; a final norm; 2 bytes each (fp16).
 LAYER_PARAMS = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096

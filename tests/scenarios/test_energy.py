@@ -14,9 +14,9 @@ import cosim.hub.studies.runner as runner
 from cosim.hub.metrics import format_table
 from cosim.hub.metrics.html import report_html
 from cosim.hub.studies.search import enumerate_candidates, load_space
+from tests.paths import EXAMPLES
 from tests.scenarios.helpers import scenario
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 MS = 1_000_000
 
 

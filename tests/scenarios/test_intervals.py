@@ -13,9 +13,10 @@ from cosim.hub.metrics.intervals import NONE_DECLARED
 from cosim.hub.studies import runner
 from cosim.hub.studies.simulation import Simulation
 from cosim.hub.timing.cache import SharedTimings
+from tests.paths import EXAMPLES
 from tests.scenarios.helpers import scenario
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
 LATENCY = ("ttft_s", "tpot_s", "itl_s", "e2e_s")
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from cosim.hub.cli import main
+from tests import paths
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "multistage"
+EXAMPLES = paths.EXAMPLES / "multistage"
 
 
 def load_example(name: str):  # type: ignore[no-untyped-def]

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import cosim
+from tests.paths import EXAMPLES
 
-QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
+QUICKSTART = EXAMPLES / "quickstart.yaml"
 
 
 def test_quickstart_switches_between_roofline_and_regression_by_one_line() -> None:

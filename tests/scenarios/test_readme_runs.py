@@ -20,8 +20,8 @@ import pytest
 
 import cosim
 from cosim.hub.cli import main
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SMALL = ["workload.requests=20", "output.plots=false"]  # for every run of a YAML config
 LEFT_OUT = ("cosim serve",)
 

@@ -9,8 +9,9 @@ import pytest
 
 from cosim.adapters.regression.profiles.tables import AttentionTable, Curve
 from cosim.hub.studies.replay import replay
+from tests.paths import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim"
+DATA = SHARED_DATA / "llmservingsim"
 RUNS = ("rtx4090_llama-3.1-8b_tp1", "rtxpro6000_llama-3.1-8b_tp1")
 needs_data = pytest.mark.skipif(not (DATA / "groundtruth").is_dir(),
                                 reason=f"{DATA} is absent (the LLMServingSim data set lives only in ../shared)")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from cosim.hub.studies.replay.scenario import load_scenario
+from tests.paths import SHARED_DATA
 
-SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "data" / "llmservingsim" / "scenarios"
+SCENARIOS = SHARED_DATA / "llmservingsim" / "scenarios"
 needs_data = pytest.mark.skipif(not SCENARIOS.is_dir(), reason=f"{SCENARIOS} is absent (it lives only in ../shared)")
 
 

@@ -21,10 +21,10 @@ from cosim.hub.cli import main
 from cosim.hub.errors import ScenarioError
 from cosim.hub.studies import runner
 from cosim.hub.studies.provenance import git_commit, portable_base_dir
+from tests.paths import REPO, SHARED_DATA
 from tests.scenarios.helpers import scenario
 
-REPO = Path(__file__).resolve().parents[2]
-REPLAY_DATA = REPO.parent / "shared" / "data" / "llmservingsim"
+REPLAY_DATA = SHARED_DATA / "llmservingsim"
 OUTPUTS = ("requests.csv", "clients.csv", "trace.json")
 
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from cosim.hub.cli import main
+from tests.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FLAGS = ["--model", "meta-llama/Llama-3.1-8B", "--device", "H100-SXM", "--tp", "1", "--rate", "5",
          "--requests", "12", "--input-tokens", "512", "--output-tokens", "64"]
 

@@ -13,9 +13,10 @@ import pytest
 import cosim
 from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.records import RequestRecord
+from tests.paths import EXAMPLES
 from tests.scenarios.helpers import client, scenario
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "sessions.yaml"
+EXAMPLE = EXAMPLES / "sessions.yaml"
 BLOCK = 16
 
 

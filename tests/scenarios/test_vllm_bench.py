@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -10,9 +9,10 @@ import pytest
 
 import cosim.hub.studies.runner as runner
 from cosim.hub.config.loading import ScenarioProblems, parse_config
+from tests.paths import EXAMPLES
 from tests.scenarios.helpers import client, scenario
 
-SHAREGPT = Path(__file__).parents[2] / "examples" / "traces" / "sharegpt_glaive_toolcall_60.json"
+SHAREGPT = EXAMPLES / "traces" / "sharegpt_glaive_toolcall_60.json"
 
 
 def config(bench: dict[str, Any]) -> dict[str, Any]:

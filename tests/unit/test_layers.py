@@ -1,7 +1,9 @@
-"""The direction of hub's imports, as a test: layers import downwards only, never in a circle.
+"""The direction of hub's imports, as a test: layers import downwards only, never in a circle; and
+the unit tests' folders mirror the packages they test.
 
 Every import statement counts, those under ``if TYPE_CHECKING:`` and inside functions too: a circle
-of annotations is still a circle a reader has to hold in mind. docs/architecture.md draws the layers.
+of annotations is still a circle a reader has to hold in mind. docs/architecture.md draws the layers;
+docs/contributing.md says where a new test goes.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-HUB = Path(__file__).resolve().parents[2] / "hub"
+from tests.paths import REPO
+
+HUB = REPO / "hub"
 
 # Each package of hub/ and its layer: a module may import its own package and lower layers. The
 # simulation and the metrics that read its records share a layer: the records are the simulation's,
@@ -149,3 +153,53 @@ def test_a_circle_is_found() -> None:
         assert any({"sim.coordinator", "sim.kernel"} <= set(circle) for circle in cycles())
     finally:
         GRAPH["sim.kernel"].remove("sim.coordinator")
+
+
+UNIT = REPO / "tests" / "unit"
+TREE_TESTS = {"test_layers.py"}  # tests of the tree as a whole, the only ones directly in tests/unit
+
+
+def layout_problems(unit: Path, repo: Path) -> list[str]:
+    """Where ``unit`` strays from the packages it mirrors: ``unit/<pkg>/`` holds the tests of
+    ``hub/<pkg>/`` and ``unit/adapters/<name>/`` those of ``adapters/<name>/`` (subfolders likewise),
+    each folder a package (test modules import each other as ``tests.unit...``), and a test file sits
+    in the folder of the package it tests."""
+    problems = []
+    for folder in sorted(unit.rglob("*")):
+        parts = folder.relative_to(unit).parts
+        if not folder.is_dir() or any(part.startswith((".", "__")) for part in parts):
+            continue
+        source = repo.joinpath("adapters", *parts[1:]) if parts[0] == "adapters" else repo.joinpath("hub", *parts)
+        if not (source / "__init__.py").is_file():
+            problems.append(f"{folder.relative_to(unit)}/ mirrors no package: {source.relative_to(repo)}/ is none")
+        if not (folder / "__init__.py").is_file():
+            problems.append(f"{folder.relative_to(unit)}/ has no __init__.py")
+    stray = [p for p in unit.glob("test_*.py") if p.name not in TREE_TESTS] + sorted(unit.glob("adapters/test_*.py"))
+    problems += [f"{p.relative_to(unit)} is not in the folder of the package it tests" for p in sorted(stray)]
+    return problems
+
+
+def test_unit_tests_mirror_the_packages() -> None:
+    assert layout_problems(UNIT, REPO) == []
+
+
+def test_a_stray_test_or_folder_is_found(tmp_path: Path) -> None:
+    """The check itself, on a made-up tree: a folder without a package, a folder that is no package,
+    and test files beside the folders rather than in them."""
+    repo, unit = tmp_path, tmp_path / "tests" / "unit"
+    for package in ("hub/sim", "adapters", "adapters/roofline", "tests/unit", "tests/unit/sim", "tests/unit/adapters",
+                    "tests/unit/adapters/roofline", "tests/unit/simulation", "tests/unit/adapters/genz"):
+        (repo / package).mkdir(parents=True, exist_ok=True)
+        (repo / package / "__init__.py").touch()
+    (unit / "sim" / "scheduling").mkdir()
+    for test in ("test_layers.py", "sim/test_kernel.py", "adapters/roofline/test_roofline.py", "test_router.py",
+                 "adapters/test_genz.py", "sim/scheduling/test_free_queue.py"):
+        (unit / test).touch()
+    assert layout_problems(unit, repo) == [
+        "adapters/genz/ mirrors no package: adapters/genz/ is none",
+        "sim/scheduling/ mirrors no package: hub/sim/scheduling/ is none",
+        "sim/scheduling/ has no __init__.py",
+        "simulation/ mirrors no package: hub/simulation/ is none",
+        "adapters/test_genz.py is not in the folder of the package it tests",
+        "test_router.py is not in the folder of the package it tests",
+    ]

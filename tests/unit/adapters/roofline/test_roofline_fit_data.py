@@ -1,0 +1,62 @@
+"""The shipped fitted profile against the measured steps it was fitted on (dev machines and CI only).
+
+docs/roofline-cv.md gives these errors in sample; each bound is that figure rounded up, so a
+profile that drifts from its data, or a model change that moves the steps, fails here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cosim.adapters.roofline.fit import steps as S
+from tests.paths import SHARED_DATA
+
+DATA = SHARED_DATA
+needs_data = pytest.mark.skipif(not (DATA / "splitwise").is_dir(),
+                                reason=f"measurement data not present at {DATA} (dev machines and CI only)")
+# (dataset, device) -> in-sample step MAPE bound, % (docs/roofline-cv.md: 6.0, 5.9, 10.3, 11.0, 3.9, 4.1).
+BOUNDS = {("llmservingsim", "RTX-4090"): 7.0, ("llmservingsim", "RTX-PRO-6000"): 7.0,
+          ("splitwise", "A100-80GB"): 11.0, ("splitwise", "H100-SXM"): 12.0,
+          ("vidur", "A100-80GB"): 5.0, ("vidur", "H100-SXM"): 5.0}
+
+
+@pytest.fixture(scope="module")
+def steps() -> list[S.Step]:
+    return S.llmservingsim_steps(DATA) + S.vidur_steps(DATA) + S.splitwise_steps(DATA)
+
+
+def _mape(steps: list[S.Step], options: dict[str, Any]) -> dict[tuple[str, str], float]:
+    errors: dict[tuple[str, str], list[float]] = {}
+    cache: dict[Any, Any] = {}
+    for step in steps:
+        opts = {**options, "execution": "eager"} if step.kind == "engine" else options
+        errors.setdefault((step.dataset, step.device), []).append(
+            abs(S.predict_ms(step, opts, cache) / step.measured_ms - 1) * 100)
+    return {key: float(np.mean(v)) for key, v in errors.items()}
+
+
+@needs_data
+def test_shipped_profile_times_the_measured_steps_within_its_reported_error(steps: list[S.Step]) -> None:
+    mape = _mape(steps, {"profile": "auto"})
+    assert set(mape) == set(BOUNDS)
+    for key, bound in BOUNDS.items():
+        assert mape[key] <= bound, f"{key}: {mape[key]:.1f}% > {bound}%"
+
+
+@needs_data
+def test_splitwise_decodes_are_within_ten_percent_under_the_engines_eager_execution(steps: list[S.Step]) -> None:
+    """DGX-H100 decode iterations (Llama-2-70B TP2/4/8, BLOOM-176B TP8) under execution: eager."""
+    decodes = [s for s in steps if s.dataset == "splitwise" and s.device == "H100-SXM" and s.phase == "decode"]
+    assert len(decodes) == 76
+    assert _mape(decodes, {"profile": "auto"})[("splitwise", "H100-SXM")] <= 10.0
+
+
+@needs_data
+def test_the_fitted_default_beats_bestserves_on_every_dataset(steps: list[S.Step]) -> None:
+    fitted = _mape(steps, {"profile": "auto"})
+    bestserve = _mape([s for s in steps if s.kind != "engine"], {"profile": "bestserve"})
+    for key, value in bestserve.items():
+        assert fitted[key] < value / 2, key
