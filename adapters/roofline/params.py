@@ -183,6 +183,13 @@ KNOWN_KEYS = frozenset(
 OPTION_ONLY_KEYS = frozenset({"profile", "family"})
 
 
+# Bounds that keep a step's time inside the hub's clock (uint64 ns) for any model the presets hold:
+# no kernel runs below 0.1% of its datasheet peak, and no fixed time exceeds 1e9 of its unit.
+MIN_EFFICIENCY = 1e-3
+MAX_TIME = 1e9
+_BELOW_FLOOR = " (below 0.1% of a datasheet peak no kernel is modelled)"
+
+
 def _check(field: str, key: str, value: Any) -> Any:
     """Validates one parameter value; returns it converted."""
     if key in STRING_KEYS:
@@ -193,16 +200,20 @@ def _check(field: str, key: str, value: Any) -> Any:
         raise InvalidArgument(field, value, "must be a number")
     base = key.rsplit("_", 1)[0] if key.endswith(PHASES) else key
     if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS:
-        if not 0.0 < value <= 1.0:
-            raise InvalidArgument(field, value, "must be in (0, 1]")
+        if not MIN_EFFICIENCY <= value <= 1.0:
+            raise InvalidArgument(field, value, f"must be in [{MIN_EFFICIENCY:g}, 1]{_BELOW_FLOOR}")
     elif base in ("eager_comm_eff", "graph_allreduce_bus_eff"):
-        if not 0.0 <= value <= 1.0:
-            raise InvalidArgument(field, value, "must be in [0, 1] (0: comm_eff applies)")
+        if not (value == 0.0 or MIN_EFFICIENCY <= value <= 1.0):
+            raise InvalidArgument(field, value, f"must be 0 (comm_eff applies) or in [{MIN_EFFICIENCY:g}, 1]"
+                                                f"{_BELOW_FLOOR}")
     elif base == "act_bytes":
         if not value > 0:
             raise InvalidArgument(field, value, "must be > 0")
     elif value < 0:
         raise InvalidArgument(field, value, "must be >= 0")
+    elif base.endswith(("_us", "_ns")) and value > MAX_TIME:
+        raise InvalidArgument(field, value, f"must be at most {MAX_TIME:g} (a host or kernel time that long "
+                                            "would make a step outlast the clock's range)")
     return float(value)
 
 

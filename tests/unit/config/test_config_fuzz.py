@@ -71,6 +71,7 @@ def test_mutated_example_is_a_named_error_or_a_sound_run(case: tuple[dict[str, A
     ("disaggregated.yaml", ("backends", "analytical", "options", "kernels"), 2**63 - 1),
     ("mist-code.yaml", ("clients", 0, "memory", "levels", 0, "bandwidth_gbps"), -1e300),
     ("hermes-rag.yaml", ("workload", "requests"), None),
+    ("disaggregated.yaml", ("backends", "analytical", "options", "mbu_decode"), 7.5e-13),
 ])
 def test_fuzz_finding_stays_fixed(example: str, path: tuple[str | int, ...], value: Any) -> None:
     base = base_config(next(p for p in EXAMPLES if p.name == example))
