@@ -62,7 +62,11 @@ def _worker(conn: Connection) -> None:
     logging.disable(logging.CRITICAL)  # backends' and the hub's logs are not the subject
     while True:
         config = conn.recv()
-        outcome = check(config)
+        try:
+            outcome = check(config)
+        except Exception as err:  # noqa: BLE001 - a fault of the harness: reported, and the run goes on
+            conn.send(("traceback", f"the harness's check raised {type(err).__name__}: {err}", False))
+            continue
         conn.send((outcome.kind, outcome.detail, outcome.accepted))
 
 
@@ -79,7 +83,11 @@ class Worker:
         """(kind, detail, whether validate accepted it) of ``config``; a hang after ``timeout``."""
         self.conn.send(config)
         if self.conn.poll(timeout):
-            kind, detail, accepted = self.conn.recv()
+            try:
+                kind, detail, accepted = self.conn.recv()
+            except EOFError:  # the worker died (a crash in native code, or killed for memory)
+                self.process.join(5)
+                return "traceback", f"the worker died (exit code {self.process.exitcode})", True
             return kind, detail, accepted
         return "hang", f"no answer in {timeout:g} s", True
 
@@ -109,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             example, mutations, config = case(args.seed, index, examples)
             began = time.perf_counter()
             kind, detail, was_accepted = worker.check(config, args.timeout)
-            if kind == "hang":
+            if kind == "hang" or not worker.process.is_alive():
                 worker.stop()
                 worker = Worker()
             counts[kind] += 1

@@ -11,7 +11,10 @@ point by point. Every outcome is one of:
 
 - ``rejected``: validate named every problem (a :class:`~cosim.ScenarioError` with a path);
 - ``ran``: the run completed every request, with a finite summary and sane records;
-- ``traceback``: an exception that is not a named cosim error, or a HubError (a cosim bug);
+- ``traceback``: an exception that is not a named cosim error, or a HubError (a cosim bug); also a
+  rejection that passes on a raw exception: pydantic's own dump, or an unexpected exception in a
+  built-in backend's code (``ValueError: ... at cosim/adapters/roofline/estimator.py:314``), where the
+  config check should have named the field;
 - ``accepted_not_run``: validate accepted a config the run then refused or failed;
 - ``nonsense``: the run completed but its summary or records (or a sweep's sweep.csv, or a run
   folder's requests.parquet) are not finite or not complete.
@@ -27,6 +30,7 @@ import csv
 import json
 import math
 import random
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +49,9 @@ from tests.paths import REPO
 SEEDS = sorted(REPO.glob("tests/fuzz/seeds/*.yaml"))
 EXAMPLES = sorted([*REPO.glob("examples/*.yaml"), *REPO.glob("examples/bench/*.yaml"),
                    *REPO.glob("examples/multistage/*.yaml")]) + SEEDS
+#: What a rejection's text shows when it passes on a raw exception instead of naming the problem: pydantic's
+#: dump (its headline, its links), or a built-in backend's unexpected exception with its site.
+RAW_EXCEPTION = re.compile(r"validation errors? for |errors\.pydantic\.dev|\bat (cosim/)?adapters/\S+:\d+ in ")
 #: Output keys this harness sets (a run folder is written only where a seed asks for requests_format).
 OWN_OUTPUT_KEYS = ("dir", "plots")
 
@@ -216,7 +223,7 @@ def _check_run(config: dict[str, Any], folder: Path) -> Outcome:
     try:
         config, refused = _capped_requests(config)
         if refused:
-            return Outcome("rejected", refused)
+            return _rejected(refused)
         errors = cosim.validate(config)
     except Exception as err:  # noqa: BLE001 - validate must return problems, never raise
         return Outcome("traceback", f"validate raised {type(err).__name__}: {err}")
@@ -224,7 +231,7 @@ def _check_run(config: dict[str, Any], folder: Path) -> Outcome:
         unnamed = [e for e in errors if not isinstance(e, ScenarioError) or not e.where]
         if unnamed:
             return Outcome("traceback", f"validate returned unnamed problems: {unnamed}")
-        return Outcome("rejected", "; ".join(map(str, errors))[:500])
+        return _rejected("; ".join(map(str, errors)))
     output = config.get("output")
     out = folder / "run" if isinstance(output, dict) and "requests_format" in output else None
     try:
@@ -237,6 +244,13 @@ def _check_run(config: dict[str, Any], folder: Path) -> Outcome:
         return Outcome("traceback", f"run raised {type(err).__name__}: {err}", accepted=True)
     outcome = _judge(result)
     return _judge_requests_file(out, len(result.requests)) if out is not None and outcome.kind == "ran" else outcome
+
+
+def _rejected(text: str) -> Outcome:
+    """``rejected`` with ``text``; ``traceback`` where the text passes on a raw exception (:data:`RAW_EXCEPTION`)."""
+    if RAW_EXCEPTION.search(text):
+        return Outcome("traceback", f"rejected with a raw exception: {text}"[:2000])
+    return Outcome("rejected", text[:500])
 
 
 def vary_specs(vary: Any) -> list[str]:
@@ -258,7 +272,7 @@ def _check_sweep(config: dict[str, Any], vary: Any, folder: Path) -> Outcome:
     except Exception as err:  # noqa: BLE001 - the config check must name problems, never raise
         return Outcome("traceback", f"config check raised {type(err).__name__}: {err}")
     if refused:
-        return Outcome("rejected", refused)
+        return _rejected(refused)
     path = folder / "scenario.yaml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     try:
@@ -269,7 +283,7 @@ def _check_sweep(config: dict[str, Any], vary: Any, folder: Path) -> Outcome:
     except ScenarioError as err:
         if not err.where:
             return Outcome("traceback", f"sweep raised an unnamed problem: {err}")
-        return Outcome("rejected", str(err)[:500])
+        return _rejected(str(err))
     except CosimError as err:
         return Outcome("accepted_not_run", f"{type(err).__name__}: {err}", accepted=True)
     except Exception as err:  # noqa: BLE001 - anything else is a traceback a user would see

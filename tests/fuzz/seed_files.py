@@ -37,15 +37,15 @@ def write_back(config: dict[str, Any], folder: Path) -> None:
     presets = config.get("presets")
     if isinstance(presets, dict) and isinstance(presets.get("file"), str):
         content = {key: value for key, value in presets.items() if key != "file"}
-        path = folder / Path(presets["file"]).name
+        path = folder / "presets.yaml"  # not the case's own name for it, which a mutation may have emptied
         path.write_text(yaml.safe_dump(content, allow_unicode=True), encoding="utf-8")
         config["presets"] = str(path)
     models = config.get("models")
-    for model in (models.values() if isinstance(models, dict) else ()):
+    for i, model in enumerate(models.values() if isinstance(models, dict) else ()):
         hf = model.get("hf_config") if isinstance(model, dict) else None
         if isinstance(hf, dict) and isinstance(hf.get("file"), str) and "config" in hf:
             # NaN and the infinities as Python's json writes them (NaN, Infinity): json.loads reads them
             # back, as it would read a config.json a script wrote.
-            path = folder / f"{len(list(folder.iterdir()))}-{Path(hf['file']).name}"
+            path = folder / f"config-{i}.json"
             path.write_text(json.dumps(hf["config"]), encoding="utf-8")
             model["hf_config"] = str(path)
