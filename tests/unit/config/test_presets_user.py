@@ -115,6 +115,17 @@ def test_hf_config_fraction_or_non_number_is_an_error_not_truncated(key: str, va
         from_hf_config({**HF_CONFIGS["llama3.3-70b"], key: value})
 
 
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("num_attention_heads", -1, "num_attention_heads: input should be greater than 0, got -1"),
+    ("num_key_value_heads", 3, "num_kv_heads=3 must divide num_attention_heads=64"),
+])
+def test_hf_config_impossible_model_is_one_readable_line(key: str, value: int, message: str) -> None:
+    """Found by fuzzing: pydantic's own dump (headline, error types, a link) was passed on."""
+    with pytest.raises(ValueError) as err:
+        from_hf_config({**HF_CONFIGS["llama3.3-70b"], key: value})
+    assert str(err.value) == f"config.json gives an impossible model: {message}"
+
+
 def test_hf_config_whole_float_is_taken() -> None:
     as_float = from_hf_config({**HF_CONFIGS["llama3.3-70b"], "num_hidden_layers": 80.0})
     assert as_float == from_hf_config(HF_CONFIGS["llama3.3-70b"])
