@@ -172,6 +172,23 @@ def test_a_user_preset_may_not_shadow_a_built_in(tmp_path: Path) -> None:
         parse_config(scenario(presets="clash.yaml"), folder=tmp_path)
 
 
+@pytest.mark.parametrize(("field", "value", "message"), [
+    # found by fuzzing: the roofline overflowed on the first (a backend's ValueError) and the second
+    ("intra_node_latency_us", 2**63, "less than or equal to 1000000"),
+    ("intra_node_latency_us", float("inf"), "finite number"),
+    ("mem_bandwidth_gbps", 1e-300, "greater than or equal to 0.001"),
+    ("inter_node_gbps", 1e300, "less than or equal to 1000000000"),
+    ("tdp_w", True, "not a boolean"),
+])
+def test_a_presets_file_figure_out_of_bounds_is_refused_at_its_path(tmp_path: Path, field: str, value: Any,
+                                                                    message: str) -> None:
+    """A presets file's device figures are bounded as hardware overrides are (README's table)."""
+    devices = [{**PRESETS_FILE["devices"][0], field: value}]
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump({"devices": devices}))
+    with pytest.raises(ScenarioProblems, match=rf"presets.devices\[0\]\.{field}: .*{message}"):
+        parse_config(scenario(presets="lab.yaml"), folder=tmp_path)
+
+
 def test_missing_files_are_named_by_their_config_path(tmp_path: Path) -> None:
     config = scenario(presets="nowhere.yaml")
     config["models"]["m"] = {"hf_config": "absent/config.json"}
