@@ -61,7 +61,8 @@ def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
         raise ScenarioError(f"models.{name}.overrides", f"gives an impossible model: {'; '.join(problems)}") from None
     problems = _model_bound_problems(model)
     if problems:
-        where = f"models.{name}.overrides" if entry.overrides else f"models.{name}"
+        where = f"models.{name}.overrides" if entry.overrides else \
+            f"models.{name}.hf_config" if entry.hf_config is not None else f"models.{name}"
         raise ScenarioError(where, f"gives an impossible model: {'; '.join(problems)}")
     return model
 

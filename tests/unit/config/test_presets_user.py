@@ -152,6 +152,29 @@ def _write_scenario(tmp_path: Path, **changes: Any) -> Path:
     return path
 
 
+def test_hf_config_shape_beyond_the_wire_names_the_hf_config(tmp_path: Path) -> None:
+    """Found by fuzzing: the error was located at models.imported, not at the file the user wrote."""
+    path = _write_scenario(tmp_path)
+    (tmp_path / "models" / "config.json").write_text(json.dumps({**HF_CONFIGS["llama3.3-70b"], "hidden_size": 2**40}))
+    config, _ = load_config(path)
+    with pytest.raises(ScenarioError, match=r"^models\.imported\.hf_config: gives an impossible model: hidden_size"):
+        resolve_model(config, "imported")
+
+
+@pytest.mark.parametrize(("key", "content", "problem"), [
+    ("presets", [1], "must be a mapping with models: and/or devices: lists"),
+    ("models.imported.hf_config", [1], "is not a JSON object"),
+])
+def test_a_file_of_the_wrong_shape_is_one_problem(tmp_path: Path, key: str, content: Any, problem: str) -> None:
+    """Found by fuzzing: the file's problem came with pydantic's about the path left in its place."""
+    path = _write_scenario(tmp_path)
+    name = "lab.yaml" if key == "presets" else "models/config.json"
+    (tmp_path / name).write_text(json.dumps(content))
+    with pytest.raises(ScenarioProblems) as err:
+        load_config(path)
+    assert [(p.where, problem in p.message) for p in err.value.problems] == [(key, True)]
+
+
 def test_scenario_presets_file_and_hf_config_resolve_and_run(tmp_path: Path) -> None:
     path = _write_scenario(tmp_path)
     config, _ = load_config(path)
