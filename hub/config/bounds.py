@@ -43,6 +43,10 @@ MIN_FIGURE, MAX_FIGURE = 1e-3, 1e9
 #: are microseconds; a latency beyond int64 nanoseconds overflowed the roofline).
 MAX_LINK_LATENCY_US = 1e6
 
+#: Share of a link's bandwidth a collective reaches (a bus efficiency): at least 0.1%, at most all of it (one
+#: near 0 overflowed the roofline's collective times).
+MIN_LINK_EFFICIENCY = 1e-3
+
 #: Bytes of memory (capacities, reserves, swap space): 2**53, the largest count a float holds exactly.
 MAX_BYTES = 2**53
 

@@ -21,7 +21,16 @@ from cosim.v1 import types_pb2 as pb
 
 from ..errors import ScenarioError
 from . import memory, presets
-from .bounds import MAX_BYTES, MAX_FIGURE, MAX_GBPS, MAX_UINT32, MIN_FIGURE, MIN_GBPS
+from .bounds import (
+    MAX_BYTES,
+    MAX_FIGURE,
+    MAX_GBPS,
+    MAX_LINK_LATENCY_US,
+    MAX_UINT32,
+    MIN_FIGURE,
+    MIN_GBPS,
+    MIN_LINK_EFFICIENCY,
+)
 from .presets.hf import from_hf_config
 from .presets.user import find_device, find_model
 from .scenario import ScenarioConfig
@@ -141,6 +150,9 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, 
 
 # HardwareSpec figures an override may replace (besides mem_capacity_bytes), each > 0.
 _HARDWARE_FIGURES = ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps")
+# Extra keys of the intra-node link's collectives (a device preset's figures, which the roofline reads).
+_LINK_LATENCIES = ("intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_path_latency_us")
+_LINK_EFFICIENCIES = ("intra_node_bus_efficiency", "intra_node_path_bus_efficiency")
 # Extra keys cosim itself reads (device_memory_facts): counts, each >= 1.
 _HARDWARE_COUNTS = ("mem_reported_bytes", "num_sms")
 
@@ -149,6 +161,10 @@ def _hardware_override_problem(key: str, value: float) -> str | None:
     """Why ``hardware.<device>.overrides.<key> = value`` cannot be, or None."""
     if key in _HARDWARE_FIGURES and not MIN_FIGURE <= value <= MAX_FIGURE:
         return f"must be in [{MIN_FIGURE:g}, {MAX_FIGURE:g}], got {value!r}"
+    if key in _LINK_LATENCIES and not 0 <= value <= MAX_LINK_LATENCY_US:
+        return f"must be in [0, {MAX_LINK_LATENCY_US:g}] µs, got {value!r}"
+    if key in _LINK_EFFICIENCIES and not MIN_LINK_EFFICIENCY <= value <= 1:
+        return f"must be in [{MIN_LINK_EFFICIENCY:g}, 1], got {value!r}"
     if key == "mem_capacity_bytes" or key in _HARDWARE_COUNTS:
         if not 1 <= value <= MAX_BYTES or value != int(value):
             return f"must be a whole number in [1, {MAX_BYTES}], got {value!r}"

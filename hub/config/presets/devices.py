@@ -16,7 +16,14 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from cosim.hub.config.bounds import MAX_BYTES, MAX_DEVICES, MAX_FIGURE, MAX_LINK_LATENCY_US, MIN_FIGURE
+from cosim.hub.config.bounds import (
+    MAX_BYTES,
+    MAX_DEVICES,
+    MAX_FIGURE,
+    MAX_LINK_LATENCY_US,
+    MIN_FIGURE,
+    MIN_LINK_EFFICIENCY,
+)
 from cosim.hub.config.frozen import FrozenModel
 from cosim.hub.config.presets.registry import unknown
 
@@ -90,7 +97,8 @@ class DevicePreset(FrozenModel):
         ge=0, le=MAX_LINK_LATENCY_US,
         description="Latency of one algorithm step on the link (a ring all-reduce takes 2(n-1)), µs.")
     intra_node_bus_efficiency: float = Field(
-        gt=0, le=1, description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
+        ge=MIN_LINK_EFFICIENCY, le=1,
+        description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
     intra_node_path: PathKind | None = Field(
         default=None, description="Path of NCCL's bytes between devices without NVLink: p2p (PCIe peer to peer "
                                   "through a CPU root complex), switch (below one PCIe switch) or host_staged "
@@ -99,8 +107,9 @@ class DevicePreset(FrozenModel):
         default=None, ge=0, le=MAX_LINK_LATENCY_US,
         description="Fixed time of an LL collective over PCIe peer to peer, µs (needs intra_node_path).")
     intra_node_path_bus_efficiency: float | None = Field(
-        default=None, gt=0, le=1, description="Simple-protocol bus bandwidth over PCIe peer to peer, as a share "
-                                              "of intra_node_gbps (needs intra_node_path).")
+        default=None, ge=MIN_LINK_EFFICIENCY, le=1,
+        description="Simple-protocol bus bandwidth over PCIe peer to peer, as a share of intra_node_gbps (needs "
+                    "intra_node_path).")
     inter_node_gbps: float = Field(ge=MIN_FIGURE, le=MAX_FIGURE,
                                    description="Per-device bandwidth between nodes, GB/s per direction.")
     devices_per_node: int = Field(gt=0, le=MAX_DEVICES, description="Devices in one node.")

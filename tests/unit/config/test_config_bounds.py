@@ -60,6 +60,13 @@ def only_error(config: dict[str, Any]) -> ScenarioError:
      "whole number"),
     ({"hardware__a100__overrides": {"peak_tflops": 0}}, "hardware.a100.overrides.peak_tflops", "must be in"),
     ({"hardware__a100__overrides": {"peak_tflops": float("nan")}}, "hardware.a100.overrides.peak_tflops", "finite"),
+    # found by fuzzing (a presets file's figures, which overrides set too): the roofline overflowed on these
+    ({"hardware__a100__overrides": {"intra_node_bus_efficiency": 1e-300}},
+     "hardware.a100.overrides.intra_node_bus_efficiency", "must be in [0.001, 1]"),
+    ({"hardware__a100__overrides": {"intra_node_latency_us": 1e18}},
+     "hardware.a100.overrides.intra_node_latency_us", "must be in [0, 1e+06] µs"),
+    ({"hardware__a100__overrides": {"intra_node_hop_latency_us": -1}},
+     "hardware.a100.overrides.intra_node_hop_latency_us", "must be in [0, 1e+06] µs"),
     ({"seed": -1}, "seed", "greater than or equal to 0, got -1"),
     ({"seed": 2**63}, "seed", "less than or equal to 9223372036854775807"),
     ({"workload__arrival": {"process": "constant", "at_s": 1e10}}, "workload.arrival.at_s",

@@ -202,6 +202,7 @@ def test_a_user_preset_may_not_shadow_a_built_in(tmp_path: Path) -> None:
     ("mem_bandwidth_gbps", 1e-300, "greater than or equal to 0.001"),
     ("inter_node_gbps", 1e300, "less than or equal to 1000000000"),
     ("tdp_w", True, "not a boolean"),
+    ("intra_node_bus_efficiency", 1e-300, "greater than or equal to 0.001"),
 ])
 def test_a_presets_file_figure_out_of_bounds_is_refused_at_its_path(tmp_path: Path, field: str, value: Any,
                                                                     message: str) -> None:
