@@ -89,6 +89,11 @@ def only_error(config: dict[str, Any]) -> ScenarioError:
     ({"network": {"link": {"bandwidth_gbps": 1e-300}}}, "network.link.bandwidth_gbps",
      "greater than or equal to 0.001"),
     ({"slo": {"ttft_s": {"p90": float("inf")}}}, "slo.ttft_s.p90", "finite"),
+    # found by fuzzing: the roofline could not serialize the option (a protobuf Struct) and said so at clients[0]
+    ({"backends__analytical__options": {"kernels": float("-inf")}}, "backends.analytical.options.kernels",
+     "finite number, got -inf"),
+    ({"backends__analytical__options": {"profile": [{"a": float("nan")}]}}, "backends.analytical.options.profile[0].a",
+     "finite number, got nan"),
 ])
 def test_out_of_range_number_is_refused_at_its_path(changes: dict[str, Any], where: str, says: str) -> None:
     error = only_error(scenario(**changes))
