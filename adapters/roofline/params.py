@@ -174,6 +174,9 @@ LINK_PARAMS: dict[str, tuple[str, ...]] = {
     "intra_node_hop_latency_us": ("hop_latency_us",),
 }
 
+# Lowest efficiency (mfu, mbu, comm_eff, a kernel class's *_eff) a session may set: 0.1%.
+MIN_EFFICIENCY = 1e-3
+
 PHASE_KEYS = tuple(f.name for f in dataclasses.fields(PhaseParams))
 GLOBAL_KEYS = tuple(f.name for f in dataclasses.fields(Params) if f.name not in (*PHASES, "kernel"))
 STRING_KEYS = {"kernels": KERNEL_STYLES, "allreduce_formula": ALLREDUCE_FORMULAS, "op_model": OP_MODELS,
@@ -192,7 +195,11 @@ def _check(field: str, key: str, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(field, value, "must be a number")
     base = key.rsplit("_", 1)[0] if key.endswith(PHASES) else key
-    if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS:
+    if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS and base.endswith("_eff"):
+        # An efficiency near 0 stretches a step past the simulation's clock (7.5e-13 did, found by fuzzing).
+        if not MIN_EFFICIENCY <= value <= 1.0:
+            raise InvalidArgument(field, value, f"must be in [{MIN_EFFICIENCY:g}, 1]")
+    elif base in EFFICIENCY_KEYS:
         if not 0.0 < value <= 1.0:
             raise InvalidArgument(field, value, "must be in (0, 1]")
     elif base in ("eager_comm_eff", "graph_allreduce_bus_eff"):

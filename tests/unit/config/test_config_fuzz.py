@@ -82,6 +82,8 @@ def test_mutated_example_is_a_named_error_or_a_sound_run(case: tuple[dict[str, A
     ("presets-file.yaml", ("presets", "devices", 0, "intra_node_bus_efficiency"), 1e-300),
     # a backend option that is not finite reached the backend (which failed to serialize it)
     ("mixed.yaml", ("backends", "analytical", "options", "kernels"), float("-inf")),
+    # a roofline efficiency near 0 passed validation and stretched a step past the simulation's clock
+    ("disagg-long.yaml", ("backends", "analytical", "options", "mbu_decode"), 7.5e-13),
 ])
 def test_fuzz_finding_stays_fixed(example: str, path: tuple[str | int, ...], value: Any) -> None:
     base = base_config(next(p for p in EXAMPLES if p.name == example))
