@@ -34,6 +34,19 @@ MAX_RATE_PER_S = 1e9
 MIN_GBPS = 1e-3
 MAX_GBPS = 1e6
 
+#: Figures of a device (a preset's or an override's), TFLOP/s and GB/s: from 1 GFLOP/s and 1 MB/s (a slower
+#: device's step outlasts the simulation's clock, and one near 0 overflows the roofline's times) to an
+#: exa-op device and a PB/s link.
+MIN_FIGURE, MAX_FIGURE = 1e-3, 1e9
+
+#: Fixed latency of one collective or one of its steps on a device's link, in µs: at most a second (NCCL's
+#: are microseconds; a latency beyond int64 nanoseconds overflowed the roofline).
+MAX_LINK_LATENCY_US = 1e6
+
+#: Share of a link's bandwidth a collective reaches (a bus efficiency): at least 0.1%, at most all of it (one
+#: near 0 overflowed the roofline's collective times).
+MIN_LINK_EFFICIENCY = 1e-3
+
 #: Bytes of memory (capacities, reserves, swap space): 2**53, the largest count a float holds exactly.
 MAX_BYTES = 2**53
 

@@ -147,7 +147,10 @@ def parse_config(data: Mapping[str, Any], *, overrides: Sequence[str] = (), sour
     try:
         config = ScenarioConfig.model_validate(copied)
     except ValidationError as err:
-        raise ScenarioProblems(source, [ScenarioError(*p) for p in files] + _pydantic_problems(err, copied)) from None
+        # A file that could not be read leaves its path where the content goes: said once, by the file's problem.
+        named = {where for where, _ in files}
+        problems = [p for p in _pydantic_problems(err, copied) if p.where not in named]
+        raise ScenarioProblems(source, [ScenarioError(*p) for p in files] + problems) from None
     if files:
         raise ScenarioProblems(source, [ScenarioError(*p) for p in files])
     return config

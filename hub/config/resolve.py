@@ -21,7 +21,16 @@ from cosim.v1 import types_pb2 as pb
 
 from ..errors import ScenarioError
 from . import memory, presets
-from .bounds import MAX_BYTES, MAX_GBPS, MAX_UINT32, MIN_GBPS
+from .bounds import (
+    MAX_BYTES,
+    MAX_FIGURE,
+    MAX_GBPS,
+    MAX_LINK_LATENCY_US,
+    MAX_UINT32,
+    MIN_FIGURE,
+    MIN_GBPS,
+    MIN_LINK_EFFICIENCY,
+)
 from .presets.hf import from_hf_config
 from .presets.user import find_device, find_model
 from .scenario import ScenarioConfig
@@ -61,7 +70,8 @@ def resolve_model(config: ScenarioConfig, name: str) -> presets.ModelPreset:
         raise ScenarioError(f"models.{name}.overrides", f"gives an impossible model: {'; '.join(problems)}") from None
     problems = _model_bound_problems(model)
     if problems:
-        where = f"models.{name}.overrides" if entry.overrides else f"models.{name}"
+        where = f"models.{name}.overrides" if entry.overrides else \
+            f"models.{name}.hf_config" if entry.hf_config is not None else f"models.{name}"
         raise ScenarioError(where, f"gives an impossible model: {'; '.join(problems)}")
     return model
 
@@ -140,17 +150,21 @@ def device_spec(config: ScenarioConfig, device: str, count: int, dtype: str, *, 
 
 # HardwareSpec figures an override may replace (besides mem_capacity_bytes), each > 0.
 _HARDWARE_FIGURES = ("peak_tflops", "mem_bandwidth_gbps", "intra_node_gbps", "inter_node_gbps")
+# Extra keys of the intra-node link's collectives (a device preset's figures, which the roofline reads).
+_LINK_LATENCIES = ("intra_node_latency_us", "intra_node_hop_latency_us", "intra_node_path_latency_us")
+_LINK_EFFICIENCIES = ("intra_node_bus_efficiency", "intra_node_path_bus_efficiency")
 # Extra keys cosim itself reads (device_memory_facts): counts, each >= 1.
 _HARDWARE_COUNTS = ("mem_reported_bytes", "num_sms")
-# Figures of a device, TFLOP/s and GB/s: from 1 GFLOP/s and 1 MB/s (a slower device's step outlasts the
-# simulation's clock, and one near 0 overflows the roofline's times) to an exa-op device and a PB/s link.
-_MIN_FIGURE, _MAX_FIGURE = 1e-3, 1e9
 
 
 def _hardware_override_problem(key: str, value: float) -> str | None:
     """Why ``hardware.<device>.overrides.<key> = value`` cannot be, or None."""
-    if key in _HARDWARE_FIGURES and not _MIN_FIGURE <= value <= _MAX_FIGURE:
-        return f"must be in [{_MIN_FIGURE:g}, {_MAX_FIGURE:g}], got {value!r}"
+    if key in _HARDWARE_FIGURES and not MIN_FIGURE <= value <= MAX_FIGURE:
+        return f"must be in [{MIN_FIGURE:g}, {MAX_FIGURE:g}], got {value!r}"
+    if key in _LINK_LATENCIES and not 0 <= value <= MAX_LINK_LATENCY_US:
+        return f"must be in [0, {MAX_LINK_LATENCY_US:g}] µs, got {value!r}"
+    if key in _LINK_EFFICIENCIES and not MIN_LINK_EFFICIENCY <= value <= 1:
+        return f"must be in [{MIN_LINK_EFFICIENCY:g}, 1], got {value!r}"
     if key == "mem_capacity_bytes" or key in _HARDWARE_COUNTS:
         if not 1 <= value <= MAX_BYTES or value != int(value):
             return f"must be a whole number in [1, {MAX_BYTES}], got {value!r}"

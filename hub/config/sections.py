@@ -5,6 +5,7 @@ The whole scenario, and the checks across its sections, are :mod:`.scenario`'s.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -57,11 +58,26 @@ class BackendConfig(FrozenModel):
         if self.python is not None and not (module and colon and name):  # as the SDK's load_backend reads it
             raise FieldProblem("python", f"a backend class as package.module:Class (the class after a colon), "
                                          f"got {self.python!r}")
+        bad = _non_finite(self.options, "options")
+        if bad is not None:  # options travel as a protobuf Struct, JSON numbers: no NaN or infinity
+            raise FieldProblem(bad[0], f"input should be a finite number, got {bad[1]!r}")
         return self
 
     @property
     def source(self) -> str:
         return next(k for k in ("kind", "python", "command", "image", "address") if getattr(self, k))
+
+
+def _non_finite(node: Any, path: str) -> tuple[str, float] | None:
+    """The path and value of the first float below ``node`` that is NaN or infinite, or None."""
+    if isinstance(node, float):
+        return None if math.isfinite(node) else (path, node)
+    items: Any = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, value in items:
+        found = _non_finite(value, f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
 
 
 class ClientHardware(FrozenModel):

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config.loading import load_config
+from ..config.loading import ScenarioProblems, load_config
 from ..errors import CosimError, ScenarioError
 from .frames import sweep_frame
 from .key_metrics import METRIC_COLUMNS, key_metrics
 from .provenance import check_run_folder
 from .study_report import write_sweep_report
-from .validation import check_scenario
+from .validation import validate
 
 if TYPE_CHECKING:  # pandas is optional (frames.py)
     import pandas as pd
@@ -115,8 +115,10 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
           ray: str | None = None, on_point: Callable[[int, int, dict[str, Any]], None] | None = None) -> SweepResult:
     """Runs ``config`` at every point of the grid ``vary`` spans.
 
-    Every point's config is validated before the first runs. A point whose run fails (a backend
-    error) keeps its partial run folder and an ``error`` in its row; the others still run.
+    Every point's config is validated before the first runs, as ``cosim validate`` checks it (its
+    workload drawn too, so a prompt no client can serve is refused here, not by every point's run). A
+    point whose run fails (a backend error) keeps its partial run folder and an ``error`` in its row;
+    the others still run.
 
     Args:
         config: the scenario YAML file.
@@ -152,13 +154,11 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
     check_run_folder(out, overwrite=overwrite)
     extra = [] if run_plots else ["output.plots=false"]
     assignments = [[*overrides, *extra, *(f"{v.key}={t}" for v, t in zip(varies, texts))] for texts in points]
-    for texts, sets in zip(points, assignments):  # every problem before the first run
-        where = ", ".join(f"{v.key}={t}" for v, t in zip(varies, texts))
-        try:
-            scenario, _ = load_config(config, overrides=sets)
-            check_scenario(scenario, source=str(config))
-        except ScenarioError as err:
-            raise ScenarioError(f"sweep point {where}", str(err)) from None
+    for texts, sets in zip(points, assignments):  # every problem before the first run, as cosim validate finds them
+        problems = validate(config, overrides=sets)
+        if problems:
+            where = ", ".join(f"{v.key}={t}" for v, t in zip(varies, texts))
+            raise ScenarioError(f"sweep point {where}", str(ScenarioProblems(str(config), problems)))
     base, _ = load_config(config, overrides=overrides)
     jobs = []
     for index, (texts, sets) in enumerate(zip(points, assignments)):
@@ -174,6 +174,7 @@ def sweep(config: str | Path, vary: Sequence[str | Vary], *, output_dir: str | P
             on_point(index, len(points), done)
     result = SweepResult(rows=[rows[index] for index in range(len(points))], varies=varies, output_dir=out)
     result.failed = [row["point"] for row in result.rows if row["error"]]
+    out.mkdir(parents=True, exist_ok=True)  # no point may have written its folder: every one failed
     write_sweep_csv(out / SWEEP_CSV, result.rows, varies)
     keys, pngs = [v.key for v in varies], []
     if plots:

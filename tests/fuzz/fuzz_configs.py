@@ -1,10 +1,11 @@
 """Mutate the example configs N times and count what cosim makes of them (issue 23's target:
 2,000 mutated configs, 0 tracebacks, 0 hangs, 0 silent nonsense, every config validate accepts runs).
 
-    python -m tests.fuzz.fuzz_configs -n 2000 --timeout 120 --seed 0 [--jsonl cases.jsonl]
+    python -m tests.fuzz.fuzz_configs -n 2000 --timeout 120 --seed 0 [--jsonl cases.jsonl] [--example 'seeds/*']
 
 Each case (case i of seed s draws its example and 1 to 3 mutations from ``random.Random(f"{s}-{i}")``,
-so any case can be replayed with ``--only i``) is checked in a worker process (see
+so any case can be replayed with ``--only i``; ``--example GLOB`` draws from the examples whose name, as
+printed (``bench/mixed.yaml``, ``seeds/sweep.yaml``), matches instead) is checked in a worker process (see
 :func:`tests.fuzz.mutations.check`); a case that outlasts ``--timeout`` is a hang, its worker is
 killed and a new one started. Prints a line per case that is not ``rejected`` or ``ran``, then the
 counts; exits 1 if any case was a traceback, a hang, nonsense or accepted but not run.
@@ -13,6 +14,7 @@ counts; exits 1 if any case was a traceback, a hang, nonsense or accepted but no
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import multiprocessing as mp
 import random
@@ -20,22 +22,36 @@ import sys
 import time
 from collections import Counter
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 BAD = ("traceback", "hang", "nonsense", "accepted_not_run")
 
 
-def case(seed: int, index: int) -> tuple[str, list[str], dict[str, Any]]:
-    """Case ``index`` of ``seed``: (example name, mutations, the mutated config)."""
+def example_name(example: Path) -> str:
+    """How a case names its example: ``examples/quickstart.yaml``, ``bench/mixed.yaml``, ``seeds/sweep.yaml``."""
+    return example.relative_to(example.parents[1]).as_posix()
+
+
+def examples_matching(pattern: str | None) -> list[Path]:
+    """The examples whose name (:func:`example_name`) matches the glob ``pattern`` (all of them: None)."""
+    from tests.fuzz.mutations import EXAMPLES
+
+    return [e for e in EXAMPLES if pattern is None or fnmatch.fnmatch(example_name(e), pattern)]
+
+
+def case(seed: int, index: int, examples: list[Path] | None = None) -> tuple[str, list[str], dict[str, Any]]:
+    """Case ``index`` of ``seed``, drawn from ``examples`` (default all): (example name, mutations, the
+    mutated config)."""
     from tests.fuzz.mutations import EXAMPLES, apply, base_config, random_mutations
 
     rng = random.Random(f"{seed}-{index}")
-    example = rng.choice(EXAMPLES)
+    example = rng.choice(examples or EXAMPLES)
     config = base_config(example)
     mutations = random_mutations(config, rng, rng.randint(1, 3))
     for mutation in mutations:
         config = apply(config, mutation)
-    return example.relative_to(example.parents[1]).as_posix(), [str(m) for m in mutations], config
+    return example_name(example), [str(m) for m in mutations], config
 
 
 def _worker(conn: Connection) -> None:
@@ -46,7 +62,11 @@ def _worker(conn: Connection) -> None:
     logging.disable(logging.CRITICAL)  # backends' and the hub's logs are not the subject
     while True:
         config = conn.recv()
-        outcome = check(config)
+        try:
+            outcome = check(config)
+        except Exception as err:  # noqa: BLE001 - a fault of the harness: reported, and the run goes on
+            conn.send(("traceback", f"the harness's check raised {type(err).__name__}: {err}", False))
+            continue
         conn.send((outcome.kind, outcome.detail, outcome.accepted))
 
 
@@ -63,7 +83,11 @@ class Worker:
         """(kind, detail, whether validate accepted it) of ``config``; a hang after ``timeout``."""
         self.conn.send(config)
         if self.conn.poll(timeout):
-            kind, detail, accepted = self.conn.recv()
+            try:
+                kind, detail, accepted = self.conn.recv()
+            except EOFError:  # the worker died (a crash in native code, or killed for memory)
+                self.process.join(5)
+                return "traceback", f"the worker died (exit code {self.process.exitcode})", True
             return kind, detail, accepted
         return "hang", f"no answer in {timeout:g} s", True
 
@@ -79,17 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a case may take before it is a hang")
     parser.add_argument("--only", type=int, action="append", help="check only these case indexes")
     parser.add_argument("--jsonl", help="write every case's outcome here, one JSON object a line")
+    parser.add_argument("--example", metavar="GLOB", help="draw only from these examples, e.g. 'seeds/*'")
     args = parser.parse_args(argv)
+    examples = examples_matching(args.example)
+    if not examples:
+        parser.error(f"--example {args.example}: no example matches")
     out = open(args.jsonl, "w", encoding="utf-8") if args.jsonl else None  # noqa: SIM115 - closed below
     counts: Counter[str] = Counter()
     accepted = 0
     worker, started = Worker(), time.perf_counter()
     try:
         for index in args.only or range(args.n):
-            example, mutations, config = case(args.seed, index)
+            example, mutations, config = case(args.seed, index, examples)
             began = time.perf_counter()
             kind, detail, was_accepted = worker.check(config, args.timeout)
-            if kind == "hang":
+            if kind == "hang" or not worker.process.is_alive():
                 worker.stop()
                 worker = Worker()
             counts[kind] += 1

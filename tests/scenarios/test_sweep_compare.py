@@ -13,6 +13,7 @@ import yaml
 
 import cosim
 from cosim.hub.cli import main
+from cosim.hub.errors import BackendError, ScenarioError
 from cosim.hub.metrics.comparison_plots import plot_latency_vs_load
 from cosim.hub.studies import runner
 from tests.scenarios.helpers import scenario
@@ -154,6 +155,26 @@ def test_sweep_checks_every_point_before_the_first_run(tmp_path: Path, capsys: p
     err = capsys.readouterr().err
     assert "sweep point clients[0].scheduler.max_num_seqs=-1" in err and "max_num_seqs" in err
     assert not out.exists()
+
+
+def test_sweep_refuses_a_point_whose_prompts_no_client_can_serve(tmp_path: Path) -> None:
+    """As cosim validate does (found by fuzzing: each point's run refused it instead, and sweep.csv was lost)."""
+    config, out = write_scenario(tmp_path), tmp_path / "sweep"
+    with pytest.raises(ScenarioError, match=r"sweep point clients\[0\]\.scheduler\.max_num_batched_tokens=50: .*"
+                                             r"workload\.input_tokens: request \d+ .* can never be served"):
+        cosim.sweep(config, ["clients[0].scheduler.max_num_batched_tokens=4096,50"], output_dir=out, plots=False)
+    assert not out.exists()
+
+
+def test_a_sweep_whose_every_point_fails_still_writes_sweep_csv(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(config: Any, **kwargs: Any) -> None:
+        raise BackendError("unreachable", backend="lin")
+
+    monkeypatch.setattr(runner, "run", failing)
+    result = cosim.sweep(write_scenario(tmp_path), ["workload.requests=3,4"], output_dir=tmp_path / "s", plots=False)
+    assert result.failed == ["000-requests=3", "001-requests=4"]
+    assert [r["error"] for r in read_csv(tmp_path / "s" / "sweep.csv")] == ["backend 'lin': unreachable"] * 2
 
 
 def test_latency_vs_load_plot_draws_the_slo_lines() -> None:

@@ -14,8 +14,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from cosim.hub.config.bounds import (
+    MAX_BYTES,
+    MAX_DEVICES,
+    MAX_FIGURE,
+    MAX_LINK_LATENCY_US,
+    MIN_FIGURE,
+    MIN_LINK_EFFICIENCY,
+)
+from cosim.hub.config.frozen import FrozenModel
 from cosim.hub.config.presets.registry import unknown
 
 DTYPES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "fp4")
@@ -57,42 +66,53 @@ def normalize_dtype(dtype: str) -> str:
     return DTYPE_ALIASES.get(key, key)
 
 
-class DevicePreset(BaseModel):
-    """One accelerator or CPU as the roofline and KV-capacity models see it."""
+class DevicePreset(FrozenModel):
+    """One accelerator or CPU as the roofline and KV-capacity models see it.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Its figures are finite and bounded as ``hardware.<name>.overrides`` are (README, "What `cosim
+    validate` refuses"): a scenario's presets file holds them too.
+    """
 
     name: str = Field(description="Device name, e.g. 'H100-SXM'.")
     aliases: tuple[str, ...] = Field(default=(), description="Other names, matched case-insensitively.")
     kind: Literal["gpu", "npu", "cpu"] = Field(description="Device class.")
     vendor: str = Field(description="Manufacturer.")
     peak_tflops: dict[str, float] = Field(description="Dense peak TFLOP/s (TOP/s for int8) per dtype key.")
-    mem_bandwidth_gbps: float = Field(gt=0, description="Memory bandwidth, GB/s.")
-    mem_capacity_gib: float = Field(gt=0, description="Memory capacity, GiB (datasheet 'GB' of HBM/GDDR).")
+    mem_bandwidth_gbps: float = Field(ge=MIN_FIGURE, le=MAX_FIGURE, description="Memory bandwidth, GB/s.")
+    mem_capacity_gib: float = Field(gt=0, le=MAX_BYTES / 2**30,
+                                    description="Memory capacity, GiB (datasheet 'GB' of HBM/GDDR).")
     mem_reported_bytes: int | None = Field(
-        default=None, gt=0, description="Total memory the CUDA runtime reports (torch.cuda.mem_get_info), bytes: "
-                                        "what vLLM multiplies by gpu_memory_utilization; null = mem_capacity_gib.")
-    num_sms: int | None = Field(default=None, gt=0, description="Streaming multiprocessors (CUs); null = unknown.")
+        default=None, gt=0, le=MAX_BYTES,
+        description="Total memory the CUDA runtime reports (torch.cuda.mem_get_info), bytes: what vLLM multiplies "
+                    "by gpu_memory_utilization; null = mem_capacity_gib.")
+    num_sms: int | None = Field(default=None, gt=0, le=MAX_BYTES,
+                                description="Streaming multiprocessors (CUs); null = unknown.")
     intra_node_link: LinkKind = Field(description=f"Kind of the link between devices of a node, one of {LINK_KINDS}.")
-    intra_node_gbps: float = Field(gt=0, description="Per-device interconnect inside a node, GB/s per direction.")
+    intra_node_gbps: float = Field(ge=MIN_FIGURE, le=MAX_FIGURE,
+                                   description="Per-device interconnect inside a node, GB/s per direction.")
     intra_node_latency_us: float = Field(
-        ge=0, description="Fixed time of one collective on the intra-node link (NCCL's base latency), µs.")
+        ge=0, le=MAX_LINK_LATENCY_US,
+        description="Fixed time of one collective on the intra-node link (NCCL's base latency), µs.")
     intra_node_hop_latency_us: float = Field(
-        ge=0, description="Latency of one algorithm step on the link (a ring all-reduce takes 2(n-1)), µs.")
+        ge=0, le=MAX_LINK_LATENCY_US,
+        description="Latency of one algorithm step on the link (a ring all-reduce takes 2(n-1)), µs.")
     intra_node_bus_efficiency: float = Field(
-        gt=0, le=1, description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
+        ge=MIN_LINK_EFFICIENCY, le=1,
+        description="Bus bandwidth a collective reaches, as a fraction of intra_node_gbps.")
     intra_node_path: PathKind | None = Field(
         default=None, description="Path of NCCL's bytes between devices without NVLink: p2p (PCIe peer to peer "
                                   "through a CPU root complex), switch (below one PCIe switch) or host_staged "
                                   "(through host memory); null = the ring model above.")
     intra_node_path_latency_us: float | None = Field(
-        default=None, ge=0, description="Fixed time of an LL collective over PCIe peer to peer, µs (needs "
-                                        "intra_node_path).")
+        default=None, ge=0, le=MAX_LINK_LATENCY_US,
+        description="Fixed time of an LL collective over PCIe peer to peer, µs (needs intra_node_path).")
     intra_node_path_bus_efficiency: float | None = Field(
-        default=None, gt=0, le=1, description="Simple-protocol bus bandwidth over PCIe peer to peer, as a share "
-                                              "of intra_node_gbps (needs intra_node_path).")
-    inter_node_gbps: float = Field(gt=0, description="Per-device bandwidth between nodes, GB/s per direction.")
-    devices_per_node: int = Field(gt=0, description="Devices in one node.")
+        default=None, ge=MIN_LINK_EFFICIENCY, le=1,
+        description="Simple-protocol bus bandwidth over PCIe peer to peer, as a share of intra_node_gbps (needs "
+                    "intra_node_path).")
+    inter_node_gbps: float = Field(ge=MIN_FIGURE, le=MAX_FIGURE,
+                                   description="Per-device bandwidth between nodes, GB/s per direction.")
+    devices_per_node: int = Field(gt=0, le=MAX_DEVICES, description="Devices in one node.")
     tdp_w: float | None = Field(
         default=None, gt=0, description="Thermal design power of one device, watts: its power through a "
                                         "compute-bound step (docs/energy.md); null = no power figure, no energy.")
@@ -104,17 +124,19 @@ class DevicePreset(BaseModel):
                                         "watts; null = a fraction of tdp_w "
                                         "(cosim.hub.sim.power.MEMORY_BOUND_FRACTION).")
     host_link_gbps: float | None = Field(
-        default=None, gt=0, description="The device's link to its host's memory, GB/s per direction (KV offload "
-                                        "to CPU memory, cosim.hub.sim.scheduling.offload); null = unknown.")
+        default=None, ge=MIN_FIGURE, le=MAX_FIGURE,
+        description="The device's link to its host's memory, GB/s per direction (KV offload to CPU memory, "
+                    "cosim.hub.sim.scheduling.offload); null = unknown.")
     price_per_hour_usd: float | None = Field(
         default=None, ge=0, description="Approximate on-demand cloud price of one device-hour; null = none found.")
     sources: dict[str, str] = Field(description="Source of each figure, keyed by field name.")
 
     @model_validator(mode="after")
     def _check(self) -> DevicePreset:
-        bad = [d for d, v in self.peak_tflops.items() if d not in DTYPES or v <= 0]
+        bad = [d for d, v in self.peak_tflops.items() if d not in DTYPES or not MIN_FIGURE <= v <= MAX_FIGURE]
         if bad or not self.peak_tflops:
-            raise ValueError(f"peak_tflops needs positive values for dtypes among {DTYPES}, got {self.peak_tflops}")
+            raise ValueError(f"peak_tflops needs values in [{MIN_FIGURE:g}, {MAX_FIGURE:g}] for dtypes among {DTYPES}, "
+                             f"got {self.peak_tflops}")
         missing = [f for f in (*SOURCED_FIELDS, *MEMORY_FIELDS)
                    if getattr(self, f) is not None and f not in self.sources]
         if missing:

@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from .models import ModelPreset
 
 # HF key(s) -> ModelPreset field, first present wins.
@@ -123,5 +125,18 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
     )
     try:
         return ModelPreset(**fields)
-    except ValueError as err:  # pydantic's ValidationError is a ValueError
-        raise ValueError(f"config.json gives an impossible model: {err}") from None
+    except ValidationError as err:
+        raise ValueError(f"config.json gives an impossible model: {_problems(err)}") from None
+
+
+def _problems(err: ValidationError) -> str:
+    """A pydantic error as one line: ``field: message, got value`` per problem, without pydantic's headline,
+    error types and links (its text is a user's, not a traceback's)."""
+    problems = []
+    for item in err.errors():
+        where = ".".join(map(str, item["loc"]))
+        message = str(item["msg"]).removeprefix("Value error, ")
+        message = message[:1].lower() + message[1:]
+        got = "" if item["type"] == "missing" or isinstance(item.get("input"), dict) else f", got {item['input']!r}"
+        problems.append(f"{where}: {message}{got}" if where else f"{message}{got}")
+    return "; ".join(problems)

@@ -10,15 +10,17 @@ an LM head unless tied to the embedding.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from cosim.hub.config.frozen import FrozenModel
 from cosim.v1 import types_pb2 as pb
 
 
-class ModelPreset(BaseModel):
-    """One model's architecture, as read from its Hugging Face config.json."""
+class ModelPreset(FrozenModel):
+    """One model's architecture, as read from its Hugging Face config.json.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Its numbers are finite, and never booleans: a scenario's presets file holds them too.
+    """
 
     name: str = Field(description="Hugging Face repository id, e.g. 'meta-llama/Meta-Llama-3-8B'.")
     aliases: tuple[str, ...] = Field(default=(), description="Other names, matched case-insensitively.")

@@ -60,6 +60,13 @@ def only_error(config: dict[str, Any]) -> ScenarioError:
      "whole number"),
     ({"hardware__a100__overrides": {"peak_tflops": 0}}, "hardware.a100.overrides.peak_tflops", "must be in"),
     ({"hardware__a100__overrides": {"peak_tflops": float("nan")}}, "hardware.a100.overrides.peak_tflops", "finite"),
+    # found by fuzzing (a presets file's figures, which overrides set too): the roofline overflowed on these
+    ({"hardware__a100__overrides": {"intra_node_bus_efficiency": 1e-300}},
+     "hardware.a100.overrides.intra_node_bus_efficiency", "must be in [0.001, 1]"),
+    ({"hardware__a100__overrides": {"intra_node_latency_us": 1e18}},
+     "hardware.a100.overrides.intra_node_latency_us", "must be in [0, 1e+06] µs"),
+    ({"hardware__a100__overrides": {"intra_node_hop_latency_us": -1}},
+     "hardware.a100.overrides.intra_node_hop_latency_us", "must be in [0, 1e+06] µs"),
     ({"seed": -1}, "seed", "greater than or equal to 0, got -1"),
     ({"seed": 2**63}, "seed", "less than or equal to 9223372036854775807"),
     ({"workload__arrival": {"process": "constant", "at_s": 1e10}}, "workload.arrival.at_s",
@@ -82,6 +89,11 @@ def only_error(config: dict[str, Any]) -> ScenarioError:
     ({"network": {"link": {"bandwidth_gbps": 1e-300}}}, "network.link.bandwidth_gbps",
      "greater than or equal to 0.001"),
     ({"slo": {"ttft_s": {"p90": float("inf")}}}, "slo.ttft_s.p90", "finite"),
+    # found by fuzzing: the roofline could not serialize the option (a protobuf Struct) and said so at clients[0]
+    ({"backends__analytical__options": {"kernels": float("-inf")}}, "backends.analytical.options.kernels",
+     "finite number, got -inf"),
+    ({"backends__analytical__options": {"profile": [{"a": float("nan")}]}}, "backends.analytical.options.profile[0].a",
+     "finite number, got nan"),
 ])
 def test_out_of_range_number_is_refused_at_its_path(changes: dict[str, Any], where: str, says: str) -> None:
     error = only_error(scenario(**changes))

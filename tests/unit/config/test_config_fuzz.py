@@ -1,11 +1,12 @@
 """Mutated example configs give a named error or a sound run (issue 23: no input crashes or lies).
 
-Hypothesis sets a few fields of an example config to edge values (0, -1, 1e-300, 1e300, 1e20, NaN,
-infinities, huge integers, wrong types) or deletes them; ``cosim.validate`` must name every problem
-(a ScenarioError with a path, never another exception), and a config it accepts must run (built-in
-backends, a dozen requests) to a finite summary with every request completed. Derandomized and
-bounded (about 150 examples, a deadline each), so that the suite stays fast and repeatable;
-``python -m tests.fuzz.fuzz_configs -n 2000`` explores further.
+Hypothesis sets a few fields of an example config or a fuzz seed (``tests/fuzz/seeds``: classes,
+dp_group, requests.parquet, hf_config and presets files' content, sweeps' varied values) to edge values
+(0, -1, 1e-300, 1e300, 1e20, NaN, infinities, huge integers, wrong types) or deletes them;
+``cosim.validate`` must name every problem (a ScenarioError with a path, never another exception), and a
+config it accepts must run (built-in backends, a dozen requests) to a finite summary with every request
+completed. Derandomized and bounded (about 150 examples, a deadline each), so that the suite stays fast
+and repeatable; ``python -m tests.fuzz.fuzz_configs -n 2000`` explores further.
 """
 
 from __future__ import annotations
@@ -71,7 +72,18 @@ def test_mutated_example_is_a_named_error_or_a_sound_run(case: tuple[dict[str, A
     ("disaggregated.yaml", ("backends", "analytical", "options", "kernels"), 2**63 - 1),
     ("mist-code.yaml", ("clients", 0, "memory", "levels", 0, "bandwidth_gbps"), -1e300),
     ("hermes-rag.yaml", ("workload", "requests"), None),
-    ("disaggregated.yaml", ("backends", "analytical", "options", "mbu_decode"), 7.5e-13),
+    # a sweep ran every point of a config whose prompts no client could serve, then lost sweep.csv
+    ("sweep.yaml", ("clients", 0, "scheduler", "max_num_batched_tokens"), 1),
+    # an impossible model in a config.json was refused with pydantic's own dump
+    ("hf-config.yaml", ("models", "moe", "hf_config", "config", "num_attention_heads"), -1),
+    # a presets file's device figures were unbounded: the roofline overflowed on these
+    ("presets-file.yaml", ("presets", "devices", 0, "intra_node_latency_us"), 2**63),
+    ("presets-file.yaml", ("presets", "devices", 0, "intra_node_latency_us"), float("inf")),
+    ("presets-file.yaml", ("presets", "devices", 0, "intra_node_bus_efficiency"), 1e-300),
+    # a backend option that is not finite reached the backend (which failed to serialize it)
+    ("mixed.yaml", ("backends", "analytical", "options", "kernels"), float("-inf")),
+    # a roofline efficiency near 0 passed validation and stretched a step past the simulation's clock
+    ("disagg-long.yaml", ("backends", "analytical", "options", "mbu_decode"), 7.5e-13),
 ])
 def test_fuzz_finding_stays_fixed(example: str, path: tuple[str | int, ...], value: Any) -> None:
     base = base_config(next(p for p in EXAMPLES if p.name == example))

@@ -115,6 +115,17 @@ def test_hf_config_fraction_or_non_number_is_an_error_not_truncated(key: str, va
         from_hf_config({**HF_CONFIGS["llama3.3-70b"], key: value})
 
 
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("num_attention_heads", -1, "num_attention_heads: input should be greater than 0, got -1"),
+    ("num_key_value_heads", 3, "num_kv_heads=3 must divide num_attention_heads=64"),
+])
+def test_hf_config_impossible_model_is_one_readable_line(key: str, value: int, message: str) -> None:
+    """Found by fuzzing: pydantic's own dump (headline, error types, a link) was passed on."""
+    with pytest.raises(ValueError) as err:
+        from_hf_config({**HF_CONFIGS["llama3.3-70b"], key: value})
+    assert str(err.value) == f"config.json gives an impossible model: {message}"
+
+
 def test_hf_config_whole_float_is_taken() -> None:
     as_float = from_hf_config({**HF_CONFIGS["llama3.3-70b"], "num_hidden_layers": 80.0})
     assert as_float == from_hf_config(HF_CONFIGS["llama3.3-70b"])
@@ -141,6 +152,29 @@ def _write_scenario(tmp_path: Path, **changes: Any) -> Path:
     return path
 
 
+def test_hf_config_shape_beyond_the_wire_names_the_hf_config(tmp_path: Path) -> None:
+    """Found by fuzzing: the error was located at models.imported, not at the file the user wrote."""
+    path = _write_scenario(tmp_path)
+    (tmp_path / "models" / "config.json").write_text(json.dumps({**HF_CONFIGS["llama3.3-70b"], "hidden_size": 2**40}))
+    config, _ = load_config(path)
+    with pytest.raises(ScenarioError, match=r"^models\.imported\.hf_config: gives an impossible model: hidden_size"):
+        resolve_model(config, "imported")
+
+
+@pytest.mark.parametrize(("key", "content", "problem"), [
+    ("presets", [1], "must be a mapping with models: and/or devices: lists"),
+    ("models.imported.hf_config", [1], "is not a JSON object"),
+])
+def test_a_file_of_the_wrong_shape_is_one_problem(tmp_path: Path, key: str, content: Any, problem: str) -> None:
+    """Found by fuzzing: the file's problem came with pydantic's about the path left in its place."""
+    path = _write_scenario(tmp_path)
+    name = "lab.yaml" if key == "presets" else "models/config.json"
+    (tmp_path / name).write_text(json.dumps(content))
+    with pytest.raises(ScenarioProblems) as err:
+        load_config(path)
+    assert [(p.where, problem in p.message) for p in err.value.problems] == [(key, True)]
+
+
 def test_scenario_presets_file_and_hf_config_resolve_and_run(tmp_path: Path) -> None:
     path = _write_scenario(tmp_path)
     config, _ = load_config(path)
@@ -159,6 +193,24 @@ def test_a_user_preset_may_not_shadow_a_built_in(tmp_path: Path) -> None:
     (tmp_path / "clash.yaml").write_text(yaml.safe_dump(clash))
     with pytest.raises(ScenarioProblems, match=r"presets.*'llama3-8b' is the built-in preset"):
         parse_config(scenario(presets="clash.yaml"), folder=tmp_path)
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    # found by fuzzing: the roofline overflowed on the first (a backend's ValueError) and the second
+    ("intra_node_latency_us", 2**63, "less than or equal to 1000000"),
+    ("intra_node_latency_us", float("inf"), "finite number"),
+    ("mem_bandwidth_gbps", 1e-300, "greater than or equal to 0.001"),
+    ("inter_node_gbps", 1e300, "less than or equal to 1000000000"),
+    ("tdp_w", True, "not a boolean"),
+    ("intra_node_bus_efficiency", 1e-300, "greater than or equal to 0.001"),
+])
+def test_a_presets_file_figure_out_of_bounds_is_refused_at_its_path(tmp_path: Path, field: str, value: Any,
+                                                                    message: str) -> None:
+    """A presets file's device figures are bounded as hardware overrides are (README's table)."""
+    devices = [{**PRESETS_FILE["devices"][0], field: value}]
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump({"devices": devices}))
+    with pytest.raises(ScenarioProblems, match=rf"presets.devices\[0\]\.{field}: .*{message}"):
+        parse_config(scenario(presets="lab.yaml"), folder=tmp_path)
 
 
 def test_missing_files_are_named_by_their_config_path(tmp_path: Path) -> None:

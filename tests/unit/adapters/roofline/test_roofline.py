@@ -155,6 +155,15 @@ def test_bad_options_name_the_field() -> None:
         make_model(options={"kernels": "magic"})
 
 
+@pytest.mark.parametrize("key", ["mbu_decode", "mfu", "comm_eff", "gemm_eff"])
+def test_an_efficiency_near_zero_is_refused(key: str) -> None:
+    """Found by fuzzing: mbu_decode=7.5e-13 passed and stretched a decode step past the simulation's clock."""
+    options = {"kernels": "fused", "profile": "bestserve"} if key != "gemm_eff" else {}
+    with pytest.raises(InvalidArgument, match=rf"spec\.options\.{key}=7\.5e-13 must be in \[0\.001, 1\]"):
+        make_model(options={**options, key: 7.5e-13})
+    make_model(options={**options, key: 1e-3})
+
+
 def test_unknown_device_is_rejected_naming_field_and_device() -> None:
     with pytest.raises(InvalidArgument, match=r"spec\.hardware\.peak_tflops=0\.0 .*'mystery-npu'"):
         open_model(make_spec(hardware=dict(device="mystery-npu", peak_tflops=0, mem_bandwidth_gbps=100)))
