@@ -11,8 +11,8 @@ from cosim.hub.sim.scheduling import ScheduledBatch
 from cosim.hub.sim.scheduling.speculative import Speculation
 from cosim.hub.timing.cache import RuntimeSessionProxy
 from cosim.hub.timing.forecast import Forecast
-from tests.unit.timing.test_proxy import RecordingClient
 from tests.unit.sim.test_scheduler import scheduler, seq
+from tests.unit.timing.test_proxy import RecordingClient
 
 DRAFT = SpeculativeConfig(method="draft_model", draft_model="d", num_speculative_tokens=3, acceptance_rate=0.7)
 
