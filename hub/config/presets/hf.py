@@ -3,7 +3,9 @@
 Reads the keys the decoder layouts of Llama, Qwen2/3, Mistral, Mixtral,
 Qwen3-MoE, DeepSeek-V3 and gpt-oss use (``num_hidden_layers``,
 ``num_key_value_heads``, ``moe_intermediate_size``, ``n_routed_experts`` or
-``num_local_experts``, ...), including a multimodal model's ``text_config``.
+``num_local_experts``, ...), including a multimodal model's ``text_config``, and
+the defaults of the family's transformers config class where the file leaves a key
+to them (Gemma 3's ``vocab_size``).
 What :class:`~cosim.hub.config.presets.ModelPreset` cannot hold is mapped so that
 the KV cache and the per-token compute stay right, and said in ``source``:
 
@@ -41,6 +43,13 @@ _KEYS: dict[str, tuple[str, ...]] = {
 
 # Families whose MoE layers run a shared expert their config.json has no key for.
 _IMPLICIT_SHARED_EXPERTS = {"llama4": 1, "llama4_text": 1}
+
+# Keys a family's config.json may leave out because its transformers config class defaults them
+# (transformers' Gemma3TextConfig: the Gemma 3 releases' text_config names no vocab_size,
+# max_position_embeddings or tie_word_embeddings).
+_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {"vocab_size": 262_208, "max_position_embeddings": 131_072, "tie_word_embeddings": True},
+}
 
 
 def _whole(config: Mapping[str, Any], key: str) -> int | None:
@@ -94,6 +103,7 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
     """
     if isinstance(config.get("text_config"), Mapping):  # multimodal: the language model's config
         config = {**config["text_config"], "_name_or_path": config.get("_name_or_path", "")}
+    config = {**_CLASS_DEFAULTS.get(str(config.get("model_type")), {}), **config}
     fields: dict[str, Any] = {field: _first(config, keys, field) for field, keys in _KEYS.items()}
     heads = fields["num_attention_heads"]
     notes = []
@@ -119,7 +129,7 @@ def from_hf_config(config: Mapping[str, Any], *, name: str = "", source: str = "
         family=str(config.get("model_type") or "unknown"),
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         qkv_bias=bool(config.get("attention_bias", False) or config.get("qkv_bias", False)),
-        qk_norm=str(config.get("model_type", "")).startswith("qwen3"),
+        qk_norm=str(config.get("model_type", "")).startswith(("qwen3", "gemma3")),  # per-head q/k RMSNorm
         max_position_embeddings=_any(config, "max_position_embeddings"),
         source=source + (f" ({'; '.join(notes)})" if notes else ""),
     )

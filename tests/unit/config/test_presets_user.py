@@ -45,12 +45,20 @@ HF_CONFIGS: dict[str, dict[str, Any]] = {
     "phi4": {"model_type": "phi3", "num_hidden_layers": 40, "hidden_size": 5120, "num_attention_heads": 40,
              "num_key_value_heads": 10, "intermediate_size": 17920, "vocab_size": 100352,
              "max_position_embeddings": 16384, "tie_word_embeddings": False, "attention_bias": False},
+    # Gemma 3's config.json: a multimodal wrapper whose text_config leaves vocab_size, the context length and
+    # the tied embeddings to transformers' Gemma3TextConfig defaults
+    "gemma-3-27b": {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                    "text_config": {"model_type": "gemma3_text", "num_hidden_layers": 62, "hidden_size": 5376,
+                                    "num_attention_heads": 32, "num_key_value_heads": 16, "head_dim": 128,
+                                    "intermediate_size": 21504, "query_pre_attn_scalar": 168,
+                                    "sliding_window": 1024, "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+                    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152}},
     "llama3.3-70b": {"model_type": "llama", "num_hidden_layers": 80, "hidden_size": 8192,
                      "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 28672,
                      "vocab_size": 128256, "max_position_embeddings": 131072},
 }
 SHAPE = ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "effective_head_dim",
-         "intermediate_size", "vocab_size", "num_experts", "experts_per_token", "shared_experts", "qkv_bias",
+         "intermediate_size", "vocab_size", "num_experts", "experts_per_token", "shared_experts", "qkv_bias", "qk_norm",
          "max_position_embeddings")
 
 PRESETS_FILE = {
