@@ -55,12 +55,13 @@ VLLM_VERSION = "0.24.0"  # the current vLLM collection of both systems in aiconf
 
 # Llama-4-Scout-17B-16E's text shape, from its Hugging Face config (also
 # ../shared/data/blis-h100/model_configs/llama-4-scout-17b-16e-instruct-fp8-dynamic/config.json, text_config):
-# the test builds its ModelSpec from these fields (an MoE with ModelSpec's fields), as a config imported
-# with `hf_config` gives it: top-1, without the shared expert that cosim's Llama-4-Scout preset counts
-# (experts_per_token 2) and that neither AISimulate's Llama-4 model nor these goldens time.
+# the test builds its ModelSpec from these fields, as a config imported with `hf_config` gives it: top-1
+# routed plus the shared expert every Llama 4 MoE layer runs (experts_per_token 2, shared_experts 1). Neither
+# AISimulate's Llama-4 model nor the library's has the shared expert; the test takes it out of cosim's time.
 SCOUT_SHAPE = {"name": "meta-llama/Llama-4-Scout-17B-16E-Instruct", "num_layers": 48, "hidden_size": 5120,
                "num_attention_heads": 40, "num_kv_heads": 8, "head_dim": 128, "intermediate_size": 8192,
-               "vocab_size": 202048, "num_experts": 16, "experts_per_token": 1, "gated_mlp": True}
+               "vocab_size": 202048, "num_experts": 16, "experts_per_token": 2, "shared_experts": 1,
+               "gated_mlp": True}
 
 
 def _config(cid: str, *, oracle: dict[str, Any], cosim: dict[str, Any], batches: str) -> dict[str, Any]:

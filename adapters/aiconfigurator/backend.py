@@ -20,7 +20,7 @@ from cosim.adapters.sdk.cache import LRUCache
 from cosim.adapters.sdk.extras import require_extra
 from cosim.v1 import types_pb2 as pb
 
-from .engine import Engine, compile_engine
+from .engine import Engine, SharedExperts, compile_engine
 from .mapping import (
     AicOptions,
     ModelSource,
@@ -71,16 +71,19 @@ class AicState:
         if self.spec.model.num_experts > 1:
             parts += [f"moe_tp{sizes['moe_tp_size']}", f"ep{sizes['moe_ep_size']}", f"dp{key}"]
         candidates = moe_quant_candidates(self.spec.model, self.options, self.quant)
+        shared = SharedExperts.of(self.spec.model)
         for index, moe_mode in enumerate(candidates):
             quant = {**self.quant, "moe_quant_mode": moe_mode}
             experts = f", experts {moe_mode}" if self.spec.model.num_experts > 1 else ""
+            if shared is not None:
+                experts += f" + {shared.count} shared"
             label = (f"{self.spec.model.name} ({self.model.origin} config) on {self.system}, {self.options.engine} "
                      f"{self.version}, {self.options.database_mode}, {' '.join(parts)}{experts}")
             try:
                 found = compile_engine(
                     model_path=self.model.path, system=self.system, engine=self.options.engine,
                     version=self.version, database_mode=self.options.database_mode, quant=quant, sizes=sizes,
-                    label=label)
+                    label=label, shared=shared)
                 _probe(found)
             except InvalidArgument as err:
                 if index + 1 == len(candidates) or MOE_MISS not in err.reason:

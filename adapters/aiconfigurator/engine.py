@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cosim.adapters.sdk import InvalidArgument
+from cosim.v1 import types_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,45 @@ class Engine:
     label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedExperts:
+    """A model's shared experts (``ModelSpec.shared_experts``): every token runs them unrouted, a gated MLP
+    of the experts' size beside the routed ones (Llama 4's ``shared_expert``, DeepSeek's)."""
+
+    count: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+
+    @classmethod
+    def of(cls, model: pb.ModelSpec) -> SharedExperts | None:
+        """The ModelSpec's shared experts, or None when it has none."""
+        if model.num_experts <= 1 or model.shared_experts <= 0:
+            return None
+        return cls(model.shared_experts, model.hidden_size, model.intermediate_size, model.num_layers)
+
+
+def _add_shared_experts(model: Any, shared: SharedExperts) -> None:
+    """Adds the shared experts to the library's MoE model, which has no span for them (its ``MOEModel``,
+    "TODO: redesign shared moe part", times Mixtral and Llama 4 as routed experts alone). The span is the
+    library's own, as its MoE block builder emits it for a model with shared experts
+    (``models/blocks/moe.py``, from its DeepSeek model): gate and up projections in one GEMM, the
+    activation, the down projection, each split over the TP ranks and timed from the GEMM tables at
+    the weights' quantization, placed after the router in both phases."""
+    from aiconfigurator_core.sdk import operations as ops
+
+    tp, quant = model.config.tp_size, model.config.gemm_quant_mode
+    inter, layers, hidden = shared.count * shared.intermediate_size, shared.num_layers, shared.hidden_size
+    for phase_ops in (model.context_ops, model.generation_ops):
+        router = next(i for i, op in enumerate(phase_ops) if op._name.endswith("_router_gemm"))
+        phase = phase_ops[router]._name.removesuffix("_router_gemm")
+        phase_ops[router + 1:router + 1] = [
+            ops.GEMM(f"{phase}_shared_gate_up_gemm", layers, 2 * inter // tp, hidden, quant),
+            ops.ElementWise(f"{phase}_shared_act_gate", layers, 2 * inter // tp, inter // tp, 0.8),
+            ops.GEMM(f"{phase}_shared_ffn2_gemm", layers, hidden, inter // tp, quant),
+        ]
+
+
 # How aiconfigurator-core's model builder says no to a shape, parallelism or quantization it has no
 # model for: its checks are asserts and lookups (KeyError for an unknown quantization, ValueError
 # for a bad split, NotImplementedError for an architecture); each becomes a named InvalidArgument.
@@ -91,8 +131,12 @@ LIBRARY_REFUSALS = (AssertionError, ValueError, KeyError, NotImplementedError)
 
 
 def compile_engine(*, model_path: str, system: str, engine: str, version: str, database_mode: str,
-                   quant: dict[str, str], sizes: dict[str, int], label: str) -> Engine:
+                   quant: dict[str, str], sizes: dict[str, int], label: str,
+                   shared: SharedExperts | None = None) -> Engine:
     """Builds the library's model and perf database and compiles them into an engine.
+
+    ``shared``: the model's shared experts, added where the library's model family has none
+    (:func:`_add_shared_experts`).
 
     Raises:
         InvalidArgument: the library rejects the model, parallelism or quantization, or has no
@@ -114,6 +158,8 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         model = get_model(model_path, config, engine)
     except LIBRARY_REFUSALS as err:
         raise InvalidArgument("spec", label, f"is refused by aiconfigurator's model builder: {err}") from err
+    if shared is not None and model.model_family == "MOE":
+        _add_shared_experts(model, shared)
     with _quiet_table_loading():
         database = perf_database.get_database(system, engine, version, database_mode=database_mode)
         if database is None:

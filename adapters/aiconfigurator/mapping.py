@@ -265,7 +265,7 @@ def _config_from_spec(model: pb.ModelSpec) -> dict[str, Any]:
     if model.num_experts > 1:
         config.update(architectures=["MixtralForCausalLM"], model_type="mixtral",
                       num_local_experts=model.num_experts,
-                      # the routed top-k: a Mixtral has no shared experts (see docs/aiconfigurator.md)
+                      # the routed top-k; the engine adds the shared experts (engine.SharedExperts)
                       num_experts_per_tok=max(model.experts_per_token - model.shared_experts, 1))
     else:
         config.update(architectures=["LlamaForCausalLM"], model_type="llama")

@@ -102,6 +102,32 @@ def test_an_expert_parallel_moe_step_has_dispatch_communication() -> None:
     assert timing.communication_ns > 0
 
 
+def test_a_shared_expert_is_timed_as_a_dense_mlp_of_its_size() -> None:
+    """Llama 4's shared expert (ModelSpec.shared_experts), which the library's MoE model has no span for,
+    takes the library's own shared-expert operators: at every shape they cost what the gated MLP of a dense
+    model of the same hidden and intermediate size costs, and the step grows by exactly them."""
+    shape = dict(num_layers=48, hidden_size=5120, num_attention_heads=40, num_kv_heads=8, head_dim=128,
+                 intermediate_size=8192, vocab_size=202048, gated_mlp=True, bytes_per_param=1.0,
+                 bytes_per_kv_element=1.0)
+
+    def session_of(name: str, **moe: int) -> Session[pb.SessionSpec]:
+        return open_session(pb.SessionSpec(client="c", model=pb.ModelSpec(name=name, **shape, **moe),
+                                           hardware=presets.hardware_spec("H100-SXM", 2),
+                                           parallelism=pb.Parallelism(tensor=2)))
+
+    shared = session_of("moe-with-shared", num_experts=16, experts_per_token=2, shared_experts=1)
+    routed = session_of("moe-routed-only", num_experts=16, experts_per_token=1)
+    dense = session_of("dense")
+    assert "+ 1 shared" in shared.state.engines[1].label
+    for new, context in (([1] * 8, [1024] * 8), ([512], [0]), ([256, 1, 1], [0, 700, 900])):
+        with_shared, without = step(shared, new, context), step(routed, new, context)
+        mlp = step(dense, new, context).breakdown
+        span = {op: ns for op, ns in with_shared.breakdown.items() if op.startswith("shared_")}
+        assert span == pytest.approx({"shared_gate_up_gemm": mlp["gate_ffn1_gemm"], "shared_act_gate": mlp["act_gate"],
+                                      "shared_ffn2_gemm": mlp["ffn2_gemm"]}, rel=1e-9)
+        assert with_shared.duration_ns - without.duration_ns == pytest.approx(sum(span.values()), abs=2)
+
+
 @pytest.mark.parametrize(("spec", "field", "text"), [
     (lambda: make_spec(device="MI300X"), "spec.hardware.device", "has no aiconfigurator system"),
     (lambda: make_spec(system="h100_pcie"), "spec.options.system", "no measured data for system 'h100_pcie'"),
