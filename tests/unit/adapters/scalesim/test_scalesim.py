@@ -94,6 +94,7 @@ def test_step_work_counts_layers_heads_and_lm_head() -> None:
 @pytest.mark.parametrize("options, field", [
     ({"dataflow": "rs"}, "spec.options.dataflow"),
     ({"rows": 0}, "spec.options.rows"),
+    ({"cols": 1025}, "spec.options.cols"),
     ({"max_stream": 1}, "spec.options.max_stream"),
     ({"reuse": "yes"}, "spec.options.reuse"),
     ({"array": 4}, "spec.options.array"),
