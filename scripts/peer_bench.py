@@ -1,6 +1,6 @@
 """Times cosim and NVIDIA's AISimulate on the same requests, alternately, in one run (issue 37).
 
-    python scripts/peer_bench.py                                   # 1,000 and 10,000 requests, 2 rounds
+    python scripts/peer_bench.py                                   # 1,000 and 10,000 requests, 3 rounds
     python scripts/peer_bench.py --sizes 200,1000 --rounds 1       # a quick look
     python scripts/peer_bench.py --aisimulate /path/to/venv        # the peer's virtual environment
 
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=CONFIG, help="the scenario (default: %(default)s)")
     parser.add_argument("--sizes", default="1000,10000", help="request counts, comma-separated (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best counts (default: 2)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best counts (default: 3)")
     parser.add_argument("--aisimulate", type=Path, default=AISIMULATE_VENV,
                         help="AISimulate's virtual environment (default: %(default)s)")
     parser.add_argument("--no-grpc", action="store_true", help="leave out cosim over gRPC")
