@@ -1,7 +1,8 @@
 """``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios.
 
 ``scale-1m`` and ``prefix-100k`` (:mod:`cosim.hub.studies.bench_scale`) are run only when named: they take
-many minutes; each prints a line at each mark as it passes.
+many minutes; each prints a line at each mark as it passes. So is ``aisimulate-matched``, which needs the
+aiconfigurator extra.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ import functools
 import json
 from typing import Any
 
-from ..studies.bench import SCENARIOS, run_bench
+from ..studies.bench import NAMED_ONLY, SCENARIOS, run_bench
 from ..studies.bench_scale import SCALE_SCENARIOS, run_scale
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    known = ", ".join((*SCENARIOS, *SCALE_SCENARIOS))
+    known = ", ".join((*SCENARIOS, *NAMED_ONLY, *SCALE_SCENARIOS))
     parser = subparsers.add_parser("bench", help="measure simulation speed on fixed scenarios",
                                    description=f"Run benchmark scenarios ({known}) and report speed.")
+    also = ", ".join((*NAMED_ONLY, *SCALE_SCENARIOS))
     parser.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"scenarios (default: {', '.join(SCENARIOS)}; also {', '.join(SCALE_SCENARIOS)})")
+                        help=f"scenarios (default: {', '.join(SCENARIOS)}; also {also})")
     parser.add_argument("--json", action="store_true", help="print one JSON object per scenario")
     parser.add_argument("--requests", type=int, help="override the scenario's request count (for quick checks)")
     parser.add_argument("--no-compare", action="store_true", help="skip the in-process comparison run")

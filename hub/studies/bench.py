@@ -5,6 +5,7 @@ its backends over gRPC on loopback (as every run does) and once with the
 same backends called in-process, so ``grpc_over_inprocess`` is the price of
 the process boundary. Reported per scenario: simulated requests and steps
 per wall second, backend RPCs per step, timing-cache hit rate, peak RSS.
+``cosim bench`` runs :data:`SCENARIOS` by default and :data:`NAMED_ONLY` when named.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ from .simulation import Simulation
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "examples" / "bench"
 SCENARIOS = ("chat-10k", "disagg-long", "mixed")
+# Run only when named: aisimulate-matched, the workload of the comparison with NVIDIA's AISimulate
+# (scripts/peer_bench.py), times its steps with the optional aiconfigurator extra.
+NAMED_ONLY = ("aisimulate-matched",)
 
 
 def _timed_run(name: str, overrides: list[str], *, in_process: bool) -> tuple[float, Simulation]:
     path = BENCH_DIR / f"{name}.yaml"
     if not path.exists():
-        raise ScenarioError(str(path), f"benchmark scenario {name!r} not found; known: {', '.join(SCENARIOS)}")
+        known = ", ".join((*SCENARIOS, *NAMED_ONLY))
+        raise ScenarioError(str(path), f"benchmark scenario {name!r} not found; known: {known}")
     config, folder = load_config(path, overrides=overrides)
     gc.collect()  # what earlier runs left behind is not this run's cost
     started = time.perf_counter()

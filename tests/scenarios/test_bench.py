@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
+import cosim
 from cosim.hub.cli import main
-from cosim.hub.studies.bench import SCENARIOS
+from cosim.hub.studies.bench import BENCH_DIR, NAMED_ONLY, SCENARIOS
 
 KEYS = {"scenario", "requests", "wall_s", "requests_per_wall_s", "steps_per_wall_s", "rpcs_per_step",
         "cache_hit_rate", "peak_rss_mb", "grpc_over_inprocess", "native"}
@@ -33,3 +36,32 @@ def test_repeated_bench_keeps_the_fastest_runs_of_the_same_simulation(capsys: py
     wall, inprocess, half_ms = thrice["wall_s"], thrice["inprocess_wall_s"], 0.0005
     low, high = (wall - half_ms) / (inprocess + half_ms), (wall + half_ms) / (inprocess - half_ms)
     assert low - half_ms <= thrice["grpc_over_inprocess"] <= high + half_ms
+
+
+needs_aiconfigurator = pytest.mark.skipif(importlib.util.find_spec("aiconfigurator_core") is None,
+                                          reason="aiconfigurator-core is not installed: pip install "
+                                                 "'cosim[aiconfigurator]' (the dev extra includes it)")
+
+
+@needs_aiconfigurator
+def test_the_aisimulate_matched_scenario_runs_when_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "aisimulate-matched" in NAMED_ONLY and "aisimulate-matched" not in SCENARIOS  # not run by default
+    assert main(["bench", "aisimulate-matched", "--requests", "24", "--no-compare", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["scenario"] == "aisimulate-matched" and figures["requests"] == 24
+
+
+@needs_aiconfigurator
+def test_the_aisimulate_matched_workload_finishes_and_hits_its_shared_prefix(tmp_path: Path) -> None:
+    """Every request finishes with the tokens it asked for; each after the first reuses the shared prompt."""
+    result = cosim.run(BENCH_DIR / "aisimulate-matched.yaml", overrides=["workload.requests=40"],
+                       output_dir=tmp_path / "run", in_process=True)
+    requests = sorted(result.requests, key=lambda r: r.id)
+    assert len(requests) == 40 == result.summary["requests"]["completed"]
+    assert all(r.input_tokens == 1024 and r.generated_tokens == r.output_tokens == 256 for r in requests)
+    assert result.summary["output_tokens"] == 40 * 256
+    cached = [r.cached_tokens for r in requests]
+    # The first prompt meets a cold cache; later ones reuse exactly the 256 shared tokens (16 blocks),
+    # never their own 768, which no other request holds.
+    assert cached[0] == 0 and set(cached) <= {0, 256} and cached.count(256) >= 35
+    assert result.summary["prefix_cache_hit_rate"] == pytest.approx(sum(cached) / (40 * 1024))
