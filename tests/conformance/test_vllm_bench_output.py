@@ -1,9 +1,11 @@
-"""summary.json's ``benchmark`` block and its printed text against a recorded ``vllm bench serve`` run.
+"""summary.json's ``benchmark`` block and its printed text against recorded ``vllm bench serve`` runs.
 
-``vllm_bench/`` holds what vLLM printed and what ``--save-result`` wrote for one real run (its
-README says where from). cosim's block must have exactly that file's keys, each of the same JSON
-type (``date`` aside: null, for byte-identical runs), and :func:`benchmark_text` must print the
-recorded numbers as vLLM printed them, byte for byte.
+``vllm_bench/`` holds what vLLM 0.18 printed and what ``--save-result`` wrote for four runs
+(``scripts/record_vllm_bench.py``; its README lists them): vLLM's defaults, ``--save-detailed``,
+other percentiles and metrics with ``--goodput``, and all at once with ``--max-concurrency``.
+cosim's block must have exactly the keys of the run with the same options, in the same order, each
+of the same JSON type (``date`` aside: null, for byte-identical runs), and :func:`benchmark_text`
+must print each run's numbers as vLLM printed them, byte for byte, its rows in vLLM's order.
 """
 
 from __future__ import annotations
@@ -23,54 +25,67 @@ from cosim.hub.metrics.benchmark import peak_concurrency
 from tests.scenarios.helpers import scenario
 
 RECORDED = Path(__file__).parent / "vllm_bench"
-# The recorded command's workload, smaller: random lengths at 1 request per second (Poisson).
+RUNS = ("serve_result", "serve_result_detailed", "serve_result_options", "serve_result_closed")
+# The recorded runs' workload: 20 random prompts of 200 tokens, 16 out, at 10 requests per second (Poisson).
 VLLM_BENCH = {"dataset-name": "random", "num-prompts": 20, "random-input-len": 200, "random-output-len": 16,
-              "request-rate": 1}
+              "request-rate": 10}
+# The options of serve_result_options as cosim's (--goodput ttft:1000 as an SLO every request meets).
+OPTIONS = {"output": {"metric_percentiles": "50,99.9", "percentile_metrics": "e2el,ttft"},
+           "slo": {"ttft_s": {"p90": 1.0}}}
 
 
-def _recorded() -> tuple[dict[str, Any], str]:
-    block = json.loads((RECORDED / "serve_result.json").read_text())
-    return block, (RECORDED / "serve_result.txt").read_text()
+def _recorded(run: str = "serve_result") -> tuple[dict[str, Any], str]:
+    block = json.loads((RECORDED / f"{run}.json").read_text())
+    return block, (RECORDED / f"{run}.txt").read_text()
 
 
-def _run(**sections: Any) -> runner.RunResult:
+def _run(bench: dict[str, Any] | None = None, **sections: Any) -> runner.RunResult:
     output = {"plots": False, **sections.pop("output", {})}
-    return runner.run(scenario(workload={"vllm_bench": VLLM_BENCH}, per_token_ns=2000, output=output, **sections))
+    workload = {"vllm_bench": VLLM_BENCH | (bench or {})}
+    return runner.run(scenario(workload=workload, per_token_ns=2000, output=output, **sections))
 
 
 def _json_type(value: Any) -> str:
     return "number" if isinstance(value, float) else type(value).__name__
 
 
-def test_text_reproduces_the_recorded_block_byte_for_byte() -> None:
-    block, text = _recorded()
+@pytest.mark.parametrize("run", RUNS)
+def test_text_reproduces_the_recorded_block_byte_for_byte(run: str) -> None:
+    block, text = _recorded(run)
     assert benchmark_text(block) + "\n" == text
 
 
-def test_block_has_exactly_the_recorded_keys_and_types() -> None:
-    recorded, _ = _recorded()
-    bench = json.loads(json.dumps(_run().summary["benchmark"]))
-    assert sorted(bench) == sorted(recorded)
+# The keys that say what was asked and what completed: cosim's run of the same workload writes vLLM's values.
+WORKLOAD_KEYS = ("num_prompts", "request_rate", "burstiness", "max_concurrency", "completed", "failed",
+                 "total_input_tokens", "total_output_tokens")
+
+
+@pytest.mark.parametrize(("run", "sections"), [("serve_result", {}), ("serve_result_options", OPTIONS)])
+def test_block_has_exactly_the_recorded_keys_in_order_and_types(run: str, sections: dict[str, Any]) -> None:
+    recorded, _ = _recorded(run)
+    bench = json.loads(json.dumps(_run(**sections).summary["benchmark"]))
+    assert list(bench) == list(recorded)
     types = {key: _json_type(value) for key, value in bench.items()}
     assert types == {key: _json_type(value) for key, value in recorded.items()} | {"date": "NoneType"}
     assert bench["model_id"] == bench["tokenizer_id"] == "meta-llama/Meta-Llama-3-8B"
-    assert (bench["num_prompts"], bench["request_rate"], bench["burstiness"]) == (20, 1.0, 1.0)
-    assert bench["completed"] == 20 and bench["total_input_tokens"] == 20 * 200
-
-
-# What vLLM's --save-detailed keeps in the result (benchmarks/serve.py drops these without it).
-DETAILED = {"input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"}
+    assert {key: bench[key] for key in WORKLOAD_KEYS} == {key: recorded[key] for key in WORKLOAD_KEYS}
+    assert (bench["num_prompts"], bench["completed"], bench["total_input_tokens"]) == (20, 20, 20 * 200)
 
 
 def test_details_add_save_detailed_arrays_and_change_no_result() -> None:
     """``output.benchmark_details``: the per-request arrays agree with the block's own statistics, each
     request's gaps add up to its decode time, and every other figure equals the run's without them."""
     recorded, _ = _recorded()
+    detailed, _ = _recorded("serve_result_detailed")
     plain = _run().summary
     result = _run(output={"benchmark_details": True, "metric_percentiles": "50,99"})
     bench = json.loads(json.dumps(result.summary["benchmark"]))
-    assert set(bench) == set(recorded) | DETAILED | {"p50_ttft_ms", "p50_tpot_ms", "p50_itl_ms"}
-    assert all(isinstance(bench[key], list) and len(bench[key]) == 20 for key in DETAILED)
+    assert list(bench) == list(detailed)
+    # What vLLM's --save-detailed keeps in the result (benchmarks/serve.py drops these without it).
+    arrays = set(detailed) - set(recorded) - {"p50_ttft_ms", "p50_tpot_ms", "p50_itl_ms"}
+    assert arrays == {"input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"}
+    assert all(isinstance(bench[key], list) and len(bench[key]) == len(detailed[key]) == 20 for key in arrays)
+    assert {_json_type(bench["itls"][0][0]), _json_type(detailed["itls"][0][0])} == {"number"}
     assert sum(bench["output_lens"]) == bench["total_output_tokens"] and bench["input_lens"] == [200] * 20
     gaps = [gap for request in bench["itls"] for gap in request]
     assert len(gaps) == bench["total_output_tokens"] - 20
@@ -101,10 +116,17 @@ def test_details_over_http_are_what_the_client_saw() -> None:
         assert ttft == pytest.approx((record.client_first_token_ns - record.client_send_ns) / 1e9, rel=1e-8)
 
 
-def test_cosim_prints_the_recorded_rows_in_order() -> None:
-    _, text = _recorded()
-    printed = benchmark_text(_run().summary["benchmark"]).splitlines()
-    assert [line[:41] for line in printed] == [line[:41] for line in text.splitlines()]
+@pytest.mark.parametrize(("run", "sections"), [
+    ("serve_result", {}), ("serve_result_options", OPTIONS),
+    ("serve_result_closed", {"bench": {"request-rate": "inf"}}),
+])
+def test_cosim_prints_the_recorded_rows_in_order(run: str, sections: dict[str, Any]) -> None:
+    """The labels, rules and headers of each run's block, in order (cosim has no --max-concurrency:
+    the closed run's concurrency line is the one row it does not print)."""
+    _, text = _recorded(run)
+    printed = benchmark_text(_run(**sections).summary["benchmark"]).splitlines()
+    recorded = [line for line in text.splitlines() if not line.startswith("Maximum request concurrency:")]
+    assert [line[:41] for line in printed] == [line[:41] for line in recorded]
 
 
 def test_percentiles_and_metrics_follow_the_options() -> None:
@@ -118,8 +140,11 @@ def test_percentiles_and_metrics_follow_the_options() -> None:
     assert bench["std_ttft_ms"] == pytest.approx(
         1000 * np.std([(r.first_token_ns - r.arrival_ns) / 1e9 for r in result.requests]), rel=1e-8)
     lines = benchmark_text(bench).splitlines()
+    recorded_block, recorded_text = _recorded("serve_result_options")
+    assert stats == sorted(key for key in recorded_block if key.endswith("_ms"))
     headers = [line for line in lines if line.startswith("-")]
-    assert headers == ["{:-^50}".format("Time to First Token"), "{:-^50}".format("End-to-end Latency")]
+    assert headers == [line for line in recorded_text.splitlines() if line.startswith("-")] == [
+        "{:-^50}".format("Time to First Token"), "{:-^50}".format("End-to-end Latency")]
     assert [line.split("  ")[0] for line in lines if re.match(r"P\d", line)] == [
         "P50 TTFT (ms):", "P99.9 TTFT (ms):", "P50 E2EL (ms):", "P99.9 E2EL (ms):"]
 
@@ -134,10 +159,15 @@ def test_goodput_only_when_an_slo_is_asked() -> None:
 
 
 def test_rate_line_only_for_a_finite_rate() -> None:
-    block, _ = _recorded()
-    assert "Request rate configured (RPS):" not in benchmark_text(block | {"request_rate": "inf"})
-    lines = benchmark_text(block | {"max_concurrency": 8}).splitlines()
+    """All at once: ``request_rate`` is "inf", as vLLM writes it, and no rate line is printed; a
+    concurrency limit prints its line fourth, where vLLM's closed run has it."""
+    closed, text = _recorded("serve_result_closed")
+    bench = _run(bench={"request-rate": "inf"}).summary["benchmark"]
+    assert bench["request_rate"] == closed["request_rate"] == "inf"
+    assert not any(line.startswith("Request rate configured") for line in benchmark_text(bench).splitlines())
+    lines = benchmark_text(bench | {"max_concurrency": 8}).splitlines()
     assert lines[3] == f"{'Maximum request concurrency:':<40} {8:<10}"
+    assert lines[3][:41] == text.splitlines()[3][:41]
 
 
 def _run_trace(tmp_path: Path, rows: str, **sections: Any) -> runner.RunResult:
