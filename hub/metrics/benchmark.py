@@ -12,9 +12,9 @@ Definitions follow vLLM's ``calculate_metrics``: over completed requests,
 TTFT; TPOT = (E2E - TTFT) / (output tokens - 1) for requests with more than
 one output token (one path's, see :mod:`.stats`); ITL = every gap between
 consecutive tokens of a request, per token (:mod:`.itl`); E2EL = E2E. Token
-totals count completed requests. ``max_concurrent_requests`` is the most
-requests in flight at once, from being sent to their last token (vLLM's sweep
-over half-open intervals). Where vLLM writes 0 for an empty list, this writes
+totals count completed requests. ``max_concurrent_requests`` is vLLM's too: in
+one-second buckets counted from the first request's send, the requests in flight
+(sent to last token) at any moment of the bucket, at most. Where vLLM writes 0 for an empty list, this writes
 null; ``request_goodput`` is null without an SLO, as vLLM's without
 ``--goodput``. ``rtfx`` is 0 (no audio). ``max_output_tokens_per_s`` is the
 most tokens that came out within one second, seconds counted from the first
@@ -61,11 +61,17 @@ def _ms_stats(key: str, values_s: np.ndarray, percentiles: tuple[float, ...],
 
 
 def peak_concurrency(start_ns: np.ndarray, end_ns: np.ndarray) -> int:
-    """The most intervals ``[start, end)`` open at once (one ending as another starts: not both)."""
-    times = np.concatenate([end_ns, start_ns])
-    deltas = np.concatenate([np.full(end_ns.size, -1), np.ones(start_ns.size, dtype=np.int64)])
-    order = np.lexsort((deltas, times))  # by time, departures first
-    return int(max(0, np.max(np.cumsum(deltas[order])))) if times.size else 0
+    """The most requests in flight within one second, seconds counted from the first send: vLLM's
+    ``max_concurrent_requests`` (``benchmarks/serve.py``), which counts a request in every bucket from its
+    send's to its end's, both included, so requests that never overlap still share a bucket."""
+    if start_ns.size == 0:
+        return 0
+    first = int(start_ns.min())
+    begins, ends = (start_ns - first) // NS_PER_S, (end_ns - first) // NS_PER_S
+    active = np.zeros(int(ends.max()) + 2, dtype=np.int64)
+    np.add.at(active, begins, 1)
+    np.add.at(active, ends + 1, -1)
+    return int(np.cumsum(active).max())
 
 
 def peak_tokens_per_s(at_ns: np.ndarray, tokens: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> float | None:

@@ -194,19 +194,37 @@ def test_peak_output_tokens_per_second_counts_from_the_first_send() -> None:
 
 def test_peak_output_tokens_per_second_starts_at_the_first_request(tmp_path: Path) -> None:
     """r0 is sent at 0 and asks for 1 token; r1 at 0.6 s asks for 4: tokens at 0.25 s (r0), then 0.85,
-    1.1, 1.35, 1.6 s (r1): [0, 1) holds 2, [1, 2) holds 3, and no two requests are ever in flight."""
+    1.1, 1.35, 1.6 s (r1): [0, 1) holds 2, [1, 2) holds 3. They never overlap, but both are in flight
+    within the first second, which vLLM counts as 2 concurrent requests."""
     result = _run_trace(tmp_path, "0,100,1\n0.6,100,4\n")
     assert [r.finish_ns for r in result.requests] == [250_000_000, 1_600_000_000]
     bench = result.summary["benchmark"]
-    assert (bench["max_output_tokens_per_s"], bench["max_concurrent_requests"]) == (3.0, 1)
+    assert (bench["max_output_tokens_per_s"], bench["max_concurrent_requests"]) == (3.0, 2)
     assert f"{'Peak output token throughput (tok/s):':<40} {3.0:<10.2f}" in benchmark_text(bench).splitlines()
 
 
-def test_peak_concurrency_counts_half_open_intervals() -> None:
-    start, end = np.array([0, 5, 10, 30]), np.array([10, 15, 20, 31])
-    assert peak_concurrency(start, end) == 2  # the first ends as the third starts
-    assert peak_concurrency(np.array([0, 0, 0]), np.array([1, 2, 3])) == 3
+def test_peak_concurrency_counts_requests_by_the_second_as_vllm() -> None:
+    """vLLM counts a request in every one-second bucket (from the first send) from its send's to its end's:
+    three requests one after another inside the first second count 3; one sent at 0.9 s and ending at 1.2 s
+    is in buckets 0 and 1."""
+    second = 1_000_000_000
+    start, end = np.array([0, 300, 600]) * 1_000_000, np.array([250, 550, 850]) * 1_000_000
+    assert peak_concurrency(start, end) == 3
+    assert peak_concurrency(np.array([0, 900_000_000, 1_500_000_000]),
+                            np.array([950_000_000, 1_200_000_000, 2 * second + 1])) == 2
+    assert peak_concurrency(np.array([5 * second]), np.array([5 * second])) == 1
     assert peak_concurrency(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) == 0
+
+
+def test_peak_concurrency_of_the_recorded_run_is_vllms() -> None:
+    """From the recorded --save-detailed run's own sends and token gaps (end = send + TTFT + the gaps),
+    cosim's count is the max_concurrent_requests vLLM wrote."""
+    detailed, _ = _recorded("serve_result_detailed")
+    start = np.array(detailed["start_times"])
+    end = start + np.array(detailed["ttfts"]) + np.array([sum(gaps) for gaps in detailed["itls"]])
+    to_ns = 1e9
+    assert peak_concurrency(np.round(start * to_ns).astype(np.int64), np.round(end * to_ns).astype(np.int64)) \
+        == detailed["max_concurrent_requests"]
 
 
 @pytest.mark.parametrize(("output", "expected"), [
