@@ -20,7 +20,7 @@ from typing import Protocol
 
 from .kernel import Kernel
 from .power import StepJoules
-from .scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+from .scheduling import ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
 from .scheduling.lora import LoraSlots
 from .scheduling.offload import OffloadTier
 from .scheduling.speculative import SpecStats, Speculation
@@ -52,10 +52,26 @@ class Settled(Protocol):
     def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
 
 
+class KVCounts(Protocol):
+    """A client's KV blocks as they may be read at any time: how many are in use (a decode run's
+    step takes its blocks as it begins), their size. What the prefix cache holds lags while a run's
+    steps are pending (their blocks are cached as they are applied): it is read settled."""
+
+    @property
+    def num_used(self) -> int: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def enable_prefix_caching(self) -> bool: ...
+
+
 class UnsettledScheduler(Protocol):
     """A client's scheduler as it may be read at any time, a decode run's steps pending or not: its
-    queue, how many sequences run, KV blocks, its parts. The running sequences' tokens lag while a
-    run's steps are pending; they are read from :meth:`StepClock.settled` (a :class:`Scheduler`)."""
+    queue, how many sequences run, KV block counts, its parts. The running sequences' tokens and the
+    prefix cache lag while a run's steps are pending; they are read from :meth:`StepClock.settled`
+    (the :class:`Scheduler` itself)."""
 
     @property
     def waiting(self) -> Seq[Sequence]: ...
@@ -67,7 +83,7 @@ class UnsettledScheduler(Protocol):
     def has_work(self) -> bool: ...
 
     @property
-    def kv(self) -> BlockManager: ...
+    def kv(self) -> KVCounts: ...
 
     @property
     def micro_batches(self) -> int: ...

@@ -158,7 +158,9 @@ class LLMClient:
     def cached_prefix_tokens(self, probe: Sequence) -> int:
         """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
         prefix cache holds, in whole blocks; 0 without prefix caching (:meth:`BlockManager.cache_hit`)."""
-        kv = self.scheduler.kv
+        if not self.scheduler.kv.enable_prefix_caching:
+            return 0
+        kv = self.timer.settled().kv  # a decode run's pending steps cache their blocks as they are applied
         return len(kv.cache_hit(probe)) * kv.block_size
 
     @property
@@ -267,11 +269,10 @@ class LLMClient:
         self.busy_ns += end_ns - start_ns
         num_seqs, num_requests = self.timer.run_size
         self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
-                             len(self.scheduler.waiting))
+                             len(self.scheduler.waiting), num_requests)
         # Each request of the run got a token one step after its last (runs step back to back).
         gaps, gap = self.timeline.token_gaps, end_ns - start_ns
         gaps[gap] = gaps.get(gap, 0) + num_requests
-        self.timeline.token_times.add(end_ns, num_requests)
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
@@ -301,8 +302,6 @@ class LLMClient:
                     if request.itl_ns is not None:
                         request.itl_ns.append(gap)
             request.last_token_ns = now
-        if timed:
-            self.timeline.token_times.add(now, timed)
         if self.frontend is not None:
             self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
@@ -313,7 +312,8 @@ class LLMClient:
                 child.stage = parent.stage
             self._hold(parent, len(children))
         self.timeline.append(start_ns, now, len(batch.seqs), batch.prefill_tokens,
-                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting)
+                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting,
+                             timed)
         for seq in outcome.finished:
             # A disaggregated prefill's KV stays held until the coordinator's transfer of it completes.
             seq.stage.end_ns = now
