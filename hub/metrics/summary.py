@@ -58,9 +58,8 @@ def _rate(count: float, sim_time_s: float) -> float | None:
     return count / sim_time_s if sim_time_s > 0 else None
 
 
-def _joined(counts: Sequence[TokenTimes]) -> tuple[np.ndarray, np.ndarray]:
-    """Token times of several clients as one pair of (instants, tokens) arrays."""
-    pairs = [c.arrays() for c in counts]
+def _joined(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Token times of several clients, (instants, tokens) each, as one pair of arrays."""
     return (np.concatenate([p[0] for p in pairs]) if pairs else np.zeros(0, dtype=np.int64),
             np.concatenate([p[1] for p in pairs]) if pairs else np.zeros(0, dtype=np.int64))
 
@@ -173,14 +172,15 @@ def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
     summary["latency"]["itl_s"] = itl_block(*gaps)
     seen, seen_gaps = metrics, gaps  # what a benchmark client measures: the engine's, or over HTTP
     spans = (table.columns["arrival_ns"], table.columns["finish_ns"])
-    token_times = [t.token_times for t in timelines.values()]
     if table.has_client_side:
         seen, seen_gaps = table.client_metrics(), merged_gaps(client_gaps)
         spans = (table.columns["client_send_ns"], table.columns["client_last_ns"])
-        token_times = list(client_token_times)
+        token_times = [t.arrays() for t in client_token_times]
         stats = latency_block(seen, seen.finished)
         summary["client_latency"] = {name: stats[name] for name in ("ttft_s", "tpot_s", "e2e_s")}
         summary["client_latency"]["itl_s"] = itl_block(*seen_gaps)
+    else:
+        token_times = [t.token_times() for t in timelines.values()]
     setup = benchmark if benchmark is not None else BenchmarkSetup()
     itls = table.itls[1 if table.has_client_side else 0]
     summary["benchmark"] = benchmark_block(table.columns["input_tokens"], tokens["generated"], seen, seen_gaps,

@@ -4,16 +4,29 @@ The simulator decides what a step holds and what it does to the requests; how lo
 cheaply that is found out, is the timing layer's business. The simulator sees only these protocols,
 so it never imports the timing layer; the assembly (:mod:`cosim.hub.studies.simulation`) plugs in
 :class:`cosim.hub.timing.step_timer.StepTimer` and :class:`cosim.hub.timing.cache.RuntimeSessionProxy`.
+
+Both directions are here: a :class:`Stepper` (the client) states what a step is (begin it, time it,
+end it, record it), and its :class:`StepClock` decides how many steps are taken without the
+kernel's heap. While a clock holds a decode run's steps unapplied, the client reads its scheduler
+as an :class:`UnsettledScheduler` (counts, the queue, KV blocks), and the running sequences only
+through :meth:`StepClock.settled`: a stale read is a type error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Protocol
 
+from .kernel import Kernel
 from .power import StepJoules
 from .scheduling import ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+from .scheduling.lora import LoraSlots
+from .scheduling.offload import OffloadTier
+from .scheduling.speculative import SpecStats, Speculation
+
+# A step whose end the kernel's heap handles: its batch, start and duration (ns).
+Step = tuple[ScheduledBatch, int, int]
 
 
 class Timed(Protocol):
@@ -39,6 +52,98 @@ class Settled(Protocol):
     def __call__(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None: ...
 
 
+class KVCounts(Protocol):
+    """A client's KV blocks as they may be read at any time: how many are in use (a decode run's
+    step takes its blocks as it begins), their size. What the prefix cache holds lags while a run's
+    steps are pending (their blocks are cached as they are applied): it is read settled."""
+
+    @property
+    def num_used(self) -> int: ...
+
+    @property
+    def block_size(self) -> int: ...
+
+    @property
+    def enable_prefix_caching(self) -> bool: ...
+
+
+class UnsettledScheduler(Protocol):
+    """A client's scheduler as it may be read at any time, a decode run's steps pending or not: its
+    queue, how many sequences run, KV block counts, its parts. The running sequences' tokens and the
+    prefix cache lag while a run's steps are pending; they are read from :meth:`StepClock.settled`
+    (the :class:`Scheduler` itself)."""
+
+    @property
+    def waiting(self) -> Seq[Sequence]: ...
+
+    @property
+    def num_running(self) -> int: ...
+
+    @property
+    def has_work(self) -> bool: ...
+
+    @property
+    def kv(self) -> KVCounts: ...
+
+    @property
+    def micro_batches(self) -> int: ...
+
+    @property
+    def hold_finished_kv(self) -> bool: ...
+
+    @property
+    def speculation(self) -> Speculation | None: ...
+
+    @property
+    def spec_stats(self) -> SpecStats: ...
+
+    @property
+    def lora(self) -> LoraSlots | None: ...
+
+    @property
+    def offload(self) -> OffloadTier | None: ...
+
+    def add(self, seq: Sequence) -> None: ...
+
+    def release(self, seq: Sequence) -> None: ...
+
+    def next_load_ns(self) -> int | None: ...
+
+
+class Stepper(Protocol):
+    """A client whose steps a :class:`StepClock` takes (:class:`cosim.hub.sim.clients.llm.LLMClient`):
+    what a step is, stated by the client; the clock decides which steps' ends and wake-ups the
+    kernel's heap handles and which it handles in place (:meth:`Kernel.advance`, with these labels)."""
+
+    @property
+    def kernel(self) -> Kernel: ...
+
+    @property
+    def wake_label(self) -> str: ...
+
+    @property
+    def done_label(self) -> str: ...
+
+    def begin_step(self) -> ScheduledBatch | None:
+        """Begins the next step: its batch, or None when nothing can run."""
+
+    def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> int:
+        """How long the step of ``batch`` takes (its energy counted)."""
+
+    def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
+        """The step begun at ``start_ns`` ends now: handed back, and what it did recorded."""
+
+    def record_run_step(self, start_ns: int, end_ns: int, joules: StepJoules | None = None) -> None:
+        """Records a decode run's step (its tokens are recorded once the run is settled); ``joules``:
+        its energy, where no :meth:`time_step` counted it (a step taken in bulk)."""
+
+    def wake(self) -> None:
+        """Asks for the next step at the current time, after the events already due then."""
+
+    def wake_for_loads(self) -> None:
+        """Idle: wakes when KV being copied back from an offload tier is in."""
+
+
 class StepClock(Protocol):
     """Forms one LLM client's steps and times them (:class:`cosim.hub.timing.step_timer.StepTimer`).
 
@@ -46,6 +151,12 @@ class StepClock(Protocol):
     of a decode run in bulk (reported through :class:`Settled`), never changing what they do. The
     scheduler's sequences are up to date only as :meth:`settled` returns them.
     """
+
+    def take_steps(self, client: Stepper) -> Step | None:
+        """The client's wake-up: begins its next step and times it; while nothing else happens in the
+        simulation before a step ends, ends it, wakes and takes the next in place (a decode run's in
+        bulk where their timings are known). Returns the step whose end the heap handles, or None:
+        the client is idle, or its wake-up is an event again."""
 
     def begin(self) -> ScheduledBatch | None:
         """The next step's batch; None when nothing can run."""
@@ -61,10 +172,6 @@ class StepClock(Protocol):
                     dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]: ...
 
     def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None: ...
-
-    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, StepJoules]]:
-        """Takes a decode run's steps from ``start_ns`` while each ends before ``horizon_ns()``;
-        yields each one's duration and energy as it is taken."""
 
     def interrupt(self) -> None: ...
 

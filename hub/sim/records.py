@@ -15,7 +15,6 @@ import numpy as np
 
 from .power import DevicePower, StepJoules
 from .spill import INT64, SpillRows
-from .token_times import TokenTimes
 
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
@@ -126,7 +125,10 @@ class ClientTimeline:
     so a long run's memory does not grow with its steps.
 
     Columns: ``start_ns``, ``end_ns``, ``num_seqs``, ``prefill_tokens``,
-    ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``.
+    ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``, ``timed_tokens``
+    (the tokens a benchmark client times at the step's end: one per request
+    that got a token, as ``token_gaps`` counts them, plus first tokens;
+    :meth:`token_times`, for the most output tokens per second).
 
     Energy (:meth:`add_energy`): ``energy_j``, the steps' joules where known;
     ``device_s``, the device-seconds they kept busy; ``reported_energy_steps``,
@@ -138,32 +140,29 @@ class ClientTimeline:
     there are at most as many keys as steps, whatever the number of tokens.
     Past :attr:`MAX_GAP_KEYS` keys the counts spill to a temporary file (the
     dict is emptied in place); :meth:`gap_counts` gives every count.
-
-    ``token_times`` counts the tokens it sampled at each step's end, one per
-    request that got a token (as ``token_gaps``, plus first tokens), for the
-    most output tokens per second (:class:`cosim.hub.sim.token_times.TokenTimes`).
     """
 
     MAX_GAP_KEYS = 16_384
 
+    # The columns a trace and clients.csv report; each row also holds its ``timed_tokens``.
     COLUMNS = ("start_ns", "end_ns", "num_seqs", "prefill_tokens", "decode_tokens",
                "kv_blocks_used", "num_waiting")
 
     def __init__(self) -> None:
-        self._rows = SpillRows([(name, INT64) for name in self.COLUMNS])
+        self._rows = SpillRows([(name, INT64) for name in (*self.COLUMNS, "timed_tokens")])
         self.energy_j = 0.0
         self.device_s = 0.0
         self.reported_energy_steps = 0
         self.token_gaps: dict[int, int] = {}
         self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
-        self.token_times = TokenTimes()
         self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
         self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
         self.offload: Reporting | None = None  # a client's KV offload tier (scheduling/offload.py), for its counts
 
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
-               kv_blocks_used: int, num_waiting: int) -> None:
-        self._rows.append(start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting)
+               kv_blocks_used: int, num_waiting: int, timed_tokens: int = 0) -> None:
+        self._rows.append(start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting,
+                          timed_tokens)
         if len(self.token_gaps) > self.MAX_GAP_KEYS:  # distinct gaps may grow with the steps: spill them
             for gap, tokens in self.token_gaps.items():
                 self._spilled_gaps.append(gap, tokens)
@@ -192,6 +191,13 @@ class ClientTimeline:
     def __len__(self) -> int:
         return len(self._rows)
 
+    def token_times(self) -> tuple[np.ndarray, np.ndarray]:
+        """Output tokens at each step's end, as (instants in ns, tokens), for the steps that gave any
+        (the pair :class:`cosim.hub.sim.token_times.TokenTimes` gives an API server's)."""
+        columns = self._rows.columns()
+        timed = columns["timed_tokens"] > 0
+        return columns["end_ns"][timed], columns["timed_tokens"][timed]
+
     def columns(self) -> dict[str, np.ndarray]:
         """The timeline as int64 numpy columns (empty arrays for no steps)."""
         return self._rows.columns()
@@ -200,4 +206,3 @@ class ClientTimeline:
         """Drops the steps and ITL counts kept on disk, and removes their temporary files."""
         self._rows.close()
         self._spilled_gaps.close()
-        self.token_times.close()

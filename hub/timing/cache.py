@@ -164,14 +164,10 @@ class RuntimeSessionProxy:
         further StepBatch fields, (name, values) pairs (``ScheduledBatch.fields``: speculative
         drafts, LoRA adapters)."""
         key = self.key(new_tokens, context_tokens, dp_rank_tokens, fields)
-        self.num_lookups += 1
-        if self.use_cache:
-            hit = self._cache.get(key)
-            if hit is not None:  # a hot path: counted here as count_hit counts it
-                self.num_hits += 1
-                self._hits_since_miss[rider] += 1
-                self.num_out_of_range += hit.out_of_range
-                return hit
+        if self.use_cache and (hit := self._cache.get(key)) is not None:
+            self.count_hit(hit, rider)
+            return hit
+        self.num_lookups += 1  # a miss: the backend is asked
         bucket = self.bucket_tokens
         keys = [key]
         if self.lookahead:
@@ -210,7 +206,8 @@ class RuntimeSessionProxy:
         return self._cache.get(key) if self.use_cache else None
 
     def count_hit(self, hit: Timing, rider: Rider | None) -> None:
-        """Counts a lookup that found ``hit`` (as :meth:`step_time` counts its hits)."""
+        """Counts a lookup that found ``hit``: :meth:`step_time`'s, or a step taken in bulk after a
+        :meth:`peek` (:meth:`cosim.hub.timing.step_timer.StepTimer.run_ahead`)."""
         self.num_lookups += 1
         self.num_hits += 1
         self._hits_since_miss[rider] += 1

@@ -24,9 +24,12 @@ how often a backend is asked, never the answer:
 - **decode runs** (:class:`~cosim.hub.timing.runs.DecodeRun`): steps certain to
   be the same sequences decoding skip the scheduler's per-step forming and
   updating; the scheduler applies them in bulk when anyone looks
-  (:meth:`StepTimer.settled`). Those that end before anything else happens in
-  the simulation, and whose timings are cached, are taken in one go
-  (:meth:`StepTimer.run_ahead`), without a batch or an event each.
+  (:meth:`StepTimer.settled`);
+- **steps in place** (:mod:`.in_place`, :meth:`StepTimer.take_steps`): a lone
+  client's step ends and wake-ups that come before anything else in the
+  simulation are handled without the kernel's heap, and a decode run's steps
+  whose timings are cached are taken in one go (:meth:`StepTimer.run_ahead`),
+  without a batch or an event each.
 
 Every step, formed or a decode run's, taken one by one or in one go, is timed
 by one formula: :meth:`StepTimer.step_ns`.
@@ -39,11 +42,12 @@ from collections.abc import Sequence as Seq
 
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
-from ..sim.ports import Settled
+from ..sim.ports import Settled, Step, Stepper
 from ..sim.power import StepEnergy, StepJoules
 from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
 from .cache import RuntimeSessionProxy, Timing
 from .forecast import Forecast, predict
+from .in_place import take_steps
 from .runs import DecodeRun
 
 __all__ = ["StepTimer", "predict"]
@@ -91,6 +95,7 @@ class StepTimer:
         self.collectives_ns, self.host_bandwidth_gbps = collectives_ns, host_bandwidth_gbps
         self.next_arrival_ns, self.energy = next_arrival_ns, energy
         self.max_lookahead, self.decode_runs = max_lookahead, decode_runs
+        self.overlapping = overlapping
         self._run: DecodeRun | None = None
         self._in_flight: ScheduledBatch | None = None
         self._last_duration_ns = 0
@@ -101,6 +106,11 @@ class StepTimer:
         session.join(self)
 
     # -- stepping --------------------------------------------------------------
+    def take_steps(self, client: Stepper) -> Step | None:
+        """The client's wake-up: its steps taken in place while nothing else comes first
+        (:func:`.in_place.take_steps`); the step whose end the heap handles, or None."""
+        return take_steps(client, self.run_ahead, overlapping=self.overlapping)
+
     def begin(self) -> ScheduledBatch | None:
         """The next step: a decode run's, else the scheduler's choice; None when nothing can run."""
         run = self._run

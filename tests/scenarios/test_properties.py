@@ -82,7 +82,7 @@ def test_invariants_hold_for_random_scenarios(raw: dict) -> None:
         assert kv.num_used == 0 and not any(kv._refs.values()), "every block is free at the end"
         if kv.enable_prefix_caching:
             assert sum(count for _, count in kv._free.items()) == kv.num_blocks, "the free queue holds every block"
-        assert not c.scheduler.running and not c.scheduler.waiting
+        assert not c.timer.settled().running and not c.scheduler.waiting
         ends = c.timeline.columns()["end_ns"]
         assert (ends[1:] >= ends[:-1]).all(), "a client's steps never go back in time"
 

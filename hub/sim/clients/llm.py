@@ -1,13 +1,15 @@
 """An LLM client: a scheduler and a cluster, stepping one batch at a time.
 
-At a wake-up the client asks its step clock (:class:`cosim.hub.sim.ports.StepClock`)
-for the next step (which the scheduler forms) and how long it takes, and
-schedules the step's end. There the scheduler applies the step
-(:meth:`Scheduler.update`), and the client records what happened on the
-requests (tokens, first-token and between-token times, stages) and hands
-finished stages to the coordinator. What a step holds is
-:mod:`cosim.hub.sim.scheduling.scheduler`'s business; how long it takes,
-:mod:`cosim.hub.timing`'s.
+A step is begun (:meth:`LLMClient.begin_step`: the step clock,
+:class:`cosim.hub.sim.ports.StepClock`, has the scheduler form it), timed
+(:meth:`LLMClient.time_step`) and ended at that time (:meth:`LLMClient.end_step`:
+the scheduler applies it, :meth:`Scheduler.update`, and the client records what
+happened on the requests: tokens, first-token and between-token times, stages,
+and hands finished stages to the coordinator). Its end is an event of the
+kernel, and so is the client's wake-up for the next; the clock may handle both
+in place when nothing else comes first (:meth:`StepClock.take_steps`). What a
+step holds is :mod:`cosim.hub.sim.scheduling.scheduler`'s business; how long it
+takes, and how cheaply that is found out, :mod:`cosim.hub.timing`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from ..admission import ClientLimits
 from ..frontend import FrontEnd
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
-from ..ports import MakeStepClock
+from ..ports import MakeStepClock, UnsettledScheduler
+from ..power import StepJoules
 from ..records import ClientInfo, ClientTimeline, StageRecord
 from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
 from ..scheduling.lora import LoraStats
@@ -78,7 +81,10 @@ class LLMClient:
         self.micro_batches = scheduler.micro_batches
         self._in_flight = 0  # micro-batches in the pipeline
         self._stage_free_ns = 0  # when its first stage can take the next one
-        self.kernel, self.scheduler, self.sink, self.serves = kernel, scheduler, sink, serves
+        self.kernel, self.sink, self.serves = kernel, sink, serves
+        # Its running sequences are read through the clock (self.timer.settled()): a decode run's
+        # steps may be pending on them.
+        self.scheduler: UnsettledScheduler = scheduler
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
         self.timer = clock(scheduler=scheduler, settled=self._record_run, next_arrival_ns=forecast,
                            alone=group is None, overlapping=self.micro_batches > 1)
@@ -92,7 +98,7 @@ class LLMClient:
         self.busy = False
         self.busy_ns = 0
         self._wake_pending = False
-        self._wake_label, self._done_label = f"wake {self.name}", f"step done {self.name}"
+        self.wake_label, self.done_label = f"wake {self.name}", f"step done {self.name}"
         self._input_tokens = 0  # prompt tokens of the requests with a sequence here
         self._seqs_of: Counter[int] = Counter()  # request id -> its sequences here
 
@@ -122,7 +128,7 @@ class LLMClient:
             self.group.wake()
         elif not self.busy and not self._wake_pending:
             self._wake_pending = True
-            self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake, label=self._wake_label)
+            self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake, label=self.wake_label)
 
     # -- router load -------------------------------------------------------
     def load(self, metric: str) -> int:
@@ -132,27 +138,29 @@ class LLMClient:
         ``prefill_tokens`` (prompt tokens still to prefill), ``kv_blocks`` (KV blocks in use)."""
         scheduler = self.scheduler
         if metric == "stages":
-            return len(scheduler.running) + len(scheduler.waiting)
+            return scheduler.num_running + len(scheduler.waiting)
         if metric == "dp_score":
-            return DP_WAITING_WEIGHT * len(scheduler.waiting) + len(scheduler.running)
+            return DP_WAITING_WEIGHT * len(scheduler.waiting) + scheduler.num_running
         if metric == "kv_blocks":
             return scheduler.kv.num_used
-        if metric == "prefill_tokens":  # prompts (and recomputations) still to prefill
-            return sum(seq.num_tokens - seq.num_computed for seq in scheduler.waiting) + \
-                sum(seq.num_tokens - seq.num_computed for seq in scheduler.running
-                    if seq.num_tokens - seq.num_computed > 1)
         if metric == "input_tokens":
             return self._input_tokens
         if metric == "kv_tokens":
             return scheduler.kv.num_used * scheduler.kv.block_size
-        settled = self.timer.settled()  # a decode run's pending steps count
+        settled = self.timer.settled()  # the running sequences' tokens: a decode run's pending steps count
+        if metric == "prefill_tokens":  # prompts (and recomputations) still to prefill
+            return sum(seq.num_tokens - seq.num_computed for seq in settled.waiting) + \
+                sum(seq.num_tokens - seq.num_computed for seq in settled.running
+                    if seq.num_tokens - seq.num_computed > 1)
         return sum(seq.remaining_work for seq in settled.running) + \
             sum(seq.remaining_work for seq in settled.waiting)
 
     def cached_prefix_tokens(self, probe: Sequence) -> int:
         """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
         prefix cache holds, in whole blocks; 0 without prefix caching (:meth:`BlockManager.cache_hit`)."""
-        kv = self.scheduler.kv
+        if not self.scheduler.kv.enable_prefix_caching:
+            return 0
+        kv = self.timer.settled().kv  # a decode run's pending steps cache their blocks as they are applied
         return len(kv.cache_hit(probe)) * kv.block_size
 
     @property
@@ -174,26 +182,11 @@ class LLMClient:
     # -- stepping --------------------------------------------------------
     def _on_wake(self) -> None:
         self._wake_pending = False
-        kernel = self.kernel
-        while True:
-            batch = self.begin_step()
-            if batch is None:
-                self.wake_for_loads()
-                return  # idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake us
-            now = kernel.now_ns
-            duration = self.time_step(batch, now)
-            if self.micro_batches > 1 or now + duration >= kernel.peek():
-                break
-            # Nothing happens before the step ends: its end, and the wake-up after it, are the next
-            # events; handled here, in the heap's order, without the heap.
-            kernel.advance(now + duration, self._done_label)
-            self.end_step(batch, now)
-            if self._wake_pending or kernel.now_ns >= kernel.peek():
-                self.wake()  # the step's end scheduled other events first (or this wake-up)
-                return
-            kernel.advance(kernel.now_ns, self._wake_label)
-            self._run_alone()
-        kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self._done_label)
+        step = self.timer.take_steps(self)  # steps that end before anything else happens: taken in place
+        if step is None:
+            return
+        batch, now, duration = step
+        self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self.done_label)
         if self.micro_batches > 1:
             # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
             # a stage's share of its time, and the first stage takes the next micro-batch.
@@ -201,29 +194,14 @@ class LLMClient:
             self._in_flight += 1
             self.busy_ns += stage_ns
             self._stage_free_ns = now + stage_ns
-            self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self._wake_label)
+            self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self.wake_label)
 
     def wake_for_loads(self) -> None:
         """Idle with KV being copied back from an offload tier: vLLM's engine loop polls the copies, so
         it schedules the request as soon as its copy is done; this wakes then."""
         at = self.scheduler.next_load_ns()
         if at is not None and at > self.kernel.now_ns:
-            self.kernel.call_at(at, WAKE, self.wake, label=self._wake_label)
-
-    def _run_alone(self) -> None:
-        """Takes the decode run's steps that end before anything else happens in the simulation
-        in one go (:meth:`StepClock.run_ahead`), and records each as :meth:`end_step` does, its end
-        and the wake-up after it counted as the events they stand for."""
-        kernel = self.kernel
-        start = kernel.now_ns
-        for duration, joules in self.timer.run_ahead(start, kernel.peek):
-            end = start + duration
-            self.timeline.add_energy(joules)
-            kernel.advance(end, self._done_label)
-            self.busy_ns += duration
-            self._record_run_step(start, end)
-            kernel.advance(end, self._wake_label)
-            start = end
+            self.kernel.call_at(at, WAKE, self.wake, label=self.wake_label)
 
     def _on_stage_free(self) -> None:
         if self.kernel.now_ns >= self._stage_free_ns:  # no later micro-batch took the first stage since
@@ -269,28 +247,32 @@ class LLMClient:
     def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
         """Hands a finished step back to the scheduler and records what it did."""
         now = self.kernel.now_ns
-        if self.micro_batches == 1:
-            self.busy = False
-            self.busy_ns += now - start_ns
-        else:
+        if self.micro_batches > 1:
             self._in_flight -= 1
             self.busy = now < self._stage_free_ns  # the first stage is still on a later micro-batch
+        else:
+            self.busy = False
         outcome = self.timer.end(batch, start_ns, now)
         if outcome is None:
-            self._record_run_step(start_ns, now)
-        else:
-            self._record(batch, outcome, start_ns, now)
+            self.record_run_step(start_ns, now)  # a decode run's: its effects wait until it is settled
+            return
+        if self.micro_batches == 1:
+            self.busy_ns += now - start_ns
+        self._record(batch, outcome, start_ns, now)
 
-    def _record_run_step(self, start_ns: int, end_ns: int) -> None:
-        """Records a decode run's step, taken alone or in one go: its tokens are recorded on the
-        requests when its run is settled (:meth:`StepClock.settled`)."""
+    def record_run_step(self, start_ns: int, end_ns: int, joules: StepJoules | None = None) -> None:
+        """Records a decode run's step, ended one by one or taken in bulk by the clock: its tokens
+        are recorded on the requests when its run is settled (:meth:`StepClock.settled`); ``joules``:
+        its energy, where no :meth:`time_step` counted it (a step taken in bulk)."""
+        if joules is not None:
+            self.timeline.add_energy(joules)
+        self.busy_ns += end_ns - start_ns
         num_seqs, num_requests = self.timer.run_size
         self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
-                             len(self.scheduler.waiting))
+                             len(self.scheduler.waiting), num_requests)
         # Each request of the run got a token one step after its last (runs step back to back).
         gaps, gap = self.timeline.token_gaps, end_ns - start_ns
         gaps[gap] = gaps.get(gap, 0) + num_requests
-        self.timeline.token_times.add(end_ns, num_requests)
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
@@ -320,8 +302,6 @@ class LLMClient:
                     if request.itl_ns is not None:
                         request.itl_ns.append(gap)
             request.last_token_ns = now
-        if timed:
-            self.timeline.token_times.add(now, timed)
         if self.frontend is not None:
             self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
@@ -332,7 +312,8 @@ class LLMClient:
                 child.stage = parent.stage
             self._hold(parent, len(children))
         self.timeline.append(start_ns, now, len(batch.seqs), batch.prefill_tokens,
-                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting)
+                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting,
+                             timed)
         for seq in outcome.finished:
             # A disaggregated prefill's KV stays held until the coordinator's transfer of it completes.
             seq.stage.end_ns = now

@@ -84,6 +84,11 @@ class SchedulerState:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    @property
+    def num_running(self) -> int:
+        """Sequences running: a count right even while a decode run's steps are pending on them."""
+        return len(self.running)
+
     def release(self, seq: Sequence) -> None:
         """Frees a finished sequence's KV held since it finished (``hold_finished_kv``)."""
         self.kv.release(seq)
