@@ -1,6 +1,7 @@
 """cosim's compiled simulation core (Rust, PyO3): the types mypy sees (core/src has the docs)."""
 
-from collections.abc import Callable, Hashable, Sequence as Seq
+from collections.abc import Callable, Hashable
+from collections.abc import Sequence as Seq
 
 from cosim.hub.sim.scheduling.sequence import Sequence
 
