@@ -23,9 +23,18 @@ $(VENV)/.installed-dev: $(PACKAGING) | $(BIN)/python
 	$(PIP_INSTALL) -e ".[dev]"
 	@touch $@ $(VENV)/.installed
 
-install: $(VENV)/.installed
+# The compiled core (core/: Rust, PyO3), built by maturin with the machine's Rust toolchain (cargo) and
+# installed into the venv as the module cosim_core; rebuilt whenever its sources change.
+CORE_SOURCES = $(wildcard core/src/*.rs) core/Cargo.toml core/Cargo.lock core/pyproject.toml core/cosim_core.pyi
 
-install-dev: $(VENV)/.installed-dev
+$(VENV)/.core: $(CORE_SOURCES) | $(BIN)/python
+	@command -v cargo >/dev/null 2>&1 || { echo "cosim's core is Rust: install a Rust toolchain (https://rustup.rs) and rerun"; exit 1; }
+	$(PIP_INSTALL) --force-reinstall --no-deps ./core
+	@touch $@
+
+install: $(VENV)/.installed $(VENV)/.core
+
+install-dev: $(VENV)/.installed-dev $(VENV)/.core
 
 ## Compile the simulation's hot path with mypyc (hub/native.py; a C compiler needed): same results, faster.
 native: install-dev

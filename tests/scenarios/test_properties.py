@@ -79,9 +79,10 @@ def test_invariants_hold_for_random_scenarios(raw: dict) -> None:
         kv = c.scheduler.kv
         used = c.timeline.columns()["kv_blocks_used"]
         assert used.size == 0 or used.max() <= kv.num_blocks
-        assert kv.num_used == 0 and not any(kv._refs.values()), "every block is free at the end"
+        assert kv.num_used == 0 and not any(kv.holder_counts()), "every block is free at the end"
         if kv.enable_prefix_caching:
-            assert sum(count for _, count in kv._free.items()) == kv.num_blocks, "the free queue holds every block"
+            assert sum(kv.free_queue_blocks()) == kv.num_blocks, "the free queue holds every block"
+        kv.check()  # the pool's own invariants: its counts, and its free queue's links
         assert not c.timer.settled().running and not c.scheduler.waiting
         ends = c.timeline.columns()["end_ns"]
         assert (ends[1:] >= ends[:-1]).all(), "a client's steps never go back in time"

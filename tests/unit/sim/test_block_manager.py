@@ -4,7 +4,7 @@ free queue, tail blocks first), preempted sequences' blocks, forks."""
 from __future__ import annotations
 
 import hashlib
-import tracemalloc
+import time
 
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, Sequence, block_hash
@@ -119,7 +119,7 @@ def test_forked_branches_share_the_prompt_blocks_until_the_last_leaves() -> None
     kv.release(children[0])
     assert kv.num_free == 6  # the shared blocks stay while a branch holds them
     kv.release(children[1])
-    assert kv.num_free == 8 and not kv._refs  # without prefix caching nothing stays cached
+    assert kv.num_free == 8 and not kv.holder_counts()  # without prefix caching nothing stays cached
 
 
 def test_a_transferred_prompt_hits_the_blocks_it_shares_and_computes_nothing_again() -> None:
@@ -148,20 +148,24 @@ def test_a_transferred_prompt_hits_the_blocks_it_shares_and_computes_nothing_aga
 
 
 def test_a_copy_costs_the_same_however_many_blocks_were_cached_and_freed() -> None:
-    """The lookahead copies the KV at about every arrival: what a copy allocates must not grow
-    with the cached blocks or with how many blocks were ever freed (issue 37)."""
+    """The lookahead copies the KV at about every arrival: what a copy costs must not grow with
+    the cached blocks or with how many blocks were ever freed (issue 37). A copy shares the
+    maps' shards (core/src/cow_map.rs): timed against a fresh manager's, best of many, it costs
+    the same; a copy of the entries (20,000 cached blocks, megabytes) would cost 50x."""
 
-    def copy_bytes(kv: BlockManager) -> int:
-        tracemalloc.start()
-        copy = kv.copy()
-        allocated = tracemalloc.get_traced_memory()[0]
-        tracemalloc.stop()
+    def copy_seconds(kv: BlockManager) -> float:
+        best = float("inf")
+        for _ in range(200):
+            start = time.perf_counter()
+            copy = kv.copy()
+            best = min(best, time.perf_counter() - start)
         assert copy.num_free == kv.num_free
-        return allocated
+        return best
 
     kv = BlockManager(20_000, 16, enable_prefix_caching=True)
-    fresh = copy_bytes(kv)
+    fresh = copy_seconds(kv)
     for rid in range(2_000):  # 80,000 blocks cached and freed, the last 20,000 still cached
         kv.release(computed(kv, seq(640, rid=rid), 640))
-    assert kv.num_free == 20_000 and sum(1 for _ in kv._free.items()) == 20_000  # cached, one entry each
-    assert copy_bytes(kv) <= fresh * 1.2 + 1024
+    assert kv.num_free == 20_000 and len(kv.free_queue_blocks()) == 20_000  # cached, one entry each
+    kv.check()
+    assert copy_seconds(kv) <= fresh * 4 + 20e-6

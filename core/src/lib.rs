@@ -1,0 +1,30 @@
+//! cosim's compiled simulation core, a Python extension module (`cosim_core`).
+//!
+//! The simulation's semantics move here from Python piece by piece (issue #37), each piece's
+//! Python deleted as it lands. So far: the paged KV block manager with vLLM V1's prefix cache
+//! ([`manager::BlockManager`]), over a block pool ([`pool`]) whose free queue ([`free_queue`]) and
+//! reference counts live in copy-on-write maps ([`cow_map`]), so that the scheduler's lookahead
+//! copies it cheaply.
+
+pub mod cow_map;
+pub mod free_queue;
+pub mod hasher;
+pub mod key;
+pub mod manager;
+pub mod pool;
+
+use pyo3::prelude::*;
+
+/// Blocks needed to hold `num_tokens` tokens of `block_size` each.
+#[pyfunction]
+fn blocks_for(num_tokens: i64, block_size: i64) -> i64 {
+    manager::ceil_div(num_tokens, block_size)
+}
+
+#[pymodule]
+fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<manager::BlockManager>()?;
+    module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
+    module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
+    Ok(())
+}

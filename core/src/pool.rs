@@ -1,0 +1,294 @@
+//! The blocks of one client's KV cache, as counts, cached keys and a free queue: [`BlockPool`].
+//!
+//! This is the part of the block manager that knows nothing of sequences: how many blocks are
+//! free, which cached (or fork-shared) blocks how many sequences hold, and with prefix caching
+//! vLLM V1's free queue (least recently freed first; a run of uncached blocks is one entry).
+//! [`crate::manager`] works out, from a sequence, which keys to hand it.
+
+use crate::cow_map::CowMap;
+use crate::free_queue::FreeQueue;
+use crate::key::Key;
+
+/// Free-block counts, holders of cached blocks, and the free queue (see the module).
+#[derive(Clone, Debug)]
+pub struct BlockPool {
+    /// Capacity in blocks.
+    pub num_blocks: i64,
+    /// Blocks no sequence holds (cached ones nobody uses included).
+    pub num_free: i64,
+    /// Whether blocks are cached by content (vLLM's prefix caching).
+    pub caching: bool,
+    /// shared or cached block -> sequences holding it
+    refs: CowMap<i64>,
+    /// prefix caching only
+    free: FreeQueue,
+    /// ids of runs; with caching off, of shared blocks too
+    next_id: i64,
+}
+
+impl BlockPool {
+    /// A pool of `num_blocks` free blocks.
+    pub fn new(num_blocks: i64, caching: bool) -> Self {
+        let capacity = usize::try_from(num_blocks).unwrap_or(0);
+        let mut pool = BlockPool {
+            num_blocks,
+            num_free: num_blocks,
+            caching,
+            refs: CowMap::with_capacity(capacity),
+            free: FreeQueue::with_capacity(if caching { capacity } else { 0 }),
+            next_id: 0,
+        };
+        if caching && num_blocks > 0 {
+            pool.free_run(num_blocks);
+        }
+        pool
+    }
+
+    /// Sequences holding cached block `key`, if it is cached.
+    pub fn holders(&self, key: &Key) -> Option<i64> {
+        self.refs.get(key).copied()
+    }
+
+    /// Whether `key` is cached (or, without caching, shared by forks).
+    pub fn is_cached(&self, key: &Key) -> bool {
+        self.refs.contains(key)
+    }
+
+    /// `count` new ids (keys of blocks shared by forks, without caching).
+    pub fn new_ids(&mut self, count: i64) -> std::ops::Range<i64> {
+        let first = self.next_id;
+        self.next_id += count;
+        first..self.next_id
+    }
+
+    /// Takes `num_blocks` free blocks from the free queue's head, evicting the cached ones among
+    /// them (the caller checked there are enough; a decode run credits them later).
+    pub fn take(&mut self, num_blocks: i64) {
+        self.num_free -= num_blocks;
+        if !self.caching {
+            return;
+        }
+        for key in self.free.take(num_blocks) {
+            self.refs.remove(&key); // a cached block is evicted (a run's id is in no map)
+        }
+    }
+
+    /// One more sequence holds each of the cached `blocks` (taken off the free queue if nobody did).
+    /// Counts are read before any is written, as a block listed twice is held once more.
+    pub fn hold(&mut self, blocks: &[Key]) -> Result<(), Key> {
+        let counts = blocks.iter().map(|key| self.refs.get(key).copied().ok_or(*key)).collect::<Result<Vec<_>, _>>()?;
+        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
+            .collect();
+        if !unheld.is_empty() {
+            self.free.remove_all(&unheld);
+            self.num_free -= unheld.len() as i64;
+        }
+        for (key, count) in blocks.iter().zip(counts) {
+            self.refs.insert(*key, count + 1);
+        }
+        Ok(())
+    }
+
+    /// Blocks among `blocks` that nobody holds (free, evictable), or the first that is not cached.
+    pub fn unheld(&self, blocks: &[Key]) -> Result<i64, Key> {
+        let mut unheld = 0;
+        for key in blocks {
+            if *self.refs.get(key).ok_or(*key)? == 0 {
+                unheld += 1;
+            }
+        }
+        Ok(unheld)
+    }
+
+    /// A sequence lets go of its cached `blocks`, given tail first: those nobody holds any more
+    /// join the free queue's tail in that order (with caching), or are forgotten (without).
+    pub fn let_go(&mut self, blocks: &[Key]) -> Result<(), Key> {
+        let counts = blocks.iter().map(|key| self.refs.get(key).map(|count| count - 1).ok_or(*key))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (key, count) in blocks.iter().zip(&counts) {
+            self.refs.insert(*key, *count);
+        }
+        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
+            .collect();
+        self.num_free += unheld.len() as i64;
+        if self.caching {
+            self.free.extend(&unheld);
+        } else {
+            for key in &unheld {
+                self.refs.remove(key); // shared by forks only: nothing keeps it
+            }
+        }
+        Ok(())
+    }
+
+    /// `count` more sequences hold each of `blocks` (branches forked off the one holding them).
+    pub fn share(&mut self, blocks: &[Key], count: i64) -> Result<(), Key> {
+        for key in blocks {
+            let held = self.refs.get(key).copied().ok_or(*key)?;
+            self.refs.insert(*key, held + count);
+        }
+        Ok(())
+    }
+
+    /// A sequence's own blocks, one per key of `keys`, become cached blocks; a block someone
+    /// cached already is shared instead, and the sequence's copy freed.
+    pub fn cache(&mut self, keys: &[Key]) {
+        if !keys.iter().any(|key| self.refs.contains(key)) {
+            for key in keys {
+                self.refs.insert(*key, 1);
+            }
+            return;
+        }
+        for key in keys {
+            if self.refs.contains(key) {
+                self.hold(std::slice::from_ref(key)).expect("a cached block");
+                self.num_free += 1;
+                if self.caching {
+                    self.free_run(1);
+                }
+            } else {
+                self.refs.insert(*key, 1);
+            }
+        }
+    }
+
+    /// Frees `count` uncached blocks: with caching they join the free queue's tail (as a run).
+    pub fn free_blocks(&mut self, count: i64) {
+        self.num_free += count;
+        if self.caching {
+            self.free_run(count);
+        }
+    }
+
+    /// Appends `count` uncached free blocks to the free queue's tail.
+    fn free_run(&mut self, count: i64) {
+        match self.free.tail_run() {
+            Some(tail) => self.free.grow_run(tail, count),
+            None => {
+                let id = self.new_ids(1).start;
+                self.free.append_run(id, count);
+            }
+        }
+    }
+
+    /// Holder counts of the cached blocks, in no particular order.
+    pub fn holder_counts(&self) -> Vec<i64> {
+        self.refs.iter().map(|(_, count)| *count).collect()
+    }
+
+    /// Blocks of each free queue entry, head first (empty without caching).
+    pub fn free_queue_blocks(&self) -> Vec<i64> {
+        self.free.items().into_iter().map(|(_, count)| count).collect()
+    }
+
+    /// Checks the pool's invariants: counts within bounds, the free queue's links, and with
+    /// caching, that the free blocks are exactly the free queue's, and that the cached blocks
+    /// nobody holds are exactly the free queue's cached entries.
+    pub fn check(&self) -> Result<(), String> {
+        if !(0..=self.num_blocks).contains(&self.num_free) {
+            return Err(format!("{} free blocks of {}", self.num_free, self.num_blocks));
+        }
+        if let Some((key, count)) = self.refs.iter().find(|(_, count)| **count < 0) {
+            return Err(format!("{key:?} held by {count}"));
+        }
+        if !self.caching {
+            return match self.refs.iter().find(|(_, count)| **count == 0) {
+                Some((key, _)) => Err(format!("{key:?} is shared by nobody but kept")),
+                None => Ok(()),
+            };
+        }
+        self.free.check()?;
+        let queued: i64 = self.free_queue_blocks().iter().sum();
+        if queued != self.num_free {
+            return Err(format!("the free queue holds {queued} blocks, {} are free", self.num_free));
+        }
+        for (key, _) in self.free.items() {
+            if let Key::Hash(_) = key {
+                if self.holders(&key) != Some(0) {
+                    return Err(format!("{key:?} is queued as free but held by {:?}", self.holders(&key)));
+                }
+            }
+        }
+        if let Some((key, _)) = self.refs.iter().find(|(key, count)| **count == 0 && !self.free.contains(key)) {
+            return Err(format!("{key:?} is held by nobody but not queued as free"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(i: u8) -> Key {
+        let mut bytes = [i; 32];
+        bytes[1] = 0xA5;
+        Key::Hash(bytes)
+    }
+
+    #[test]
+    fn cached_blocks_are_evicted_least_recently_freed_first() {
+        let mut pool = BlockPool::new(6, true);
+        pool.take(4); // two sequences of two blocks each
+        pool.cache(&[hash(1), hash(2)]);
+        pool.cache(&[hash(3), hash(4)]);
+        pool.let_go(&[hash(2), hash(1)]).unwrap(); // tail first
+        pool.let_go(&[hash(4), hash(3)]).unwrap();
+        assert_eq!((pool.num_free, pool.free_queue_blocks()), (6, vec![2, 1, 1, 1, 1]));
+        pool.take(3); // the run of two, then the first sequence's tail block
+        assert_eq!((pool.is_cached(&hash(2)), pool.is_cached(&hash(1))), (false, true));
+        pool.check().unwrap();
+    }
+
+    #[test]
+    fn holding_a_free_cached_block_takes_it_off_the_queue() {
+        let mut pool = BlockPool::new(4, true);
+        pool.take(2);
+        pool.cache(&[hash(1), hash(2)]);
+        pool.let_go(&[hash(2), hash(1)]).unwrap();
+        assert_eq!(pool.unheld(&[hash(1), hash(2)]), Ok(2));
+        pool.hold(&[hash(1)]).unwrap();
+        assert_eq!((pool.num_free, pool.holders(&hash(1)), pool.free_queue_blocks()), (3, Some(1), vec![2, 1]));
+        assert_eq!(pool.hold(&[hash(9)]), Err(hash(9)));
+        pool.check().unwrap();
+    }
+
+    #[test]
+    fn a_block_cached_twice_is_shared_and_the_copy_freed() {
+        let mut pool = BlockPool::new(4, true);
+        pool.take(1);
+        pool.cache(&[hash(1)]);
+        pool.take(1);
+        pool.cache(&[hash(1)]); // computed again by another sequence: its block goes back
+        assert_eq!((pool.num_free, pool.holders(&hash(1))), (3, Some(2)));
+        pool.check().unwrap();
+    }
+
+    #[test]
+    fn without_caching_shared_blocks_are_forgotten_when_let_go() {
+        let mut pool = BlockPool::new(8, false);
+        pool.take(2);
+        let ids: Vec<Key> = pool.new_ids(2).map(Key::Id).collect();
+        pool.cache(&ids);
+        pool.share(&ids, 2).unwrap(); // two branches
+        for _ in 0..3 {
+            pool.let_go(&[ids[1], ids[0]]).unwrap();
+        }
+        assert_eq!((pool.num_free, pool.holder_counts()), (8, vec![]));
+        pool.check().unwrap();
+    }
+
+    #[test]
+    fn copies_are_independent() {
+        let mut pool = BlockPool::new(64, true);
+        pool.take(8);
+        pool.cache(&(1..=8).map(hash).collect::<Vec<_>>());
+        let mut copy = pool.clone();
+        copy.let_go(&(1..=8).rev().map(hash).collect::<Vec<_>>()).unwrap();
+        copy.take(64);
+        assert_eq!((copy.num_free, copy.is_cached(&hash(1))), (0, false));
+        assert_eq!((pool.num_free, pool.holders(&hash(1))), (56, Some(1)));
+        pool.check().unwrap();
+        copy.check().unwrap();
+    }
+}
