@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the cosim image (default cosim:local) with no container registry:
 #   1. the base image (containers/build-base.sh, unless BASE names another image),
-#   2. wheels of cosim and its dependencies, built on this host with pip,
+#   2. wheels of cosim, its compiled core (maturin, with the host's cargo) and its dependencies,
+#      built on this host with pip,
 #   3. `docker build` from those wheels alone.
 #
 #   containers/build.sh                          # local base image
@@ -63,10 +64,14 @@ trap 'rm -rf "$SRC"' EXIT
    | tar -c -T - -f -) | tar -x -C "$SRC"
 # cosim's build requirements ([build-system] requires) as wheels, refreshed when they change; the
 # wheel below is built in an isolated environment installed from them alone.
-BUILD_REQUIRES=$("$PYTHON" - "$ROOT/pyproject.toml" <<'PY'
+# cosim's and its compiled core's (core/pyproject.toml: maturin).
+BUILD_REQUIRES=$("$PYTHON" - "$ROOT/pyproject.toml" "$ROOT/core/pyproject.toml" <<'PY'
 import sys, tomllib
-with open(sys.argv[1], "rb") as f:
-    print("\n".join(tomllib.load(f)["build-system"]["requires"]))
+requires = []
+for path in sys.argv[1:]:
+    with open(path, "rb") as f:
+        requires += tomllib.load(f)["build-system"]["requires"]
+print("\n".join(requires))
 PY
 )
 mkdir -p "$WHEELS/build"
@@ -79,6 +84,11 @@ fi
 rm -rf "$WHEELS/app"
 "$PYTHON" -m pip wheel --quiet --no-deps --no-index --find-links "$WHEELS/build" --wheel-dir "$WHEELS/app" \
   "$SRC" 2>"$SRC/wheel.log" || { cat "$SRC/wheel.log" >&2; exit 1; }
+# The compiled core (core/, Rust), a wheel of its own that maturin builds with this host's cargo: a
+# linux wheel for the image's Debian, the host's (build-base.sh) or python:3.11-slim's alike.
+command -v cargo >/dev/null 2>&1 || { echo "cosim's core is Rust: install a Rust toolchain (cargo) to build the image" >&2; exit 1; }
+"$PYTHON" -m pip wheel --quiet --no-deps --no-index --find-links "$WHEELS/build" --wheel-dir "$WHEELS/app" \
+  "$SRC/core" 2>"$SRC/wheel.log" || { cat "$SRC/wheel.log" >&2; exit 1; }
 
 OLD=$(docker image inspect -f '{{.Id}} {{index .Config.Labels "cosim.build"}}' "$IMAGE" 2>/dev/null || true)
 docker build --build-arg BASE="$BASE" --build-arg COSIM_BUILD="$BUILD_ID" -t "$IMAGE" -f "$HERE/Dockerfile" "$HERE"
