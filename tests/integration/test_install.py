@@ -49,8 +49,12 @@ def test_the_quickstart_runs_from_the_installed_wheel(venv: Path, tmp_path: Path
 
 
 def test_make_installs_once_and_again_when_the_packaging_changes(tmp_path: Path) -> None:
-    """`make quickstart` reinstalls only after pyproject.toml or setup.py change (stamps in the venv)."""
-    for name in ("Makefile", "pyproject.toml", "setup.py"):
+    """`make quickstart` reinstalls cosim only after pyproject.toml or setup.py change, and rebuilds the
+    compiled core only after its sources change (stamps in the venv)."""
+    core = [str(path.relative_to(REPO)) for path in (REPO / "core").rglob("*")
+            if path.is_file() and path.suffix in (".rs", ".toml", ".lock", ".pyi")]
+    for name in ("Makefile", "pyproject.toml", "setup.py", *core):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, tmp_path / name)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "python").touch()
@@ -59,9 +63,13 @@ def test_make_installs_once_and_again_when_the_packaging_changes(tmp_path: Path)
         return subprocess.run(["make", "-n", "quickstart"], cwd=tmp_path, capture_output=True, text=True,
                               check=True).stdout
 
-    assert "pip install" in planned()  # never installed
-    (tmp_path / ".venv" / ".installed").touch()
+    assert "pip install --quiet -e ." in planned() and "./core" in planned()  # never installed
+    for stamp in (".installed", ".core"):
+        (tmp_path / ".venv" / stamp).touch()
     assert "pip install" not in planned() and "cosim run examples/quickstart.yaml" in planned()
     later = (tmp_path / ".venv" / ".installed").stat().st_mtime + 10
     os.utime(tmp_path / "pyproject.toml", (later, later))
-    assert "pip install --quiet -e ." in planned()
+    assert "pip install --quiet -e ." in planned() and "./core" not in planned()
+    os.utime(tmp_path / ".venv" / ".installed", (later + 5, later + 5))  # reinstalled since
+    os.utime(tmp_path / "core" / "src" / "manager.rs", (later + 10, later + 10))
+    assert "./core" in planned() and "-e ." not in planned()
