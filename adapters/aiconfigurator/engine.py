@@ -104,8 +104,9 @@ class SharedExperts:
 
 
 def _add_shared_experts(model: Any, shared: SharedExperts) -> None:
-    """Adds the shared experts to the library's MoE model, which has no span for them (its ``MOEModel``,
-    "TODO: redesign shared moe part", times Mixtral and Llama 4 as routed experts alone). The span is the
+    """Adds the shared experts to the library's MoE model, which has no span for them (its ``MOEModel``
+    leaves shared experts out, a redesign its docstring defers, and times Mixtral and Llama 4 as routed
+    experts alone). The span is the
     library's own, as its MoE block builder emits it for a model with shared experts
     (``models/blocks/moe.py``, from its DeepSeek model): gate and up projections in one GEMM, the
     activation, the down projection, each split over the TP ranks and timed from the GEMM tables at
