@@ -56,9 +56,10 @@ class SchedulerConfig(FrozenModel):
     host_time: bool = Field(False, description="add the host (CPU) time vLLM V1 exposes per step "
                                                "(hub/sim/clients/host.py) to a backend that times GPU kernels "
                                                "only; off for backends whose times include host work")
-    async_scheduling: bool = Field(True, description="host_time: vLLM's --async-scheduling (0.19's default): "
-                                                     "the next step is formed (and its host work done) "
-                                                     "while this step runs")
+    async_scheduling: bool | None = Field(
+        None, description="vLLM's --async-scheduling: the next step is formed (and its host work done) while "
+                          "this step runs, so a prompt queued meanwhile waits one step more; default: on with "
+                          "chunked batching (vLLM V1, whose default it is), off with the whole-prompt policies")
     kv_offload: KVOffloadConfig | None = Field(
         None, description="vLLM's CPU KV offloading: a host tier of cpu_blocks blocks filled as blocks are "
                           "computed, read back on a prefix hit the GPU misses; optionally a storage tier "
@@ -67,6 +68,13 @@ class SchedulerConfig(FrozenModel):
         "cuda_graph", description="host_time: launch costs in the backend's step times: eager (wall times of "
                                   "eager forwards) or cuda_graph (graph replays, or kernel durations alone)")
 
+
+    @property
+    def forms_one_step_ahead(self) -> bool:
+        """Whether steps are formed as vLLM's async scheduling forms them (``async_scheduling``, or by
+        default with ``chunked`` batching: vLLM V1's engine, async by default since 0.13; V0's
+        whole-prompt schedulers had none)."""
+        return self.batching == "chunked" if self.async_scheduling is None else self.async_scheduling
 
     @model_validator(mode="after")
     def _check_offload_and_swap(self) -> SchedulerConfig:

@@ -45,7 +45,7 @@ def scheduler(config: dict[str, Any]) -> Scheduler:
         max_num_seqs=config["max_num_seqs"], max_num_batched_tokens=config["max_num_scheduled_tokens"],
         block_size=block_size, num_gpu_blocks=blocks, enable_prefix_caching=caching,
         long_prefill_token_threshold=config["long_prefill_token_threshold"],
-        scheduler_reserve_full_isl=config["scheduler_reserve_full_isl"])
+        scheduler_reserve_full_isl=config["scheduler_reserve_full_isl"], async_scheduling=False)
     return Scheduler(scheduler_config, BlockManager(blocks, block_size, enable_prefix_caching=caching))
 
 

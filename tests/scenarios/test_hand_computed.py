@@ -24,8 +24,9 @@ def test_continuous_batching_admits_a_late_arrival(tmp_path) -> None:
 
 
 def test_long_prompt_is_chunked_while_three_decodes_run(tmp_path) -> None:
-    """A 1000-token prompt in 256-token chunks shares each step with 3 running decodes."""
-    config = scenario(clients=[client(batching="chunked", chunk_size=256)], per_token_ns=1)
+    """A 1000-token prompt in 256-token chunks shares each step with 3 running decodes (each step
+    formed with the one before it done: no async scheduling)."""
+    config = scenario(clients=[client(batching="chunked", chunk_size=256, async_scheduling=False)], per_token_ns=1)
     rows = [(0, 10, 10)] * 3 + [(2.5e-6, 1000, 2)]
     r = run_with_trace(config, rows, tmp_path)
     # step = 1000 + tokens: 0-1030 (3 prompts), 1030-2033, 2033-3036 (decodes); the long prompt arrives at 2500:
@@ -36,6 +37,20 @@ def test_long_prompt_is_chunked_while_three_decodes_run(tmp_path) -> None:
     assert (short.finish_ns - short.first_token_ns) / 9 == (11058 - 1030) / 9
     assert times(long) == (8048 - 2500, 9052 - 2500, 8048)
     assert short.max_tbt_ns == 1256 and long.max_tbt_ns == 1004
+
+
+def test_async_scheduling_sees_a_prompt_one_step_later(tmp_path) -> None:
+    """The same run under vLLM V1's default async scheduling: the step after the one the prompt
+    arrives in was formed when that one started, so the prompt's chunks start one step later."""
+    config = scenario(clients=[client(batching="chunked", chunk_size=256)], per_token_ns=1)
+    rows = [(0, 10, 10)] * 3 + [(2.5e-6, 1000, 2)]
+    r = run_with_trace(config, rows, tmp_path)
+    # 0-1030, 1030-2033, 2033-3036 as before; 3036-4039 (3 decodes: formed at 2033, before the arrival);
+    # 4039-5295, 5295-6551, 6551-7807 (3 + 253), 7807-9051 (3 + 241: its first token), 9051-10055 (it
+    # finishes), 10055-11058 (the short ones' tenth token).
+    short, long = r[0], r[3]
+    assert times(short) == (1030, 11058, 1030)
+    assert times(long) == (9051 - 2500, 10055 - 2500, 9051)
 
 
 def test_disaggregated_request_pays_the_kv_transfer(tmp_path) -> None:

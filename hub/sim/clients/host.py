@@ -124,7 +124,7 @@ class HostTime:
             return None
         # vLLM's default largest capture: min(2 x max_num_seqs, 512, max_num_batched_tokens).
         largest = min(2 * scheduler.max_num_seqs, MAX_CUDAGRAPH_CAPTURE_SIZE, scheduler.max_num_batched_tokens)
-        return cls(num_layers=num_layers, async_scheduling=scheduler.async_scheduling,
+        return cls(num_layers=num_layers, async_scheduling=scheduler.forms_one_step_ahead,
                    enforce_eager=scheduler.enforce_eager, max_graph_tokens=largest,
                    profile_eager=scheduler.profile_execution_mode == "eager")
 

@@ -92,12 +92,13 @@ class SchedulerMoves(SchedulerState):
         seats = max_seqs - len(self._retiring)
         busy = self._busy_adapters() if self.lora is not None and self.waiting else set()
         i = 0  # the queue's first sequence not passed over
+        unseen = False  # a prompt queued while the step before ran: the next step sees it, so the queue is not blocked
         while i < len(self.waiting) and len(batch.seqs) < max_seqs and len(self.running) < seats:
             queued = self.waiting[i]
             if self._queued_too_late(queued):
-                batch.queue_blocked = False  # queued while the step before ran: the next step sees it
+                unseen = True
                 if self.packing.arrival_order:
-                    return batch  # so was everyone behind it
+                    break  # so was everyone behind it
                 i += 1
                 continue
             loading = queued.state == LOADING  # ``_passed_over`` finds whether its copy is done
@@ -121,7 +122,7 @@ class SchedulerMoves(SchedulerState):
                 break
             self._take(i, seq, num, hit, cached + loaded, batch, busy)
             budget -= num
-        batch.queue_blocked = bool(self.waiting)
+        batch.queue_blocked = bool(self.waiting) and not unseen
         return batch
 
     def _queued_too_late(self, seq: Sequence) -> bool:

@@ -13,8 +13,8 @@ needs a block and none is free, the newest running sequence is preempted
 its KV moves to host memory and back, the copy time added to the step), as
 vLLM does.
 
-With vLLM's async scheduling (``host_time`` and ``async_scheduling``), the
-engine forms step n+1 while step n runs, before n's outputs are known
+With vLLM's async scheduling (``async_scheduling``; by default with chunked
+batching), the engine forms step n+1 while step n runs, before n's outputs are known
 (``EngineCore.step_with_batch_queue``), so a step is formed as from the start
 of the step before it: a prompt queued after that start waits one more step,
 and a sequence that finished in the step just done still holds its seat and
@@ -194,6 +194,8 @@ class Scheduler(SchedulerMoves):
             elif not self.hold_finished_kv:
                 self.kv.release(seq)
             seq.state = FINISHED
+        if self._retiring and not self.has_work:
+            self._retire()  # the step formed ahead of the next is empty: vLLM frees them with these outputs
         return outcome
 
 

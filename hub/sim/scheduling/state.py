@@ -55,7 +55,7 @@ class SchedulerState:
         self.swap_free_bytes = config.swap_space_bytes
         self._next_order = 0
         # vLLM's async scheduling (see .scheduler's docstring): a step is formed one step ahead
-        self.one_step_ahead = config.host_time and config.async_scheduling and micro_batches == 1
+        self.one_step_ahead = config.forms_one_step_ahead and micro_batches == 1
         self._visible: int | None = None  # one step ahead: the queue orders below it were queued by then
         self.lock_step = lock_step  # a data-parallel rank stepping with others (see Scheduler._form_one_step_ahead)
         self._retiring: list[Sequence] = []  # one step ahead: finished in the step just done, seats still held

@@ -15,6 +15,9 @@ from cosim.hub.timing.step_timer import predict
 
 
 def scheduler(blocks: int = 100, block_size: int = 4, **config: Any) -> Scheduler:
+    """A scheduler stepped by hand: each step formed with the last one's outputs applied (no async
+    scheduling, unless a test asks for it)."""
+    config.setdefault("async_scheduling", False)
     return Scheduler(SchedulerConfig(block_size=block_size, **config), BlockManager(blocks, block_size),
                      kv_bytes_per_token=2.0)
 
@@ -268,7 +271,7 @@ def test_async_scheduling_forms_each_step_as_from_the_start_of_the_one_before() 
     """vLLM's async scheduling: a prompt queued while a step runs joins one step later than it
     would synchronously, and a sequence finished in the step just done holds its seat one more
     step; with nothing else to run the engine waits for the step in flight and forms again."""
-    s = scheduler(batching="chunked", max_num_seqs=2, host_time=True, async_scheduling=True)
+    s = scheduler(batching="chunked", max_num_seqs=2, async_scheduling=True)
     assert s.one_step_ahead
     s.add(seq(4, 2, rid=0))
     assert step(s) == [(0, 4, 0)]  # an idle engine sees its queue at once
@@ -284,13 +287,43 @@ def test_async_scheduling_forms_each_step_as_from_the_start_of_the_one_before() 
     assert step(sync) == [(0, 1, 4), (1, 4, 0)]
 
 
+def test_async_scheduling_is_vllm_v1s_default_with_chunked_batching_alone() -> None:
+    """vLLM V1 (chunked) schedules one step ahead by default, host time modelled or not; V0's
+    whole-prompt schedulers never did; the field overrides either way."""
+    assert Scheduler(SchedulerConfig(batching="chunked"), BlockManager(10, 4)).one_step_ahead
+    for batching in ("continuous", "mixed", "static"):
+        assert not SchedulerConfig(batching=batching).forms_one_step_ahead
+        assert SchedulerConfig(batching=batching, async_scheduling=True).forms_one_step_ahead
+    assert not SchedulerConfig(batching="chunked", async_scheduling=False).forms_one_step_ahead
+    assert not Scheduler(SchedulerConfig(batching="chunked"), BlockManager(10, 4), micro_batches=2).one_step_ahead
+
+
+@pytest.mark.parametrize("packing", ["fcfs", "least_work_left"])
+def test_a_prompt_the_early_view_cannot_see_leaves_the_queue_unblocked(packing: str) -> None:
+    """A step formed before a prompt was queued did not try it: the queue is not blocked, so no
+    decode run may start on the assumption that it was (whatever the packing order)."""
+    s = scheduler(batching="chunked", max_num_seqs=4, async_scheduling=True, packing=packing)
+    s.add(seq(4, 5, rid=0))
+    step(s)
+    s.add(seq(8, 3, rid=1))  # queued while step 1 ran
+    batch = s.schedule()
+    assert shape(batch) == [(0, 1, 4)] and not batch.queue_blocked
+    assert s.steady_decodes(batch, s.update(batch)) is None
+    assert shape(s.schedule()) == [(0, 1, 5), (1, 8, 0)]
+
+
 def test_async_scheduling_reforms_when_the_early_view_gives_nothing() -> None:
-    s = scheduler(batching="chunked", max_num_seqs=1, host_time=True)
+    s = scheduler(batching="chunked", max_num_seqs=1, async_scheduling=True)
     s.add(seq(4, 1, rid=0))
-    assert step(s) == [(0, 4, 0)]  # request 0 finishes at its first token
-    s.add(seq(4, 1, rid=1))
-    assert step(s) == [(1, 4, 0)]  # the early view has no seat and no visible prompt: formed again
-    assert s.kv.num_used == 1  # request 0's block was freed when the step was formed
+    first = s.schedule()
+    s.add(seq(4, 1, rid=1))  # queued while step 1 runs
+    s.update(first)  # request 0 finishes at its first token, its seat held for the step formed ahead
+    assert s.kv.num_used == 1
+    second = s.schedule()
+    assert shape(second) == [(1, 4, 0)]  # the early view has no seat and no visible prompt: formed again
+    assert s.kv.num_used == 1  # request 0's block was freed when the step was formed; request 1 took one
+    s.update(second)
+    assert s.kv.num_used == 0  # nothing left to form a step of: freed with the step's outputs
 
 
 def test_priority_preempts_the_least_important_running_sequence_not_the_newest() -> None:
