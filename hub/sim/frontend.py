@@ -75,6 +75,8 @@ class FrontEnd:
         self.token_times = TokenTimes()  # tokens the clients got at each instant
         self.num_requests = self.num_batches = 0
         self.ingress_ns = 0  # summed over requests: sent -> the engine has it
+        self.first_egress_ns = 0  # summed over first tokens: the step sampled it -> the client has it
+        self.num_first_tokens = 0
         self.output_busy_ns = 0  # the event loop's time on outputs
 
     # -- in ----------------------------------------------------------------------
@@ -135,6 +137,8 @@ class FrontEnd:
             request = seq.request
             if request.client_first_token_ns < 0:
                 request.client_first_token_ns = at
+                self.first_egress_ns += at - now_ns
+                self.num_first_tokens += 1
                 timed += 1
                 if request.itl_ns is not None:  # the run keeps each request's gaps: the client's too
                     request.client_itl_ns = []
@@ -150,8 +154,11 @@ class FrontEnd:
             self.token_times.add(at, timed)
 
     def summary(self, sim_time_ns: int) -> dict[str, float | int | None]:
-        """What the front end did: requests, tokenizer batches, mean time in, and the event loop's load."""
+        """What the front end did: requests, tokenizer batches, mean time in, mean time out of a first
+        token (the two front-end parts of a client's TTFT, docs/validation.md), and the event loop's load."""
         return {"requests": self.num_requests, "tokenizer_batches": self.num_batches,
                 "mean_tokenizer_batch": self.num_requests / self.num_batches if self.num_batches else None,
                 "mean_ingress_s": self.ingress_ns / self.num_requests / NS_PER_S if self.num_requests else None,
+                "mean_first_token_egress_s": (self.first_egress_ns / self.num_first_tokens / NS_PER_S
+                                              if self.num_first_tokens else None),
                 "output_utilization": self.output_busy_ns / sim_time_ns if sim_time_ns > 0 else None}

@@ -44,6 +44,12 @@ def test_summary_keeps_engine_and_client_latency_apart(tmp_path) -> None:
     assert summary["client_latency"]["itl_s"]["mean"] == pytest.approx(45e-6, abs=1e-12)
     assert summary["benchmark"]["mean_ttft_ms"] == pytest.approx(client_ttft * 1000, abs=1e-9)
     assert summary["frontend"]["c0"]["tokenizer_batches"] == 1
+    # The client's TTFT, part by part: 3.1 ms in, the engine's 1 us, and 45 us + 1 ms out.
+    frontend = summary["frontend"]["c0"]
+    assert frontend["mean_ingress_s"] == pytest.approx(3.1e-3, abs=1e-12)
+    assert frontend["mean_first_token_egress_s"] == pytest.approx(45e-6 + 1e-3, abs=1e-12)
+    assert frontend["mean_ingress_s"] + summary["latency"]["ttft_s"]["mean"] + \
+        frontend["mean_first_token_egress_s"] == pytest.approx(client_ttft, abs=1e-12)
 
 
 def test_prompts_sent_within_the_wait_are_tokenized_together(tmp_path) -> None:
