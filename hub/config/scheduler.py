@@ -59,7 +59,8 @@ class SchedulerConfig(FrozenModel):
     async_scheduling: bool | None = Field(
         None, description="vLLM's --async-scheduling: the next step is formed (and its host work done) while "
                           "this step runs, so a prompt queued meanwhile waits one step more; default: on with "
-                          "chunked batching (vLLM V1, whose default it is), off with the whole-prompt policies")
+                          "chunked batching (vLLM V1, whose default it is), off with the whole-prompt policies "
+                          "and with ngram or draft-model speculation")
     kv_offload: KVOffloadConfig | None = Field(
         None, description="vLLM's CPU KV offloading: a host tier of cpu_blocks blocks filled as blocks are "
                           "computed, read back on a prefix hit the GPU misses; optionally a storage tier "
@@ -73,7 +74,8 @@ class SchedulerConfig(FrozenModel):
     def forms_one_step_ahead(self) -> bool:
         """Whether steps are formed as vLLM's async scheduling forms them (``async_scheduling``, or by
         default with ``chunked`` batching: vLLM V1's engine, async by default since 0.13; V0's
-        whole-prompt schedulers had none)."""
+        whole-prompt schedulers had none). A client's speculative decoding may turn the default off
+        (:attr:`cosim.hub.config.sections.ClientConfig.forms_one_step_ahead`, what a run uses)."""
         return self.batching == "chunked" if self.async_scheduling is None else self.async_scheduling
 
     @model_validator(mode="after")

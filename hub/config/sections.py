@@ -128,6 +128,17 @@ class ClientConfig(FrozenModel):
         None, description="llm: an autoscaled pool of clones of this client, <name>-0, <name>-1, ... "
                           "(docs/autoscaling.md)")
 
+    @property
+    def forms_one_step_ahead(self) -> bool:
+        """Whether the client forms each step as vLLM's async scheduling does: ``scheduler.async_scheduling``
+        when set; else its scheduler's default (chunked batching), unless it drafts with ngram or a draft
+        model, with which vLLM leaves async scheduling off by default (only EAGLE/MTP drafters turn it on:
+        vLLM PR #31998)."""
+        if self.scheduler.async_scheduling is not None:
+            return self.scheduler.async_scheduling
+        drafts_alone = self.speculative is not None and self.speculative.method in ("ngram", "draft_model")
+        return self.scheduler.forms_one_step_ahead and not drafts_alone
+
     @model_validator(mode="after")
     def _check_kind(self) -> ClientConfig:
         needs = {"llm": ("model", "backend", "hardware"), "rag": ("model", "backend", "hardware", "rag"),

@@ -82,5 +82,5 @@ def offload_tier(where: str, config: ScenarioConfig, cfg: ClientConfig, model: M
     scheduler = cfg.scheduler
     spec = OffloadSpec(cpu_blocks=offload.cpu_blocks, block_size=scheduler.block_size, block_bytes=size,
                        host_ns_per_block=size / gbps, storage=storage,
-                       one_step_ahead=scheduler.forms_one_step_ahead and hardware.pipeline_parallel == 1)
+                       one_step_ahead=cfg.forms_one_step_ahead and hardware.pipeline_parallel == 1)
     return OffloadTier(spec, kv, clock)

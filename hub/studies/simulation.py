@@ -181,14 +181,16 @@ class Simulation:
         scheduler = Scheduler(cfg.scheduler, kv, kv_bytes_per_token=model.kv_bytes_per_token(),
                               micro_batches=cfg.hardware.pipeline_parallel,  # type: ignore[union-attr]
                               hold_finished_kv=cfg.role == "prefill", lora=lora_slots(cfg, model),
-                              speculation=speculation, offload=offload, lock_step=cfg.dp_group is not None)
+                              speculation=speculation, offload=offload, lock_step=cfg.dp_group is not None,
+                              one_step_ahead=cfg.forms_one_step_ahead)
         keep_itls = self.config.output.benchmark_details  # every token gap of every request: steps one by one
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
             decode_runs=proxy.lookahead and speculation is None and offload is None and cfg.name not in self.frontends
             and not keep_itls,
-            host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches))
+            host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches,
+                                           async_scheduling=cfg.forms_one_step_ahead))
         group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None
         return LLMClient(info=info, kernel=self.kernel, scheduler=scheduler, clock=clock, sink=self.coordinator,
                          serves=_SERVES[cfg.role], group=group,

@@ -118,13 +118,18 @@ class HostTime:
     profile_eager: bool = False
 
     @classmethod
-    def from_config(cls, scheduler: SchedulerConfig, num_layers: int) -> HostTime | None:
-        """The model of a client's scheduler section; None when ``host_time`` is off."""
+    def from_config(cls, scheduler: SchedulerConfig, num_layers: int, *,
+                    async_scheduling: bool | None = None) -> HostTime | None:
+        """The model of a client's scheduler section; None when ``host_time`` is off.
+        ``async_scheduling``: the client's (``ClientConfig.forms_one_step_ahead``); None: the
+        section's own default."""
         if not scheduler.host_time:
             return None
         # vLLM's default largest capture: min(2 x max_num_seqs, 512, max_num_batched_tokens).
         largest = min(2 * scheduler.max_num_seqs, MAX_CUDAGRAPH_CAPTURE_SIZE, scheduler.max_num_batched_tokens)
-        return cls(num_layers=num_layers, async_scheduling=scheduler.forms_one_step_ahead,
+        if async_scheduling is None:
+            async_scheduling = scheduler.forms_one_step_ahead
+        return cls(num_layers=num_layers, async_scheduling=async_scheduling,
                    enforce_eager=scheduler.enforce_eager, max_graph_tokens=largest,
                    profile_eager=scheduler.profile_execution_mode == "eager")
 

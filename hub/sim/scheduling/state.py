@@ -31,6 +31,8 @@ class SchedulerState:
         config: the client's scheduler section.
         kv: its KV blocks.
         kv_bytes_per_token: KV bytes of one token (swap sizes).
+        one_step_ahead: form each step as vLLM's async scheduling does (the client's
+            ``forms_one_step_ahead``); None: the scheduler section's default. Never with micro-batches.
     """
 
     def __new__(cls, *args: object, **kwargs: object) -> Self:
@@ -42,7 +44,7 @@ class SchedulerState:
     def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
                  micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,
                  speculation: Speculation | None = None, offload: OffloadTier | None = None,
-                 lock_step: bool = False) -> None:
+                 lock_step: bool = False, one_step_ahead: bool | None = None) -> None:
         self.config, self.kv, self.kv_bytes_per_token = config, kv, kv_bytes_per_token
         self.offload = offload  # the KV offload tier (see .offload), if any; a copy has none
         self.hold_finished_kv = hold_finished_kv  # a finished sequence's KV stays until release()
@@ -55,7 +57,8 @@ class SchedulerState:
         self.swap_free_bytes = config.swap_space_bytes
         self._next_order = 0
         # vLLM's async scheduling (see .scheduler's docstring): a step is formed one step ahead
-        self.one_step_ahead = config.forms_one_step_ahead and micro_batches == 1
+        ahead = config.forms_one_step_ahead if one_step_ahead is None else one_step_ahead
+        self.one_step_ahead = ahead and micro_batches == 1
         self._visible: int | None = None  # one step ahead: the queue orders below it were queued by then
         self.lock_step = lock_step  # a data-parallel rank stepping with others (see Scheduler._form_one_step_ahead)
         self._retiring: list[Sequence] = []  # one step ahead: finished in the step just done, seats still held

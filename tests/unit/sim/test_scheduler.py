@@ -9,6 +9,8 @@ import pytest
 
 from cosim.hub.config.choices import BATCHING
 from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.config.sections import ClientConfig
+from cosim.hub.config.speculative import SpeculativeConfig
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 from cosim.hub.timing.step_timer import predict
@@ -310,6 +312,19 @@ def test_a_prompt_the_early_view_cannot_see_leaves_the_queue_unblocked(packing: 
     assert shape(batch) == [(0, 1, 4)] and not batch.queue_blocked
     assert s.steady_decodes(batch, s.update(batch)) is None
     assert shape(s.schedule()) == [(0, 1, 5), (1, 8, 0)]
+
+
+@pytest.mark.parametrize(("method", "ahead"), [(None, True), ("mtp", True), ("ngram", False), ("draft_model", False)])
+def test_a_client_drafting_alone_leaves_async_scheduling_off_by_default(method: str | None, ahead: bool) -> None:
+    """vLLM turns async scheduling on by default with EAGLE/MTP drafters only (PR #31998)."""
+    speculative = None if method is None else SpeculativeConfig(
+        method=method, num_speculative_tokens=2, acceptance_rate=0.5,
+        draft_model="d" if method == "draft_model" else None)
+    client = ClientConfig(name="c", model="m", backend="b", hardware={"device": "h"},
+                          scheduler={"batching": "chunked"}, speculative=speculative)
+    assert client.forms_one_step_ahead is ahead
+    forced = client.model_copy(update={"scheduler": SchedulerConfig(batching="chunked", async_scheduling=True)})
+    assert forced.forms_one_step_ahead
 
 
 def test_async_scheduling_reforms_when_the_early_view_gives_nothing() -> None:
