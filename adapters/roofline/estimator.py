@@ -33,9 +33,10 @@ from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchSta
 from .params import Params
 
 NS = 1e9
+MIB = 1024 * 1024
 # vLLM's custom all-reduce takes messages up to 8 MiB (CustomAllreduce max_size = 8192 * 1024 bytes,
 # vllm/distributed/device_communicators/custom_all_reduce.py); NCCL takes larger ones.
-CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
+CUSTOM_AR_MAX_BYTES = 8 * MIB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,13 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
         if d.path is not None:
             attn = mlp = path_all_reduce_ns(size, s.tp, d.path)
+        elif p.execution == "eager" and p.eager_comm_knee_mib and size > p.eager_comm_knee_mib * MIB:
+            # The eager engine's bytes beyond the knee move at its lower large-message efficiency.
+            knee = p.eager_comm_knee_mib * MIB
+            attn = mlp = (all_reduce_ns(knee, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
+                                        hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
+                          + all_reduce_ns(size - knee, s.tp, (p.eager_comm_eff_large or comm_eff) * d.tp_link,
+                                          formula=p.allreduce_formula))
         else:
             attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
                                        hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
@@ -278,7 +286,7 @@ def _host_ns(p: Params, b: BatchStats) -> tuple[float, float, float, float, floa
     if p.execution == "eager":
         phase = p.prefill if b.prefill.seqs else p.decode
         return (phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3, phase.dispatch_mlp_us * 1e3,
-                phase.dispatch_head_us * 1e3, phase.step_overhead_us * 1e3)
+                phase.dispatch_head_us * 1e3, (phase.step_overhead_us + b.seqs * p.eager_seq_us) * 1e3)
     if p.execution == "graphs" and not b.prefill.seqs:  # vLLM V1 replays a uniform decode batch as one graph
         return 0.0, 0.0, 0.0, 0.0, p.graph_step_us * 1e3
     return 0.0, p.piecewise_layer_us * 1e3, 0.0, 0.0, p.graph_step_us * 1e3

@@ -225,6 +225,35 @@ def test_decode_replays_a_graph_and_eager_execution_pays_dispatch() -> None:
     assert eager.duration_ns > graphs.duration_ns
 
 
+def test_eager_all_reduce_bytes_beyond_the_knee_move_at_the_large_message_efficiency() -> None:
+    """Llama-2-70B TP8 on H100, 4096 prefill tokens: 64 MiB all-reduces, 32 MiB of them beyond the knee."""
+    base = {"execution": "eager", "eager_comm_eff": 0.5, "eager_comm_knee_mib": 0.0}  # no knee
+    model = fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options=base)
+    knee = fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK,
+                        options={**base, "eager_comm_knee_mib": 32.0, "eager_comm_eff_large": 0.1})
+    stats = batch_stats([4096], [0])
+    size = 2 * 4096 * 8192  # bytes per rank: 4096 tokens x hidden 8192 x 2 bytes = 64 MiB
+    # The 32 MiB beyond the knee: ring factor 2 x 7/8, at 0.1 instead of 0.5 of 450 GB/s, no added latency.
+    extra_ns = 1.75 * (size / 2) * (1 / (0.1 * 450e9) - 1 / (0.5 * 450e9)) * 1e9
+    comm, comm_knee = estimate(model, stats).communication_ns, estimate(knee, stats).communication_ns
+    assert comm_knee - comm == pytest.approx(2 * 80 * extra_ns, rel=1e-6)  # two all-reduces per layer
+    small = batch_stats([2048], [0])  # 32 MiB: not beyond the knee
+    assert estimate(knee, small).communication_ns == estimate(model, small).communication_ns
+    graphs = {k: v for k, v in base.items() if k != "execution"}  # a bare roofline: graphs, no knee
+    assert (estimate(fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options=graphs), stats).duration_ns
+            == estimate(fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options={
+                **graphs, "eager_comm_knee_mib": 32.0, "eager_comm_eff_large": 0.1}), stats).duration_ns)
+
+
+def test_eager_host_time_per_sequence_adds_to_the_step_and_graphs_ignore_it() -> None:
+    """64 decodes pay 64 x 250 us of host time under eager; a graph replay pays none."""
+    stats = batch_stats([1] * 64, [575] * 64)
+    for execution, added_ns in (("eager", 64 * 250_000), ("graphs", 0)):
+        without = fitted_model(LLAMA31_8B, H100, options={"execution": execution, "eager_seq_us": 0.0})
+        with_seq = fitted_model(LLAMA31_8B, H100, options={"execution": execution, "eager_seq_us": 250.0})
+        assert estimate(with_seq, stats).duration_ns - estimate(without, stats).duration_ns == added_ns
+
+
 def test_kernels_eager_runs_eager_and_a_bad_execution_is_refused() -> None:
     assert fitted_model(LLAMA31_8B, H100, options={"kernels": "eager"}).params.execution == "eager"
     with pytest.raises(InvalidArgument, match=r"spec\.options\.execution"):
