@@ -167,7 +167,7 @@ SOURCES: dict[str, str] = {
     "op_model": "phase: BestServe's per-phase efficiencies; the fitted profile sets fitted",
     "execution": "eager: BestServe's Algorithm 1 dispatch; the fitted profile sets graphs (vLLM V1)",
     "eager_comm_eff": "0 (comm_eff applies); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
-    "eager_comm_knee_mib": "0 (no knee); the fitted profile's: Splitwise's DGX engine, fitted on both DGX nodes at once",
+    "eager_comm_knee_mib": "0 (no knee); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
     "eager_comm_eff_large": "0 (eager_comm_eff applies beyond the knee); the fitted profile's: as eager_comm_eff",
     "eager_seq_us": "0; the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
     "graph_allreduce_latency_us": "0; the fitted profile's: aiconfigurator-core's vLLM custom all-reduce (graphs)",

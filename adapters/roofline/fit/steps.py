@@ -204,9 +204,10 @@ def splitwise_steps(data: Path) -> list[Step]:
 
     A prefill is ``batch`` prompts of ``prompt`` tokens; a decode, ``batch`` sequences at the mean
     context of the ``token_size`` tokens generated. Steps more than 5% faster than the same
-    configuration at a smaller batch are dropped (within 5% is repeat noise of small decodes): the A100 batch-64 prefills (the data README flags them), and the TP2
-    batch-64 decodes of both nodes, whose 64 x 640 tokens of KV cache (13 GB) cannot fit beside
-    Llama-2-70B's 138 GB of weights on two 80 GB GPUs, so the engine ran fewer sequences at once.
+    configuration at a smaller batch are dropped (within 5% is the repeats' noise): the TP2
+    batch-64 prefills and decodes of both nodes (the data README flags the A100 prefills). Their
+    64 x 640 tokens of KV cache (13 GB) cannot fit beside Llama-2-70B's 138 GB of weights on two
+    80 GB GPUs, so the engine ran fewer sequences at once.
     """
     groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     with open(data / "splitwise/perf_model.csv", newline="") as handle:
