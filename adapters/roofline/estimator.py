@@ -161,6 +161,18 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
     return tc
 
 
+def _stage_ns(pre: list[tuple[float, float]], layer: list[tuple[float, float]], num_layers: int,
+              post: list[tuple[float, float]], overlap: float) -> float:
+    """One stage with a share ``overlap`` of the host's dispatch hidden behind the device: 1 is
+    Algorithm 1 (:func:`_run_stage`), 0 a host and device that take turns (every module's
+    dispatch, then its device time)."""
+    overlapped = _run_stage(pre, layer, num_layers, post)
+    if overlap >= 1.0:
+        return overlapped
+    serial = sum(d + c for d, c in pre) + num_layers * sum(d + c for d, c in layer) + sum(d + c for d, c in post)
+    return overlap * overlapped + (1.0 - overlap) * serial
+
+
 @dataclasses.dataclass
 class DeviceTimes:
     """Device-side times of one step, before the dispatch overlap (ns).
@@ -303,14 +315,15 @@ def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> 
     d_norm, d_attn, d_mlp, d_head, overhead = _host_ns(p, b)
     layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]), (d_mlp, busy[MLP])]
     first, last = [(0.0, busy[EMBED])], [(d_head, busy[HEAD])]
+    overlap = p.eager_overlap if p.execution == "eager" else 1.0
     if s.pp == 1:
-        total = _run_stage(first, layer, s.layers_per_stage, last)
+        total = _stage_ns(first, layer, s.layers_per_stage, last, overlap)
     else:
         # One microbatch through every stage in turn (see docs/roofline.md).
         send = p.p2p_latency_us * 1e3 + s.ba * b.tokens * s.h / (comm_eff * dev.pp_link) * NS
-        total = (_run_stage(first, layer, s.layers_per_stage, [])
-                 + (s.pp - 2) * _run_stage([], layer, s.layers_per_stage, [])
-                 + _run_stage([], layer, s.layers_per_stage, last) + (s.pp - 1) * send)
+        total = (_stage_ns(first, layer, s.layers_per_stage, [], overlap)
+                 + (s.pp - 2) * _stage_ns([], layer, s.layers_per_stage, [], overlap)
+                 + _stage_ns([], layer, s.layers_per_stage, last, overlap) + (s.pp - 1) * send)
         comm += (s.pp - 1) * send
         breakdown["pp_send"] = (s.pp - 1) * send
 

@@ -12,8 +12,8 @@
    efficiency its all-reduces reached: one up to a knee in the message size
    and a lower one beyond it (its prefills of more than 2048 tokens slow down
    by the activation volume they all-reduce), with the family's kernels
-   fixed. A family without such data takes the costs fitted on both DGX
-   nodes at once.
+   fixed and host and device taking turns (:data:`EAGER_OVERLAP`). A family
+   without such data takes the costs fitted on both DGX nodes at once.
 3. The default execution is ``graphs`` with no host time (vLLM V1; see
    ``params.SOURCES["graph_step_us"]``); the eager costs apply only when a
    session asks for ``execution: eager``.
@@ -68,6 +68,10 @@ HOST_START = np.array([20.0, 1000.0, 1000.0, 100.0, 0.5, 0.2, 32.0])
 # on H100: Vidur's NCCL measurements), hence 0.75; the knee lies within the messages the data hold.
 HOST_BOUNDS = (np.array([0.0, 0.0, 0.0, 0.0, 0.02, 0.01, 4.0]),
                np.array([200.0, 50_000.0, 50_000.0, 5_000.0, 0.75, 0.75, 256.0]))
+# The share of the eager host's dispatch the device hides: 0, host and device take turns. Chosen over
+# 1 (Algorithm 1) and 0.5 by the held-out errors it gives (docs/roofline.md, "The eager engine"):
+# under it both DGX boxes' host costs come out alike, as the same engine's should.
+EAGER_OVERLAP = 0.0
 DEFAULT_OPTIONS = {"profile": "bestserve", "op_model": "fitted", "kernels": "fused"}
 
 
@@ -120,7 +124,8 @@ def host_options(x: Iterable[float]) -> dict[str, float]:
     kernel becomes each module's ``dispatch_*_us``)."""
     values = dict(zip(HOST_KEYS, (float(v) for v in x), strict=True))
     launch = values.pop("launch_us")
-    return {**{f"dispatch_{module}_us": n * launch for module, n in KERNELS_PER_MODULE.items()}, **values}
+    return {**{f"dispatch_{module}_us": n * launch for module, n in KERNELS_PER_MODULE.items()}, **values,
+            "eager_overlap": EAGER_OVERLAP}
 
 
 def kernel_options(k: KernelParams) -> dict[str, float]:

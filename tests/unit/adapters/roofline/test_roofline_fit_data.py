@@ -17,9 +17,9 @@ from tests.paths import SHARED_DATA
 DATA = SHARED_DATA
 needs_data = pytest.mark.skipif(not (DATA / "splitwise").is_dir(),
                                 reason=f"measurement data not present at {DATA} (dev machines and CI only)")
-# (dataset, device) -> in-sample step MAPE bound, % (docs/roofline-cv.md: 6.0, 5.9, 6.8, 6.9, 3.9, 4.1).
+# (dataset, device) -> in-sample step MAPE bound, % (docs/roofline-cv.md: 6.0, 5.9, 11.6, 9.4, 3.9, 4.1).
 BOUNDS = {("llmservingsim", "RTX-4090"): 7.0, ("llmservingsim", "RTX-PRO-6000"): 7.0,
-          ("splitwise", "A100-80GB"): 7.0, ("splitwise", "H100-SXM"): 7.0,
+          ("splitwise", "A100-80GB"): 12.0, ("splitwise", "H100-SXM"): 10.0,
           ("vidur", "A100-80GB"): 5.0, ("vidur", "H100-SXM"): 5.0}
 
 
@@ -47,11 +47,14 @@ def test_shipped_profile_times_the_measured_steps_within_its_reported_error(step
 
 
 @needs_data
-def test_splitwise_decodes_are_within_ten_percent_under_the_engines_eager_execution(steps: list[S.Step]) -> None:
-    """DGX-H100 decode iterations (Llama-2-70B TP2/4/8, BLOOM-176B TP8) under execution: eager."""
+def test_splitwise_decodes_are_within_eleven_percent_under_the_engines_eager_execution(steps: list[S.Step]) -> None:
+    """DGX-H100 decode iterations (Llama-2-70B TP2/4/8, BLOOM-176B TP8) under execution: eager: 10.2%.
+
+    Within 10% (8.4%) while the host ran ahead of the device; with host and device taking turns, chosen
+    for its held-out errors (docs/roofline.md, "The eager engine"), TP2 decodes come out 17% slow."""
     decodes = [s for s in steps if s.dataset == "splitwise" and s.device == "H100-SXM" and s.phase == "decode"]
     assert len(decodes) == 75  # 76 but the TP2 batch-64 one (steps.splitwise_steps)
-    assert _mape(decodes, {"profile": "auto"})[("splitwise", "H100-SXM")] <= 10.0
+    assert _mape(decodes, {"profile": "auto"})[("splitwise", "H100-SXM")] <= 11.0
 
 
 @needs_data
