@@ -41,6 +41,11 @@ key                                       meaning (default, source)
 ``execution``                             ``eager`` (Algorithm 1 dispatch), ``graphs`` or ``piecewise``
 ``graph_step_us``, ``piecewise_layer_us`` host time under graphs (0)
 ``eager_comm_eff``                        all-reduce bus efficiency under eager (0: ``comm_eff``)
+``eager_comm_knee_mib``,                  under eager, all-reduce bytes beyond this many MiB per rank
+``eager_comm_eff_large``                  move at this efficiency (0: no knee)
+``eager_seq_us``                          host time per sequence of a step under eager (0)
+``eager_overlap``                         share of the eager dispatch the device hides (1: Algorithm 1;
+                                          0: host and device take turns)
 ``graph_allreduce_*``                     vLLM's custom all-reduce under graphs (0: off)
 ``gemm_*``, ``attn_*``, ``elem_*``,       fitted kernel parameters (:mod:`.kernels`)
 ``sampler_us``

@@ -33,9 +33,10 @@ from .operators import ATTENTION, EMBED, HEAD, MLP, NORM_IN, NORM_POST, BatchSta
 from .params import Params
 
 NS = 1e9
+MIB = 1024 * 1024
 # vLLM's custom all-reduce takes messages up to 8 MiB (CustomAllreduce max_size = 8192 * 1024 bytes,
 # vllm/distributed/device_communicators/custom_all_reduce.py); NCCL takes larger ones.
-CUSTOM_AR_MAX_BYTES = 8 * 1024 * 1024
+CUSTOM_AR_MAX_BYTES = 8 * MIB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +94,13 @@ def _comm_ns(m: SessionModel, b: BatchStats, comm_eff: float) -> tuple[float, fl
         size = s.ba * b.tokens * s.h  # the activations every rank must hold after the module
         if d.path is not None:
             attn = mlp = path_all_reduce_ns(size, s.tp, d.path)
+        elif p.execution == "eager" and p.eager_comm_knee_mib and size > p.eager_comm_knee_mib * MIB:
+            # The eager engine's bytes beyond the knee move at its lower large-message efficiency.
+            knee = p.eager_comm_knee_mib * MIB
+            attn = mlp = (all_reduce_ns(knee, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
+                                        hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
+                          + all_reduce_ns(size - knee, s.tp, (p.eager_comm_eff_large or comm_eff) * d.tp_link,
+                                          formula=p.allreduce_formula))
         else:
             attn = mlp = all_reduce_ns(size, s.tp, comm_eff * d.tp_link, latency_us=p.allreduce_latency_us,
                                        hop_latency_us=p.hop_latency_us, formula=p.allreduce_formula)
@@ -151,6 +159,18 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
         td += dispatch
         tc = (td if td > tc else tc) + busy
     return tc
+
+
+def _stage_ns(pre: list[tuple[float, float]], layer: list[tuple[float, float]], num_layers: int,
+              post: list[tuple[float, float]], overlap: float) -> float:
+    """One stage with a share ``overlap`` of the host's dispatch hidden behind the device: 1 is
+    Algorithm 1 (:func:`_run_stage`), 0 a host and device that take turns (every module's
+    dispatch, then its device time)."""
+    overlapped = _run_stage(pre, layer, num_layers, post)
+    if overlap >= 1.0:
+        return overlapped
+    serial = sum(d + c for d, c in pre) + num_layers * sum(d + c for d, c in layer) + sum(d + c for d, c in post)
+    return overlap * overlapped + (1.0 - overlap) * serial
 
 
 @dataclasses.dataclass
@@ -278,7 +298,7 @@ def _host_ns(p: Params, b: BatchStats) -> tuple[float, float, float, float, floa
     if p.execution == "eager":
         phase = p.prefill if b.prefill.seqs else p.decode
         return (phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3, phase.dispatch_mlp_us * 1e3,
-                phase.dispatch_head_us * 1e3, phase.step_overhead_us * 1e3)
+                phase.dispatch_head_us * 1e3, (phase.step_overhead_us + b.seqs * p.eager_seq_us) * 1e3)
     if p.execution == "graphs" and not b.prefill.seqs:  # vLLM V1 replays a uniform decode batch as one graph
         return 0.0, 0.0, 0.0, 0.0, p.graph_step_us * 1e3
     return 0.0, p.piecewise_layer_us * 1e3, 0.0, 0.0, p.graph_step_us * 1e3
@@ -295,14 +315,15 @@ def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> 
     d_norm, d_attn, d_mlp, d_head, overhead = _host_ns(p, b)
     layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]), (d_mlp, busy[MLP])]
     first, last = [(0.0, busy[EMBED])], [(d_head, busy[HEAD])]
+    overlap = p.eager_overlap if p.execution == "eager" else 1.0
     if s.pp == 1:
-        total = _run_stage(first, layer, s.layers_per_stage, last)
+        total = _stage_ns(first, layer, s.layers_per_stage, last, overlap)
     else:
         # One microbatch through every stage in turn (see docs/roofline.md).
         send = p.p2p_latency_us * 1e3 + s.ba * b.tokens * s.h / (comm_eff * dev.pp_link) * NS
-        total = (_run_stage(first, layer, s.layers_per_stage, [])
-                 + (s.pp - 2) * _run_stage([], layer, s.layers_per_stage, [])
-                 + _run_stage([], layer, s.layers_per_stage, last) + (s.pp - 1) * send)
+        total = (_stage_ns(first, layer, s.layers_per_stage, [], overlap)
+                 + (s.pp - 2) * _stage_ns([], layer, s.layers_per_stage, [], overlap)
+                 + _stage_ns([], layer, s.layers_per_stage, last, overlap) + (s.pp - 1) * send)
         comm += (s.pp - 1) * send
         breakdown["pp_send"] = (s.pp - 1) * send
 

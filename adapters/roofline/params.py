@@ -102,6 +102,15 @@ class Params:
             piecewise graphs. ``piecewise``: every step runs piecewise graphs.
         eager_comm_eff: the collectives' bus efficiency under ``execution: eager`` (0: ``comm_eff``),
             the engine the fitted eager host costs describe (Splitwise's DGX engine).
+        eager_comm_knee_mib, eager_comm_eff_large: under ``execution: eager``, the bytes of an
+            all-reduce beyond ``eager_comm_knee_mib`` MiB per rank move at this lower bus efficiency
+            (0: no knee). Splitwise's DGX engine's prefills of more than 2048 tokens slow down by
+            the activation volume they all-reduce (see docs/roofline.md, "Eager engine").
+        eager_seq_us: host time per sequence of a step under ``execution: eager`` (the engine's
+            per-sequence input preparation, sampling and output handling), not overlapped.
+        eager_overlap: under ``execution: eager``, the share of the host's dispatch the device
+            hides: 1, Algorithm 1 (the host runs ahead); 0, host and device take turns, every
+            module's dispatch then its device time; between, the blend of the two.
         graph_allreduce_latency_us, graph_allreduce_bus_eff: vLLM's custom all-reduce (CUDA IPC,
             replayed in graphs) under ``graphs``/``piecewise``, for messages up to 8 MiB: its
             latency and bus efficiency on the device's link (bus efficiency 0: NCCL's ring on the
@@ -126,6 +135,10 @@ class Params:
     op_model: str = "phase"
     execution: str = "eager"
     eager_comm_eff: float = 0.0
+    eager_comm_knee_mib: float = 0.0
+    eager_comm_eff_large: float = 0.0
+    eager_seq_us: float = 0.0
+    eager_overlap: float = 1.0
     graph_allreduce_latency_us: float = 0.0
     graph_allreduce_bus_eff: float = 0.0
     graph_step_us: float = 0.0
@@ -158,6 +171,11 @@ SOURCES: dict[str, str] = {
     "op_model": "phase: BestServe's per-phase efficiencies; the fitted profile sets fitted",
     "execution": "eager: BestServe's Algorithm 1 dispatch; the fitted profile sets graphs (vLLM V1)",
     "eager_comm_eff": "0 (comm_eff applies); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
+    "eager_comm_knee_mib": "0 (no knee); the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
+    "eager_comm_eff_large": "0 (eager_comm_eff applies beyond the knee); the fitted profile's: as eager_comm_eff",
+    "eager_seq_us": "0; the fitted profile's: Splitwise's DGX engine, fitted with its host costs",
+    "eager_overlap": "1: BestServe's Algorithm 1 (the host runs ahead of the device); the fitted profile's: 0, "
+                     "chosen by the held-out errors of Splitwise's DGX engine (docs/roofline.md)",
     "graph_allreduce_latency_us": "0; the fitted profile's: aiconfigurator-core's vLLM custom all-reduce (graphs)",
     "graph_allreduce_bus_eff": "0 (off: NCCL's ring); the fitted profile's: as graph_allreduce_latency_us",
     "graph_step_us": "0: LLMServingSim 2.0 replays vLLM 0.19 (CUDA graphs) from kernel times with no host "
@@ -202,7 +220,10 @@ def _check(field: str, key: str, value: Any) -> Any:
     if base in ("mfu", "mbu", "comm_eff") or base in EFFICIENCY_KEYS:
         if not MIN_EFFICIENCY <= value <= 1.0:
             raise InvalidArgument(field, value, f"must be in [{MIN_EFFICIENCY:g}, 1]{_BELOW_FLOOR}")
-    elif base in ("eager_comm_eff", "graph_allreduce_bus_eff"):
+    elif base == "eager_overlap":
+        if not 0.0 <= value <= 1.0:
+            raise InvalidArgument(field, value, "must be in [0, 1] (the share of the host's dispatch the device hides)")
+    elif base in ("eager_comm_eff", "eager_comm_eff_large", "graph_allreduce_bus_eff"):
         if not (value == 0.0 or MIN_EFFICIENCY <= value <= 1.0):
             raise InvalidArgument(field, value, f"must be 0 (comm_eff applies) or in [{MIN_EFFICIENCY:g}, 1]"
                                                 f"{_BELOW_FLOOR}")

@@ -79,7 +79,7 @@ def test_cosim_run_intervals_on_the_roofline_prints_writes_and_repeats_byte_for_
             "--set", "output.plots=false"]
     assert main([*args, "-o", str(tmp_path / "a")]) == 0
     printed = capsys.readouterr().out
-    assert "step error  c0: -8.4%/+8.4% (fitted roofline, ampere family, leave-one-model-out" in printed
+    assert "step error  c0: -7.3%/+7.3% (fitted roofline, ampere family, leave-one-model-out" in printed
     assert main([*args, "-o", str(tmp_path / "b")]) == 0
     capsys.readouterr()
     texts = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("a", "b")]
@@ -91,7 +91,7 @@ def test_cosim_run_intervals_on_the_roofline_prints_writes_and_repeats_byte_for_
     assert low < texts[0]["latency"]["tpot_s"]["mean"] < high
     page = (tmp_path / "a" / "report.html").read_text()
     assert page.count('class="interval"') == len(LATENCY) * 3 + 3  # mean, p90, p99; req/s, tok/s, goodput
-    assert "leave-one-model-out step MAPE 8.4%" in page
+    assert "leave-one-model-out step MAPE 7.3%" in page
     assert main(["run", str(QUICKSTART), "--in-process", "--no-progress", "--set", "workload.requests=60",
                  "--set", "output.plots=false", "-o", str(tmp_path / "plain")]) == 0
     assert "interval" not in (tmp_path / "plain" / "report.html").read_text()

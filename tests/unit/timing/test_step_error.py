@@ -34,31 +34,31 @@ def _declared(device: dict[str, Any], **options: Any) -> pb.StepError | None:
 
 
 def test_a_device_its_family_measured_declares_the_familys_pooled_leave_one_model_out_mape() -> None:
-    # fitted.yaml, ampere lomo: splitwise/A100-80GB 127 steps 15.4%, vidur/A100-80GB 203 steps 4.0%.
-    pooled = round((127 * 15.4 + 203 * 4.0) / 330, 1)
-    assert pooled == 8.4
+    # fitted.yaml, ampere lomo: splitwise/A100-80GB 126 steps 12.6%, vidur/A100-80GB 203 steps 4.0%.
+    pooled = round((126 * 12.6 + 203 * 4.0) / 329, 1)
+    assert pooled == 7.3
     band = _declared(A100)
-    assert band is not None and (band.low, band.high) == (-0.084, 0.084)
-    assert "ampere family, leave-one-model-out step MAPE 8.4% (splitwise, vidur; 330 steps)" in band.basis
+    assert band is not None and (band.low, band.high) == (-0.073, 0.073)
+    assert "ampere family, leave-one-model-out step MAPE 7.3% (splitwise, vidur; 329 steps)" in band.basis
 
 
 def test_a_device_its_family_did_not_measure_declares_the_leave_one_gpu_out_mape() -> None:
-    # fitted.yaml, hopper logo: splitwise/H100-SXM 127 steps 24.8%, vidur/H100-SXM 147 steps 8.5%.
-    assert round((127 * 24.8 + 147 * 8.5) / 274, 1) == 16.1
+    # fitted.yaml, hopper logo: splitwise/H100-SXM 126 steps 12.8%, vidur/H100-SXM 147 steps 8.5%.
+    assert round((126 * 12.8 + 147 * 8.5) / 273, 1) == 10.5
     pcie = dict(H100, device="H100-PCIe", mem_bandwidth_gbps=2000.0)
     band = _declared(pcie)
-    assert band is not None and (band.low, band.high) == (-0.161, 0.161)
-    assert "hopper family, leave-one-GPU-out step MAPE 16.1%" in band.basis
-    measured = _declared(H100)  # hopper lomo: (127 x 20.2 + 147 x 4.1) / 274 = 11.56
-    assert measured is not None and measured.high == 0.116
+    assert band is not None and (band.low, band.high) == (-0.105, 0.105)
+    assert "hopper family, leave-one-GPU-out step MAPE 10.5%" in band.basis
+    measured = _declared(H100)  # hopper lomo: (126 x 11.8 + 147 x 4.1) / 273 = 7.65
+    assert measured is not None and measured.high == 0.077
 
 
 def test_a_family_without_step_measurements_takes_the_generic_leave_one_gpu_out_mape() -> None:
-    # generic logo over 689 steps: 17 x 33.6 + 68 x 6.5 + 127 x 14.7 + 127 x 24.8 + 203 x 8.8 + 147 x 8.5
-    pooled = (17 * 33.6 + 68 * 6.5 + 127 * 14.7 + 127 * 24.8 + 203 * 8.8 + 147 * 8.5) / 689
+    # generic logo over 687 steps: 17 x 33.6 + 68 x 6.5 + 126 x 11.4 + 126 x 12.8 + 203 x 8.8 + 147 x 8.5
+    pooled = (17 * 33.6 + 68 * 6.5 + 126 * 11.4 + 126 * 12.8 + 203 * 8.8 + 147 * 8.5) / 687
     b200 = dict(H100, device="B200", peak_tflops=2250.0, mem_bandwidth_gbps=8000.0)
     band = _declared(b200)
-    assert band is not None and band.high == round(pooled, 1) / 100 == 0.132
+    assert band is not None and round(pooled, 1) == 10.3 and band.high == 0.103
     assert "blackwell family (no step measurements" in band.basis
 
 

@@ -225,6 +225,57 @@ def test_decode_replays_a_graph_and_eager_execution_pays_dispatch() -> None:
     assert eager.duration_ns > graphs.duration_ns
 
 
+def test_eager_all_reduce_bytes_beyond_the_knee_move_at_the_large_message_efficiency() -> None:
+    """Llama-2-70B TP8 on H100, 4096 prefill tokens: 64 MiB all-reduces, 32 MiB of them beyond the knee."""
+    base = {"execution": "eager", "eager_comm_eff": 0.5, "eager_comm_knee_mib": 0.0}  # no knee
+    model = fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options=base)
+    knee = fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK,
+                        options={**base, "eager_comm_knee_mib": 32.0, "eager_comm_eff_large": 0.1})
+    stats = batch_stats([4096], [0])
+    size = 2 * 4096 * 8192  # bytes per rank: 4096 tokens x hidden 8192 x 2 bytes = 64 MiB
+    # The 32 MiB beyond the knee: ring factor 2 x 7/8, at 0.1 instead of 0.5 of 450 GB/s, no added latency.
+    extra_ns = 1.75 * (size / 2) * (1 / (0.1 * 450e9) - 1 / (0.5 * 450e9)) * 1e9
+    comm, comm_knee = estimate(model, stats).communication_ns, estimate(knee, stats).communication_ns
+    assert comm_knee - comm == pytest.approx(2 * 80 * extra_ns, rel=1e-6)  # two all-reduces per layer
+    small = batch_stats([2048], [0])  # 32 MiB: not beyond the knee
+    assert estimate(knee, small).communication_ns == estimate(model, small).communication_ns
+    graphs = {k: v for k, v in base.items() if k != "execution"}  # a bare roofline: graphs, no knee
+    assert (estimate(fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options=graphs), stats).duration_ns
+            == estimate(fitted_model(LLAMA2_70B, H100, tp=8, extra=H100_LINK, options={
+                **graphs, "eager_comm_knee_mib": 32.0, "eager_comm_eff_large": 0.1}), stats).duration_ns)
+
+
+def test_eager_host_time_per_sequence_adds_to_the_step_and_graphs_ignore_it() -> None:
+    """64 decodes pay 64 x 250 us of host time under eager; a graph replay pays none."""
+    stats = batch_stats([1] * 64, [575] * 64)
+    for execution, added_ns in (("eager", 64 * 250_000), ("graphs", 0)):
+        without = fitted_model(LLAMA31_8B, H100, options={"execution": execution, "eager_seq_us": 0.0})
+        with_seq = fitted_model(LLAMA31_8B, H100, options={"execution": execution, "eager_seq_us": 250.0})
+        assert estimate(with_seq, stats).duration_ns - estimate(without, stats).duration_ns == added_ns
+
+
+def test_eager_overlap_blends_algorithm_1_with_a_host_and_device_that_take_turns() -> None:
+    """Overlap 0: the step is every module's dispatch plus its device time; 1: Algorithm 1; 0.5: the mean."""
+    from cosim.adapters.roofline.estimator import _run_stage, device_times
+
+    stats = batch_stats([1] * 8, [1000] * 8)
+    opts = {"execution": "eager", "eager_seq_us": 0.0, "step_overhead_us": 0.0}
+    times = {o: estimate(fitted_model(LLAMA31_8B, H100, options={**opts, "eager_overlap": o}), stats).duration_ns
+             for o in (0.0, 0.5, 1.0)}
+    model = fitted_model(LLAMA31_8B, H100, options={**opts, "eager_overlap": 0.0})
+    p, busy = model.params, device_times(model, stats).busy
+    d_norm, d_attn, d_mlp, d_head = (p.decode.dispatch_norm_us * 1e3, p.decode.dispatch_attention_us * 1e3,
+                                     p.decode.dispatch_mlp_us * 1e3, p.decode.dispatch_head_us * 1e3)
+    layer = [(d_norm, busy[1]), (d_attn, busy[2]), (d_norm, busy[3]), (d_mlp, busy[4])]
+    serial = busy[0] + 32 * sum(d + c for d, c in layer) + d_head + busy[5]
+    overlapped = _run_stage([(0.0, busy[0])], layer, 32, [(d_head, busy[5])])
+    assert times[0.0] == round(serial) and times[1.0] == round(overlapped)
+    assert times[0.5] == pytest.approx((serial + overlapped) / 2, abs=1)
+    assert times[0.0] > times[0.5] > times[1.0]
+    with pytest.raises(InvalidArgument, match=r"spec\.options\.eager_overlap"):
+        fitted_model(LLAMA31_8B, H100, options={"eager_overlap": 1.5})
+
+
 def test_kernels_eager_runs_eager_and_a_bad_execution_is_refused() -> None:
     assert fitted_model(LLAMA31_8B, H100, options={"kernels": "eager"}).params.execution == "eager"
     with pytest.raises(InvalidArgument, match=r"spec\.options\.execution"):
