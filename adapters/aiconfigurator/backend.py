@@ -21,6 +21,7 @@ from cosim.adapters.sdk.extras import require_extra
 from cosim.v1 import types_pb2 as pb
 
 from .engine import Engine, SharedExperts, compile_engine
+from .libyaml import libyaml_reads
 from .mapping import (
     AicOptions,
     ModelSource,
@@ -125,7 +126,8 @@ class AiconfiguratorBackend(RuntimeBackend):
         if self._supported is None:
             from aiconfigurator_core.sdk.perf_database import get_supported_databases
 
-            self._supported = {s: dict(e) for s, e in get_supported_databases().items()}
+            with libyaml_reads():
+                self._supported = {s: dict(e) for s, e in get_supported_databases().items()}
         return self._supported
 
     def open_session(self, spec: pb.SessionSpec) -> AicState:
@@ -135,8 +137,9 @@ class AiconfiguratorBackend(RuntimeBackend):
         options = parse_options(MessageToDict(spec.options) if spec.HasField("options") else {})
         supported = self.supported()
         system = system_name(spec, options, supported)
-        version = engine_version(system, options, get_version_slots(system, options.engine),
-                                 supported[system][options.engine])
+        with libyaml_reads():
+            slots = get_version_slots(system, options.engine)
+        version = engine_version(system, options, slots, supported[system][options.engine])
         state = AicState(spec=spec, options=options, system=system, version=version,
                          model=model_source(spec.model, options, set(DefaultHFModels)), quant=quant_modes(spec.model))
         par = spec.parallelism

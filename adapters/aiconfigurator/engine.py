@@ -22,6 +22,8 @@ from typing import Any
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
+from .libyaml import libyaml_reads
+
 log = logging.getLogger(__name__)
 
 # Operator classes (aiconfigurator_core.sdk.operations) that move data between devices.
@@ -161,7 +163,7 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         raise InvalidArgument("spec", label, f"is refused by aiconfigurator's model builder: {err}") from err
     if shared is not None and model.model_family == "MOE":
         _add_shared_experts(model, shared)
-    with _quiet_table_loading():
+    with _quiet_table_loading(), libyaml_reads():
         database = perf_database.get_database(system, engine, version, database_mode=database_mode)
         if database is None:
             raise InvalidArgument("spec.options.engine_version", version,

@@ -190,3 +190,26 @@ def test_a_replay_names_the_backends_it_knows(tmp_path: Path) -> None:
         profile_bundle=tmp_path)
     with pytest.raises(ScenarioError, match=r"one of \['profile', 'aiconfigurator'\]"):
         build_config(scenario, backend="roofline")
+
+
+def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
+    """libyaml_reads hands the library LibYAML's safe loader: every YAML file the library ships parses to
+    the same objects, and the list of systems it builds is the same."""
+    import yaml
+    from aiconfigurator_core.sdk import perf_database
+
+    from cosim.adapters.aiconfigurator.libyaml import libyaml_reads
+
+    files = [path for root in perf_database.get_systems_paths() for path in sorted(Path(root).rglob("*.yaml"))]
+    assert len(files) > 100
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        with libyaml_reads():
+            fast = perf_database.yaml.safe_load(text)
+        assert fast == yaml.safe_load(text), path
+    assert perf_database.yaml is yaml  # given back
+    perf_database._derive_fleet_next.cache_clear()
+    pure = perf_database.get_supported_databases()
+    perf_database._derive_fleet_next.cache_clear()
+    with libyaml_reads():
+        assert perf_database.get_supported_databases() == pure
