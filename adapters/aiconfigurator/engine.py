@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -63,6 +64,11 @@ class OpIndex:
     token_wise: tuple[int, ...]  # every other operator: runs once per token of the step
     communication: frozenset[str]  # names of the collective / point-to-point operators
 
+    @functools.cached_property
+    def all_ops(self) -> tuple[int, ...]:
+        """The token-wise operators, the LM head and attention, in that order (a decode step's)."""
+        return (*self.token_wise, *self.logits, *self.attention)
+
     @classmethod
     def of(cls, ops: list[Any], phase: str) -> OpIndex:
         kinds = [type(op).__name__ for op in ops]
@@ -85,6 +91,11 @@ class Engine:
     context: OpIndex
     generation: OpIndex
     label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
+
+    @functools.cached_property
+    def communication(self) -> frozenset[str]:
+        """Names of both phases' collective / point-to-point operators."""
+        return self.context.communication | self.generation.communication
 
 
 @dataclasses.dataclass(frozen=True)

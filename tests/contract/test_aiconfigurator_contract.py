@@ -213,3 +213,22 @@ def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
     perf_database._derive_fleet_next.cache_clear()
     with libyaml_reads():
         assert perf_database.get_supported_databases() == pure
+
+
+def test_a_step_without_its_breakdown_has_the_same_times(llama_h100: Session[pb.SessionSpec]) -> None:
+    """The hub's calls omit the breakdown: the same sums, added in the same order, and the timing is cached
+    apart, so a later call asking for the breakdown still gets it."""
+    from cosim.adapters.sdk import PlainBatch
+
+    batches = [([1] * 8, [700 + 9 * i for i in range(8)]), ([512, 1, 1], [0, 300, 900]), ([96], [4096])]
+    for new, context in batches:
+        whole = step(llama_h100, new, context)
+        llama_h100.omit_breakdown = True
+        try:
+            slim = BACKEND.predict(llama_h100, PlainBatch(tuple(new), tuple(context)))
+        finally:
+            llama_h100.omit_breakdown = False
+        assert (slim.duration_ns, slim.compute_ns, slim.communication_ns) == (
+            whole.duration_ns, whole.compute_ns, whole.communication_ns)
+        assert not slim.breakdown and sum(whole.breakdown.values()) == pytest.approx(whole.duration_ns, abs=1)
+        assert step(llama_h100, new, context).breakdown == whole.breakdown
