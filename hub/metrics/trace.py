@@ -142,12 +142,14 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
     with path.open("w", encoding="utf-8") as f:
         f.write('{"displayTimeUnit":"ms","otherData":' + json.dumps(other, sort_keys=True))
         f.write(',"traceEvents":[\n')
+        # One encoder for every event: json.dumps with options builds one per call.
+        encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
         separator = ""
         for event in _events(present, timelines, requests, indices, cutoff):
-            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
+            f.write(separator + encode(event))
             separator = ",\n"
         for event in replica_trace_events(len(present) + 2, autoscaling) if autoscaling else ():
-            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
+            f.write(separator + encode(event))
         f.write("\n]}\n")
     return dropped
 
