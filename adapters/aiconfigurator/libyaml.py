@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import threading
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -42,23 +43,33 @@ class _LibYaml(types.ModuleType):
         return getattr(yaml, name)
 
 
+_lock = threading.Lock()
+_depth = 0  # blocks inside libyaml_reads, in every thread
+
+
 @contextlib.contextmanager
 def libyaml_reads() -> Iterator[None]:
     """While the block runs, the library's YAML reading modules (:data:`READERS`) parse with LibYAML.
 
-    Nesting is safe (each exit restores what its entry found); the servicer serializes a backend's
-    calls, so no other call into the library runs meanwhile.
+    Nested or overlapping blocks (other threads' too) share one swap: the first in installs LibYAML's
+    loader, the last out gives the modules back the ``yaml`` they imported.
     """
+    global _depth
     if not yaml.__with_libyaml__:
         yield
         return
     modules = [importlib.import_module(name) for name in READERS]
-    before = [module.yaml for module in modules]
-    fast = _LibYaml()
-    for module in modules:
-        module.yaml = fast
+    with _lock:
+        _depth += 1
+        if _depth == 1:
+            fast = _LibYaml()
+            for module in modules:
+                module.yaml = fast
     try:
         yield
     finally:
-        for module, original in zip(modules, before):
-            module.yaml = original
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for module in modules:
+                    module.yaml = yaml

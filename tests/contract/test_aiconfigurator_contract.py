@@ -208,6 +208,11 @@ def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
             fast = perf_database.yaml.safe_load(text)
         assert fast == yaml.safe_load(text), path
     assert perf_database.yaml is yaml  # given back
+    with libyaml_reads():
+        with libyaml_reads():
+            pass
+        assert perf_database.yaml is not yaml  # an inner block's end leaves the outer one's swap
+    assert perf_database.yaml is yaml
     perf_database._derive_fleet_next.cache_clear()
     pure = perf_database.get_supported_databases()
     perf_database._derive_fleet_next.cache_clear()
