@@ -3,7 +3,7 @@
 aiconfigurator-core reads its system files with PyYAML's pure-Python safe loader, and opening a
 session reads many of them: its list of systems, engines and versions (``get_supported_databases``)
 and its version slots parse every system's YAML file, and loading a database reads each version
-folder's ``collection_meta.yaml``. That was about 0.45 s of CPU at each session open (the whole
+folder's ``collection_meta.yaml``. That was about 0.55 s of CPU at each session open (the whole
 of the list of systems takes 0.55 s with the pure-Python loader, 0.1 s with LibYAML).
 PyYAML's ``CSafeLoader`` is the same safe loader over LibYAML's C parser, and builds the same
 objects (``tests/contract/test_aiconfigurator_contract.py`` compares both on every YAML file the
