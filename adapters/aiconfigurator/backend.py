@@ -15,12 +15,13 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from cosim.adapters.sdk import InvalidArgument, RuntimeBackend, Session
+from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
 from cosim.adapters.sdk.cache import LRUCache
 from cosim.adapters.sdk.extras import require_extra
 from cosim.v1 import types_pb2 as pb
 
 from .engine import Engine, SharedExperts, compile_engine
+from .libyaml import libyaml_reads
 from .mapping import (
     AicOptions,
     ModelSource,
@@ -116,6 +117,7 @@ class AiconfiguratorBackend(RuntimeBackend):
     description = ("aiconfigurator-core: per-operator latency tables measured on silicon (GEMM, attention, MoE, "
                    "NCCL/custom all-reduce) per system, serving engine and version")
     capabilities = ("mixed_batches", "moe", "tensor_parallel", "pipeline_parallel", "expert_parallel")
+    plain_batches = True  # predict reads the token fields alone: in-process calls build no StepBatch
 
     def __init__(self) -> None:
         self._supported: dict[str, dict[str, list[str]]] | None = None
@@ -125,7 +127,8 @@ class AiconfiguratorBackend(RuntimeBackend):
         if self._supported is None:
             from aiconfigurator_core.sdk.perf_database import get_supported_databases
 
-            self._supported = {s: dict(e) for s, e in get_supported_databases().items()}
+            with libyaml_reads():
+                self._supported = {s: dict(e) for s, e in get_supported_databases().items()}
         return self._supported
 
     def open_session(self, spec: pb.SessionSpec) -> AicState:
@@ -135,8 +138,9 @@ class AiconfiguratorBackend(RuntimeBackend):
         options = parse_options(MessageToDict(spec.options) if spec.HasField("options") else {})
         supported = self.supported()
         system = system_name(spec, options, supported)
-        version = engine_version(system, options, get_version_slots(system, options.engine),
-                                 supported[system][options.engine])
+        with libyaml_reads():
+            slots = get_version_slots(system, options.engine)
+        version = engine_version(system, options, slots, supported[system][options.engine])
         state = AicState(spec=spec, options=options, system=system, version=version,
                          model=model_source(spec.model, options, set(DefaultHFModels)), quant=quant_modes(spec.model))
         par = spec.parallelism
@@ -144,13 +148,14 @@ class AiconfiguratorBackend(RuntimeBackend):
             state.engine(1)  # fail at open, not at the first step, when the spec has no data
         return state
 
-    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         state: AicState = session.state
         ranks = len(batch.dp_rank_tokens) or 1
         padded = max(batch.dp_rank_tokens, default=0)
-        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), ranks, padded)
+        slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
+        key = (tuple(batch.new_tokens), tuple(batch.context_tokens), ranks, padded, slim)
         timing = state.cache.lookup(key)
         if timing is None:
-            timing = time_step(state.engine(ranks), key[0], key[1], padded)
+            timing = time_step(state.engine(ranks), key[0], key[1], padded, breakdown=not slim)
             state.cache.store(key, timing)
         return timing

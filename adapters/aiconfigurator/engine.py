@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 from collections.abc import Iterator
 from typing import Any
 
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
+
+from .libyaml import libyaml_reads
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,11 @@ class OpIndex:
     token_wise: tuple[int, ...]  # every other operator: runs once per token of the step
     communication: frozenset[str]  # names of the collective / point-to-point operators
 
+    @functools.cached_property
+    def all_ops(self) -> tuple[int, ...]:
+        """The token-wise operators, the LM head and attention, in that order (a decode step's)."""
+        return (*self.token_wise, *self.logits, *self.attention)
+
     @classmethod
     def of(cls, ops: list[Any], phase: str) -> OpIndex:
         kinds = [type(op).__name__ for op in ops]
@@ -83,6 +91,11 @@ class Engine:
     context: OpIndex
     generation: OpIndex
     label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
+
+    @functools.cached_property
+    def communication(self) -> frozenset[str]:
+        """Names of both phases' collective / point-to-point operators."""
+        return self.context.communication | self.generation.communication
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,7 +174,7 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         raise InvalidArgument("spec", label, f"is refused by aiconfigurator's model builder: {err}") from err
     if shared is not None and model.model_family == "MOE":
         _add_shared_experts(model, shared)
-    with _quiet_table_loading():
+    with _quiet_table_loading(), libyaml_reads():
         database = perf_database.get_database(system, engine, version, database_mode=database_mode)
         if database is None:
             raise InvalidArgument("spec.options.engine_version", version,

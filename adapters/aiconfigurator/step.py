@@ -28,6 +28,7 @@ splits the busy time by arithmetic intensity, docs/energy.md).
 from __future__ import annotations
 
 import collections
+import functools
 from collections.abc import Iterable, Sequence
 
 from cosim.adapters.sdk import InvalidArgument
@@ -40,8 +41,10 @@ _PREFIXES = ("context_", "generation_")
 PERF_MISS = "perf database error: "  # the prefix of the library's table-miss errors
 
 
+@functools.cache
 def _op_name(name: str) -> str:
-    """A phase-free operator name, so prefill and decode steps share breakdown keys."""
+    """A phase-free operator name, so prefill and decode steps share breakdown keys (a model's few
+    operator names, each worked out once)."""
     for prefix in _PREFIXES:
         if name.startswith(prefix):
             return name[len(prefix):]
@@ -52,42 +55,49 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
               padded_tokens: int) -> list[PerOp]:
     handle, ctx, gen = engine.handle, engine.context, engine.generation
     decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
-    chunks = collections.Counter((n, c) for n, c in zip(new_tokens, context_tokens) if n > 1)
     tokens = max(sum(new_tokens), padded_tokens)
     kv = round(sum(decodes) / len(decodes)) + 1 if decodes else 0  # the new token attends to itself too
-    if not chunks and tokens == len(decodes):
-        return list(handle.evaluate_generation_ops([*gen.token_wise, *gen.logits, *gen.attention],
-                                                   batch_size=len(decodes), s=kv))
-    entries = list(handle.evaluate_context_ops(list(ctx.token_wise), batch_size=1, s=tokens))
-    entries += handle.evaluate_context_ops(list(ctx.logits), batch_size=len(new_tokens), s=1)
+    if tokens == len(decodes):  # every sequence decodes: no chunk
+        return list(handle.evaluate_generation_ops(gen.all_ops, batch_size=len(decodes), s=kv))
+    chunks = collections.Counter((n, c) for n, c in zip(new_tokens, context_tokens) if n > 1)
+    entries = list(handle.evaluate_context_ops(ctx.token_wise, batch_size=1, s=tokens))
+    entries += handle.evaluate_context_ops(ctx.logits, batch_size=len(new_tokens), s=1)
     for (new, context), count in sorted(chunks.items()):
-        entries += handle.evaluate_context_ops(list(ctx.attention), batch_size=count, s=new, prefix=context)
+        entries += handle.evaluate_context_ops(ctx.attention, batch_size=count, s=new, prefix=context)
     if decodes:
-        entries += handle.evaluate_generation_ops(list(gen.attention), batch_size=len(decodes), s=kv)
+        entries += handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
     return entries
 
 
-def _timing(entries: Iterable[PerOp], communication: frozenset[str]) -> pb.StepTiming:
-    breakdown: dict[str, float] = collections.defaultdict(float)
+def _timing(entries: Iterable[PerOp], communication: frozenset[str], breakdown: bool) -> pb.StepTiming:
     total = comm = 0.0
+    if not breakdown:  # the hub's calls: the sums alone, added in the same order
+        for name, latency_ms, _energy, _source in entries:
+            ns = latency_ms * 1e6
+            total += ns
+            if name in communication:
+                comm += ns
+        return pb.StepTiming(duration_ns=round(total), compute_ns=round(total - comm), communication_ns=round(comm))
+    parts: dict[str, float] = collections.defaultdict(float)
     for name, latency_ms, _energy, _source in entries:
         ns = latency_ms * 1e6
-        breakdown[_op_name(name)] += ns
+        parts[_op_name(name)] += ns
         total += ns
         if name in communication:
             comm += ns
     return pb.StepTiming(duration_ns=round(total), compute_ns=round(total - comm), communication_ns=round(comm),
-                         breakdown=breakdown)
+                         breakdown=parts)
 
 
 def time_step(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequence[int],
-              padded_tokens: int = 0) -> pb.StepTiming:
+              padded_tokens: int = 0, *, breakdown: bool = True) -> pb.StepTiming:
     """Times one step (see the module docstring).
 
     Args:
         engine: the session's compiled engine (for the batch's number of DP ranks).
         new_tokens, context_tokens: per sequence, as in ``StepBatch``.
         padded_tokens: the most tokens of any DP rank in lock-step (0: none).
+        breakdown: with the per-operator breakdown (the hub asks for none: ``omit_breakdown``).
 
     Raises:
         InvalidArgument: the library has no measured data for an operator at the batch's shape.
@@ -100,4 +110,4 @@ def time_step(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
         shape = f"new_tokens={list(new_tokens)[:8]}, context_tokens={list(context_tokens)[:8]}"
         raise InvalidArgument("batch", shape, f"has no aiconfigurator data ({engine.label}): "
                               f"{str(err)[len(PERF_MISS):]}") from err
-    return _timing(entries, engine.context.communication | engine.generation.communication)
+    return _timing(entries, engine.communication, breakdown)

@@ -33,6 +33,8 @@ DEFAULT_MAX_EVENTS = 250_000  # about 25 MB of JSON; Perfetto opens it in second
 STEP_EVENTS = 3  # one slice and two counter samples per step
 
 Event = dict[str, Any]
+# How an event is written: keys sorted, no spaces (one encoder for all: json.dumps with options builds one a call).
+ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 def _us(ns: int) -> float:
@@ -45,18 +47,21 @@ def _step_name(prefill_tokens: int, decode_tokens: int) -> str:
     return "prefill" if prefill_tokens else ("decode" if decode_tokens else "step")
 
 
-def _step_events(pid: int, timeline: ClientTimeline, cutoff_ns: int | None) -> Iterator[Event]:
-    """Slice and counter events of one client's steps that start before the cutoff."""
+def _step_events(pid: int, timeline: ClientTimeline, cutoff_ns: int | None) -> Iterator[str]:
+    """Slice and counter events of one client's steps that start before the cutoff, as the JSON text
+    :data:`ENCODE` writes for them (keys sorted, no spaces; a number as its ``repr``), filled into
+    templates: a run has three of them per step, hundreds of thousands (tests/unit/metrics checks
+    the text against the encoder's)."""
     cols = timeline.columns()
     keep = np.flatnonzero(cols["start_ns"] < cutoff_ns) if cutoff_ns is not None else slice(None)
     rows = zip(*(cols[name][keep].tolist() for name in ClientTimeline.COLUMNS))
     for start, end, num_seqs, prefill, decode, kv, waiting in rows:
-        yield {"ph": "X", "cat": "step", "name": _step_name(prefill, decode), "pid": pid, "tid": 1,
-               "ts": _us(start), "dur": _us(end - start),
-               "args": {"num_seqs": num_seqs, "prefill_tokens": prefill,
-                        "decode_tokens": decode, "kv_blocks_used": kv, "num_waiting": waiting}}
-        yield {"ph": "C", "name": "kv_blocks_used", "pid": pid, "ts": _us(start), "args": {"blocks": kv}}
-        yield {"ph": "C", "name": "num_waiting", "pid": pid, "ts": _us(start), "args": {"requests": waiting}}
+        ts = repr(_us(start))
+        yield (f'{{"args":{{"decode_tokens":{decode},"kv_blocks_used":{kv},"num_seqs":{num_seqs},'
+               f'"num_waiting":{waiting},"prefill_tokens":{prefill}}},"cat":"step","dur":{_us(end - start)!r},'
+               f'"name":"{_step_name(prefill, decode)}","ph":"X","pid":{pid},"tid":1,"ts":{ts}}}')
+        yield f'{{"args":{{"blocks":{kv}}},"name":"kv_blocks_used","ph":"C","pid":{pid},"ts":{ts}}}'
+        yield f'{{"args":{{"requests":{waiting}}},"name":"num_waiting","ph":"C","pid":{pid},"ts":{ts}}}'
 
 
 def _request_spans(record: RequestRecord) -> Iterator[tuple[int, int, str, str, dict[str, Any]]]:
@@ -143,27 +148,28 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
         f.write('{"displayTimeUnit":"ms","otherData":' + json.dumps(other, sort_keys=True))
         f.write(',"traceEvents":[\n')
         separator = ""
-        for event in _events(present, timelines, requests, indices, cutoff):
-            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
+        for text in _events(present, timelines, requests, indices, cutoff):
+            f.write(separator + text)
             separator = ",\n"
         for event in replica_trace_events(len(present) + 2, autoscaling) if autoscaling else ():
-            f.write(separator + json.dumps(event, sort_keys=True, separators=(",", ":")))
+            f.write(separator + ENCODE(event))
         f.write("\n]}\n")
     return dropped
 
 
 def _events(present: Sequence[str], timelines: Mapping[str, ClientTimeline], requests: Sequence[RequestRecord],
-            indices: Iterable[int], cutoff: int | None) -> Iterator[Event]:
-    """Every event of the trace, in file order: each client's steps, then each request's spans."""
+            indices: Iterable[int], cutoff: int | None) -> Iterator[str]:
+    """Every event of the trace as JSON text, in file order: each client's steps, then each
+    request's spans."""
     for pid, name in enumerate(present, start=1):
-        yield from _metadata(pid, None, "process", f"client {name}", pid)
-        yield from _metadata(pid, 1, "thread", "steps", 0)
+        yield from map(ENCODE, _metadata(pid, None, "process", f"client {name}", pid))
+        yield from map(ENCODE, _metadata(pid, 1, "thread", "steps", 0))
         yield from _step_events(pid, timelines[name], cutoff)
     req_pid = len(present) + 1
-    yield from _metadata(req_pid, None, "process", "requests", req_pid)
+    yield from map(ENCODE, _metadata(req_pid, None, "process", "requests", req_pid))
     for index in indices:
         record = requests[index]
         mine = list(_request_events(req_pid, record, cutoff))
         if mine:
-            yield from _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id)
-            yield from mine
+            yield from map(ENCODE, _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id))
+            yield from map(ENCODE, mine)

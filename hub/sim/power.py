@@ -137,9 +137,13 @@ class Intensity:
     def shares(self, num_new: Sequence[int], context: Sequence[int]) -> tuple[float, float]:
         """(compute, memory) time of the batch, each over the larger of the two: (1, x) when
         compute-bound, (x, 1) when memory-bound."""
-        tokens = sum(num_new)
-        attended = sum(context) + tokens
-        pairs = sum(n * c for n, c in zip(num_new, context)) + sum(n * (n + 1) // 2 for n in num_new)
+        if num_new.count(1) == len(num_new):  # decodes only (most steps): the same integers, by two sums less
+            tokens = len(num_new)
+            attended = pairs = sum(context) + tokens
+        else:
+            tokens = sum(num_new)
+            attended = sum(context) + tokens
+            pairs = sum(n * c for n, c in zip(num_new, context)) + sum(n * (n + 1) // 2 for n in num_new)
         t_c = (self.flops_per_token * tokens + self.flops_per_pair * pairs) / self.peak_flops
         t_m = (self.weight_bytes + self.kv_bytes_per_token * attended) / self.mem_bytes_per_s
         top = t_c if t_c > t_m else t_m

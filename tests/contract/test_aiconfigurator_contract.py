@@ -190,3 +190,50 @@ def test_a_replay_names_the_backends_it_knows(tmp_path: Path) -> None:
         profile_bundle=tmp_path)
     with pytest.raises(ScenarioError, match=r"one of \['profile', 'aiconfigurator'\]"):
         build_config(scenario, backend="roofline")
+
+
+def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
+    """libyaml_reads hands the library LibYAML's safe loader: every YAML file the library ships parses to
+    the same objects, and the list of systems it builds is the same."""
+    import yaml
+    from aiconfigurator_core.sdk import perf_database
+
+    from cosim.adapters.aiconfigurator.libyaml import libyaml_reads
+
+    files = [path for root in perf_database.get_systems_paths() for path in sorted(Path(root).rglob("*.yaml"))]
+    assert len(files) > 100
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        with libyaml_reads():
+            fast = perf_database.yaml.safe_load(text)
+        assert fast == yaml.safe_load(text), path
+    assert perf_database.yaml is yaml  # given back
+    with libyaml_reads():
+        with libyaml_reads():
+            pass
+        assert perf_database.yaml is not yaml  # an inner block's end leaves the outer one's swap
+    assert perf_database.yaml is yaml
+    perf_database._derive_fleet_next.cache_clear()
+    pure = perf_database.get_supported_databases()
+    perf_database._derive_fleet_next.cache_clear()
+    with libyaml_reads():
+        assert perf_database.get_supported_databases() == pure
+
+
+def test_a_step_without_its_breakdown_has_the_same_times(llama_h100: Session[pb.SessionSpec]) -> None:
+    """The hub's calls omit the breakdown: the same sums, added in the same order, and the timing is cached
+    apart, so a later call asking for the breakdown still gets it."""
+    from cosim.adapters.sdk import PlainBatch
+
+    batches = [([1] * 8, [700 + 9 * i for i in range(8)]), ([512, 1, 1], [0, 300, 900]), ([96], [4096])]
+    for new, context in batches:
+        whole = step(llama_h100, new, context)
+        llama_h100.omit_breakdown = True
+        try:
+            slim = BACKEND.predict(llama_h100, PlainBatch(tuple(new), tuple(context)))
+        finally:
+            llama_h100.omit_breakdown = False
+        assert (slim.duration_ns, slim.compute_ns, slim.communication_ns) == (
+            whole.duration_ns, whole.compute_ns, whole.communication_ns)
+        assert not slim.breakdown and sum(whole.breakdown.values()) == pytest.approx(whole.duration_ns, abs=1)
+        assert step(llama_h100, new, context).breakdown == whole.breakdown

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -50,15 +51,44 @@ def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]
                                    block_size)
         parent = chain[-1] if chain else ROOT
         first = len(chain)
-        ids = _prompt_ids(seq, first * block_size, num_blocks * block_size)
-        for i in range(first, num_blocks):
-            if ids is not None and (i + 1) * block_size <= seq.prompt_tokens:  # the same bytes as _content's
-                content = ids[(i - first) * block_size:(i + 1 - first) * block_size].tobytes()
-            else:
-                content = _content(seq, i * block_size, (i + 1) * block_size)
-            parent = hashlib.sha256(parent + content).digest()
+        contents = (_synthesized if seq.request.prompt_token_ids is None else _with_ids)(seq, first, num_blocks,
+                                                                                          block_size)
+        sha256 = hashlib.sha256
+        for content in contents:
+            parent = sha256(parent + content).digest()
             chain.append(parent)
     return chain
+
+
+def _with_ids(seq: Sequence, first: int, num_blocks: int, block_size: int) -> Iterator[bytes]:
+    """:func:`_content` of blocks ``first`` to ``num_blocks`` of a sequence whose prompt has token ids:
+    the prompt's full blocks sliced from one array."""
+    ids = _prompt_ids(seq, first * block_size, num_blocks * block_size)
+    for i in range(first, num_blocks):
+        if ids is not None and (i + 1) * block_size <= seq.prompt_tokens:  # the same bytes as _content's
+            yield ids[(i - first) * block_size:(i + 1 - first) * block_size].tobytes()
+        else:
+            yield _content(seq, i * block_size, (i + 1) * block_size)
+
+
+def _synthesized(seq: Sequence, first: int, num_blocks: int, block_size: int) -> Iterator[bytes]:
+    """:func:`_content` of blocks ``first`` to ``num_blocks`` of a sequence whose prompt has no token
+    ids: the same bytes, with what every block reads looked up once (a request's blocks are
+    hashed by the hundred thousand). A block whose content is not one synthesized part (it straddles
+    the prompt's end or the prefix's, or holds a session turn's output ids) is :func:`_content`'s."""
+    request = seq.request
+    prompt, rid = seq.prompt_tokens, request.id
+    shared = request.prefix_tokens if seq.prefix_id is not None else 0
+    outputs = request.output_token_ids is not None and request.branches == 1
+    generated = f"generated {rid}#{seq.order} "
+    for start in range(first * block_size, num_blocks * block_size, block_size):
+        stop = start + block_size
+        if shared <= start and stop <= prompt:
+            yield f"request {rid} {start}:{stop};".encode()
+        elif prompt <= start and not outputs:
+            yield f"{generated}{start}:{stop};".encode()
+        else:
+            yield _content(seq, start, stop)
 
 
 def _prompt_ids(seq: Sequence, start: int, stop: int) -> np.ndarray | None:

@@ -266,7 +266,10 @@ class Scheduler(SchedulerMoves):
             if held > seq.num_blocks:
                 seq.num_blocks = held
             if caching:  # the blocks its steps filled are cached, as each step's allocation caches them
-                kv.cache_full_blocks(seq, min(computed + begun, seq.num_tokens))
+                upto = min(computed + begun, seq.num_tokens)
+                # (not asked when no block of its own filled: 15 steps in 16 at 16-token blocks)
+                if upto // block_size > seq.prefix_blocks and seq.num_blocks:
+                    kv.cache_full_blocks(seq, upto)
 
     # -- lookahead ---------------------------------------------------------------
     def copy(self) -> Scheduler:

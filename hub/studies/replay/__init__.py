@@ -16,7 +16,6 @@ from typing import Any
 from ..provenance import check_run_folder
 from ..runner import RunResult, run
 from .outcomes import Outcomes, compare, format_comparison, format_predicted, load_measured, outcomes_from_records
-from .plots import plot_latency, plot_queue
 from .scenario import ReplayScenario, build_config, load_scenario, scenario_summary
 
 log = logging.getLogger(__name__)
@@ -94,6 +93,8 @@ def replay(scenario_file: str | Path, *, measured: str | Path | None = None, out
         if comparison is not None:
             (out / "comparison.json").write_text(json.dumps(comparison, indent=2))
         if plots and measured_outcomes is not None:
+            from .plots import plot_latency, plot_queue  # late: importing matplotlib takes 0.3 s
+
             (out / "plots").mkdir(exist_ok=True)
             plot_latency(simulated, measured_outcomes, out / "plots" / "replay_latency.png")
             timeseries = Path(str(measured)).parent / "timeseries.csv"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
+import yaml
 
 from cosim.hub.config.presets import UnknownPreset, device_names, get_device, get_model, hardware_spec, model_names
 
@@ -196,3 +199,13 @@ def test_deepseek_r1_is_the_deepseek_v3_architecture() -> None:
     fields = {"name", "aliases", "source"}
     assert get_model("deepseek-r1").model_dump(exclude=fields) == get_model("deepseek-v3").model_dump(exclude=fields)
 
+
+
+@pytest.mark.parametrize("filename", ["models.yaml", "models_aiconfigurator.yaml", "devices.yaml"])
+def test_the_preset_files_read_the_same_with_either_safe_loader(filename: str) -> None:
+    from cosim.hub.config import presets
+
+    text = resources.files(presets.__name__).joinpath(filename).read_text(encoding="utf-8")
+    pure = yaml.load(text, Loader=yaml.SafeLoader)
+    assert yaml.load(text, Loader=presets._SAFE_LOADER) == pure
+    assert pure and all(pure.values())  # not two empty documents

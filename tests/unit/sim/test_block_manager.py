@@ -76,6 +76,32 @@ def test_a_declared_prefix_is_hashed_once_and_chains_as_its_contents_do() -> Non
     assert other[:4] == chain[:4] and other[4] != chain[4]  # block 4 holds each request's own tokens
 
 
+def _chain_by_content(s: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
+    """The chain of ``s``'s blocks hashed one by one from block_hash._content (what block_hashes means)."""
+    chain, parent = [], block_hash.ROOT
+    for i in range(num_blocks):
+        parent = hashlib.sha256(parent + block_hash._content(s, i * block_size, (i + 1) * block_size)).digest()
+        chain.append(parent)
+    return chain
+
+
+def test_block_hashes_in_any_steps_are_the_chain_of_each_block_s_content() -> None:
+    """Synthesized prompts (with and without a declared prefix, blocks straddling its end and the
+    prompt's), generated tokens, a session turn's output ids and prompt ids, asked for a few blocks at
+    a time as the cache does: the chain of each block's ``_content`` hashed in turn."""
+    block_hash._PREFIX_CHAINS.clear()
+    cases = [seq(45, rid=1), seq(45, prefix=("doc", 21), rid=2), seq(48, prefix=("doc", 21), rid=3),
+             seq(40, ids=list(range(100, 137)), rid=4)]
+    turn = seq(24, rid=5)
+    turn.request.output_token_ids = [7] * 40
+    cases.append(turn)
+    for s in cases:
+        s.num_tokens += 30  # generated tokens past the prompt
+        for asked in (1, 3, 4, 9, 9):
+            block_hash.block_hashes(s, asked, 8)
+        assert s.block_hashes == _chain_by_content(s, 9, 8), s
+
+
 def test_the_free_queue_evicts_least_recently_freed_blocks_tail_first() -> None:
     kv = BlockManager(6, 4, enable_prefix_caching=True)
     old = computed(kv, seq(12, ids=list(range(12)), rid=1), 12)

@@ -62,6 +62,18 @@ def test_decode_is_memory_bound_and_a_long_prefill_compute_bound() -> None:
     assert c == 1 and 0 < m < 0.2
 
 
+def test_a_decode_step_s_shares_are_the_general_formula_s() -> None:
+    """Decodes only take a shorter path: the same FLOPs and bytes, worked out by hand here."""
+    model = get_model("meta-llama/Meta-Llama-3-8B")
+    i = model_intensity(model.to_model_spec(), model.active_param_count(), hardware_spec("H100-SXM", 1))
+    context = [900 + 37 * k for k in range(48)]
+    pairs = sum(context) + 48  # each token attends to its context and itself
+    t_c = (i.flops_per_token * 48 + i.flops_per_pair * pairs) / i.peak_flops
+    t_m = (i.weight_bytes + i.kv_bytes_per_token * (sum(context) + 48)) / i.mem_bytes_per_s
+    assert i.shares([1] * 48, context) == (t_c / t_m, 1.0)
+    assert i.shares((1,) * 48, tuple(context)) == i.shares([1] * 48, context)
+
+
 def test_step_energy_uses_the_backends_split_and_the_clients_devices() -> None:
     energy = StepEnergy(power=H100, num_devices=4, stages=2)  # TP2 x PP2: 2 devices busy at a time
     step = energy.step(Timing(duration_ns=2_000_000, compute_ns=1_000_000, memory_ns=500_000), 2_000_000, [1], [9])
