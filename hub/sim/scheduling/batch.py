@@ -71,6 +71,19 @@ class ScheduledBatch:
         if seq.generated == 0 or seq.num_tokens - computed > 1:  # not a decode (nor a verification)
             self.prefill_tokens += num_tokens
 
+    def drop(self, seq: Sequence) -> bool:
+        """Takes ``seq`` out of the step if it is in it (preempted after it was scheduled, which a
+        least-important victim may be: vLLM gives its tokens back to the step's budget); whether it was."""
+        for i, scheduled in enumerate(self.seqs):
+            if scheduled is seq:
+                del self.seqs[i]
+                num, computed = self.num_new.pop(i), self.context.pop(i)
+                self.num_tokens -= num
+                if seq.generated == 0 or seq.num_tokens - computed > 1:  # as add() counted it
+                    self.prefill_tokens -= num
+                return True
+        return False
+
     @property
     def fields(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """Its StepBatch fields beyond the new and context tokens, as (name, values) pairs:

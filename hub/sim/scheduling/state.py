@@ -200,6 +200,7 @@ class SchedulerState:
 
     def _preempt(self, seq: Sequence, batch: ScheduledBatch) -> None:
         self.running.remove(seq)
+        batch.drop(seq)  # a victim chosen by importance may be scheduled in this step already
         batch.preempted.append(seq)
         kv_bytes = int(seq.num_computed * self.kv_bytes_per_token)
         if self.config.preemption == "swap" and seq.num_blocks and not seq.prefix_blocks \

@@ -362,6 +362,26 @@ def test_priority_preempts_the_least_important_running_sequence_not_the_newest()
     assert run("fcfs")[0] == 1  # the newest
 
 
+def test_a_victim_scheduled_earlier_in_the_step_leaves_it() -> None:
+    """Priority preemption may pick a sequence the step took already: vLLM takes it out of the step
+    and gives its tokens back to the budget (``Scheduler.schedule``: ``scheduled_running_reqs.remove``)."""
+    s = scheduler(blocks=3, block_size=4, batching="chunked", packing="priority")
+    low, high = seq(1, 8, rid=0), seq(1, 8, rid=1)
+    low.request.priority, high.request.priority = 5, 0
+    s.add(low)
+    step(s)
+    s.add(high)
+    step(s)
+    victims = []
+    for _ in range(8):
+        batch = s.schedule()
+        assert not any(x is y for x in batch.preempted for y in batch.seqs)
+        assert batch.num_tokens == sum(batch.num_new)
+        victims += [(x.request.id, [y.request.id for y in batch.seqs]) for x in batch.preempted]
+        s.update(batch)
+    assert victims and victims[0] == (0, [1])  # low was taken, then preempted for high: high alone runs
+
+
 def test_a_lock_step_rank_with_an_empty_early_view_sits_out_one_step() -> None:
     """vLLM's DP engine loop: a rank whose step formed one step ahead is empty runs a dummy batch with the
     others' next step, and takes what it missed the step after (a lone engine forms again at once)."""
