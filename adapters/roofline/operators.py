@@ -30,7 +30,7 @@ attention core is one FlashAttention varlen call over every sequence of the
 step (:func:`core_ops`), as vLLM V1 issues it, and the head adds the sampler.
 
 Main names: :class:`Shape` (per-session constants), :class:`BatchStats`
-(per-step sums), :func:`batch_stats`, :func:`attention_ops`, :func:`core_ops`,
+(per-step sums), :func:`batch_stats`, :func:`attention_ops`, :func:`core_ops`, :func:`moe_ops`,
 :func:`head_ops`, :func:`lora_ops`. An op is ``(module, key, W, Q, group,
 kind, rows, span)``; ``group`` picks the phase efficiencies (0 the step's
 blend, 1 prefill, 2 decode), ``kind``, ``rows`` and ``span`` the fitted
@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 from cosim.v1 import types_pb2 as pb
 
-from .kernels import ATTN, ELEM, GEMM, SAMPLE, attention_tiles
+from .kernels import ATTN, ELEM, GEMM, MOE, SAMPLE, attention_tiles
 
 # Modules in dispatch order (BestServe Algorithm 1 plus embedding and head).
 EMBED, NORM_IN, ATTENTION, NORM_POST, MLP, HEAD = range(6)
@@ -321,6 +321,16 @@ def _ffn_ops(s: Shape, rows: float, weights: float) -> list[Op]:
     return ops + [_gemm(MLP, "mlp_down", s, rows, f, h, weights, m)]
 
 
+def moe_ops(s: Shape, tokens: float, active: float) -> list[Op]:
+    """The routed experts of one MoE layer on one rank: ``tokens x top_k / ep`` token-expert pairs
+    through ``active`` experts' gate_up, activation and down, and (fitted kernel model) the fused
+    call's own floor, a MOE op of no work or traffic (:func:`.kernels.kernel_ns`)."""
+    ops = _ffn_ops(s, tokens * s.top_k / s.ep, active)
+    if s.fitted:
+        ops.append((MLP, "moe_floor", 0.0, 0.0, BLEND, MOE, 0.0, 0.0))
+    return ops
+
+
 def mlp_ops(s: Shape, b: BatchStats) -> list[Op]:
     """Dense gated MLP (Tables 1, 2, 12, 13) or a MoE layer.
 
@@ -328,14 +338,16 @@ def mlp_ops(s: Shape, b: BatchStats) -> list[Op]:
     ``T k`` token-expert pairs, reading the weights of the experts that at
     least one token picked (uniform routing: ``E (1 - (1 - k/E)^T)`` expected),
     and its shared experts over all ``T`` tokens (weights always read).
+    With the fitted kernel model the routed experts run as one fused MoE
+    call, whose own kernels (routing, sort, quantization, combine) take the
+    family's ``moe_floor_us`` (:func:`moe_ops`).
     """
     t = b.tokens
     if s.num_experts:
         e, k = s.num_experts, s.top_k
         active = s.experts_local * (1.0 - (1.0 - k / e) ** t)
-        rows = t * k / s.ep
         ops = [(MLP, "moe_router", 2.0 * t * s.h * e, s.ba * t * (s.h + e) + s.bp * s.h * e, BLEND, GEMM, t, 0.0)]
-        ops += _ffn_ops(s, rows, active)
+        ops += moe_ops(s, t, active)
         if s.shared_experts:
             ops += _ffn_ops(s, t * s.shared_experts, s.shared_experts)
     else:

@@ -44,11 +44,13 @@ def calibrate(data: Path, *, with_cv: bool = True, with_aiconfigurator: bool = T
     log.info("read %d kernel rows and %d steps", len(loaded.rows), len(loaded.steps))
     fit = P.fit_all(loaded)
     kernels = {d: cv.kernel_score(loaded, fit, d) for d in sorted(set(loaded.rows.device))}
-    outcome = Outcome(fit, loaded, cv.in_sample(loaded, fit), {}, {}, {}, kernels)
+    outcome = Outcome(fit, loaded, cv.in_sample(loaded, fit), {}, {}, {}, kernels,
+                      {d: cv.moe_score(loaded, fit, d) for d in sorted({r.device for r in loaded.moe})})
     if with_cv:
         outcome.lomo = cv.pooled(cv.lomo(loaded, fit))
-        logo_steps, outcome.logo_kernels = cv.logo(loaded, fit)
+        logo_steps, outcome.logo_kernels, outcome.moe_logo = cv.logo(loaded, fit)
         outcome.logo = cv.pooled(logo_steps)
+        outcome.moe_lomo = cv.moe_lomo(loaded, fit)
     return outcome
 
 

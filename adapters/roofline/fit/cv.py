@@ -11,7 +11,12 @@ has no other (what a device without data gets). Engine steps (Splitwise) are
 timed under ``execution: eager``, the measured engine's mode; ``bare`` also
 times them as a bare ``{kind: roofline}`` would, under ``graphs``.
 
-Main names: :class:`Score`, :func:`score`, :func:`in_sample`, :func:`lomo`, :func:`logo`.
+Fused MoE calls (:mod:`.moe`) are scored per device as kernels are: in
+sample, leaving one MoE model out (its rows' floor refitted without it, the
+kernels fixed) and in the LOGO fits.
+
+Main names: :class:`Score`, :func:`score`, :func:`in_sample`, :func:`lomo`, :func:`logo`,
+:func:`moe_score`, :func:`moe_lomo`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from . import moe as M
 from . import pipeline as P
 from . import steps as S
 from .kernelfit import errors_pct, thin
@@ -89,10 +95,11 @@ def lomo(data: P.Data, base: P.Fit) -> dict[str, dict[tuple[str, str], Score]]:
     return out
 
 
-def logo(data: P.Data, base: P.Fit) -> tuple[dict[str, dict[tuple[str, str], Score]], dict[str, Score]]:
-    """Per device: errors of its steps (where it has any) and of its measured kernels under a fit
-    without it."""
-    steps_out, kernels_out = {}, {}
+def logo(data: P.Data, base: P.Fit) -> tuple[dict[str, dict[tuple[str, str], Score]], dict[str, Score],
+                                              dict[str, Score]]:
+    """Per device: errors of its steps (where it has any), of its measured kernels and of its fused
+    MoE calls (where it has any) under a fit without it."""
+    steps_out, kernels_out, moe_out = {}, {}, {}
     for device in sorted(set(data.rows.device)):
         log.info("leave one GPU out: %s", device)
         fit = P.fit_all(data, exclude_device=device, base=base)
@@ -100,7 +107,27 @@ def logo(data: P.Data, base: P.Fit) -> tuple[dict[str, dict[tuple[str, str], Sco
         if own:
             steps_out[device] = score(fit, own)
         kernels_out[device] = kernel_score(data, fit, device)
-    return steps_out, kernels_out
+        if any(r.device == device for r in data.moe):
+            moe_out[device] = moe_score(data, fit, device)
+    return steps_out, kernels_out, moe_out
+
+
+def moe_score(data: P.Data, fit: P.Fit, device: str) -> Score:
+    """Errors of ``device``'s fused MoE calls under ``fit``."""
+    return Score.of(M.errors_pct([r for r in data.moe if r.device == device], fit.device_kernels))
+
+
+def moe_lomo(data: P.Data, base: P.Fit) -> dict[str, Score]:
+    """Per device: errors of its fused MoE calls, each model's under floors fitted without that
+    model's rows (the kernels of ``base`` fixed: no other dataset holds these shapes)."""
+    acc: dict[str, list[float]] = defaultdict(list)
+    for model in sorted({r.model for r in data.moe}):
+        kernels = P.fit_moe_floors(base.kernels, [r for r in data.moe if r.model != model])
+        fit = dataclasses.replace(base, kernels=kernels)
+        own = [r for r in data.moe if r.model == model]
+        for row, e in zip(own, M.errors_pct(own, fit.device_kernels)):
+            acc[row.device].append(e)
+    return {device: Score.of(e) for device, e in sorted(acc.items())}
 
 
 def kernel_score(data: P.Data, fit: P.Fit, device: str) -> Score:

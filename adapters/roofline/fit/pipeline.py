@@ -3,7 +3,10 @@
 1. **Kernels.** Every family's kernel parameters (:mod:`..kernels`) are fitted
    on the kernel rows of the devices measured in it (:mod:`.kernelfit`);
    ``generic`` on the rows of every GPU.
-2. **Eager host.** Splitwise's DGX iterations ran an engine that launches
+2. **MoE floor.** With its kernels fixed, every family's floor of a fused MoE
+   call (``moe_floor_us``) is fitted on aiconfigurator-core's vLLM MoE tables
+   (:mod:`.moe`); a family without them takes the ``generic`` floor (every table).
+3. **Eager host.** Splitwise's DGX iterations ran an engine that launches
    every kernel from the host (its decode steps do not shrink from TP4 to
    TP8 while the weights each GPU reads halve), so they fit the costs of
    ``execution: eager``: one launch time per kernel (the dispatch of a module
@@ -14,12 +17,12 @@
    by the activation volume they all-reduce), with the family's kernels
    fixed and host and device taking turns (:data:`EAGER_OVERLAP`). A family
    without such data takes the costs fitted on both DGX nodes at once.
-3. The default execution is ``graphs`` with no host time (vLLM V1; see
+4. The default execution is ``graphs`` with no host time (vLLM V1; see
    ``params.SOURCES["graph_step_us"]``); the eager costs apply only when a
    session asks for ``execution: eager``.
 
 Main names: :data:`FAMILIES`, :class:`Data`, :func:`load_data`, :func:`fit_family`,
-:func:`fit_host`, :func:`fit_all`, :func:`family_params`.
+:func:`fit_host`, :func:`fit_moe_floors`, :func:`fit_all`, :func:`family_params`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from scipy.optimize import least_squares
 
 from ..kernels import KERNEL_KEYS, KernelParams
 from . import datasets as D
+from . import moe as M
 from . import steps as S
 from .kernelfit import fit_kernels
 from .rows import Rows, device_presets
@@ -82,7 +86,7 @@ class Data:
     rows: Rows
     steps: list[S.Step]
     allreduce: list[tuple[str, int, float, float]] = dataclasses.field(default_factory=list)
-
+    moe: list[M.MoeRow] = dataclasses.field(default_factory=list)
 
 
 def load_data(data: Path, *, with_aiconfigurator: bool = True) -> Data:
@@ -91,7 +95,8 @@ def load_data(data: Path, *, with_aiconfigurator: bool = True) -> Data:
     if with_aiconfigurator:
         rows += D.aiconfigurator_tables()
     steps = S.llmservingsim_steps(data) + S.vidur_steps(data) + S.splitwise_steps(data)
-    return Data(Rows.of(rows), steps, D.aiconfigurator_allreduce() if with_aiconfigurator else [])
+    return Data(Rows.of(rows), steps, D.aiconfigurator_allreduce() if with_aiconfigurator else [],
+                M.aiconfigurator_moe() if with_aiconfigurator else [])
 
 
 def fit_allreduce(rows: list[tuple[str, int, float, float]]) -> dict[str, dict[str, float]]:
@@ -149,6 +154,18 @@ def fit_host(steps: list[S.Step], kernels: dict[str, KernelParams]) -> dict[str,
     result = least_squares(residuals, HOST_START, bounds=HOST_BOUNDS, x_scale=HOST_START, diff_step=1e-3)
     log.info("host fit on %d steps: cost %.4g, %s", len(steps), result.cost, result.x)
     return host_options(result.x)
+
+
+def fit_moe_floors(kernels: dict[str, KernelParams], rows: list[M.MoeRow]) -> dict[str, KernelParams]:
+    """Every family's kernels with the MoE floor fitted on its devices' fused MoE rows (its
+    kernels fixed), or the ``generic`` floor (fitted on every row) where it has none."""
+    generic = M.fit_floor(rows, lambda _: kernels[GENERIC]) or 0.0
+    out = {}
+    for family, k in kernels.items():
+        own = [r for r in rows if r.device in FAMILIES.get(family, ("", ()))[1]]
+        floor = M.fit_floor(own, lambda _, k=k: k) if own else None
+        out[family] = dataclasses.replace(k, moe_floor_us=generic if floor is None else floor)
+    return out
 
 
 def fit_family(rows: Rows, devices: Iterable[str], start: KernelParams | None = None) -> KernelParams | None:
@@ -211,6 +228,8 @@ def fit_all(data: Data, *, exclude_model: str | None = None, exclude_device: str
         if fitted is not None:
             kernels[family] = fitted
             measured[family] = sorted(str(d) for d in set(rows.device) & set(devices))
+    moe = [r for r in data.moe if r.model != exclude_model and r.device != exclude_device]
+    kernels = fit_moe_floors(kernels, moe)
     fit = Fit(kernels, {}, measured, fit_allreduce([r for r in data.allreduce if r[0] != exclude_device]))
     by_device = {s.device: fit.device_kernels(s.device) for s in steps}
     fit.host[GENERIC] = fit_host(steps, by_device)

@@ -33,7 +33,8 @@ SOURCES = {
              "and legacy/profiling/a100 attention",
     "llmservingsim": "LLMServingSim 2.0 vLLM 0.19 profile bundles (github.com/casys-kaist/LLMServingSim, MIT): "
                      "shared/data/llmservingsim/profiler/perf",
-    "aiconfigurator": "aiconfigurator-core silicon-measured vLLM GEMM and attention tables (NVIDIA, Apache-2.0)",
+    "aiconfigurator": "aiconfigurator-core silicon-measured vLLM GEMM, attention and fused MoE tables (NVIDIA, "
+                      "Apache-2.0)",
     "splitwise": "SplitwiseSim perf_model.csv DGX-A100/DGX-H100 iterations (github.com/Mutinifni/splitwise-sim, MIT): "
                  "the eager host costs only",
 }
@@ -50,6 +51,9 @@ class Outcome:
     logo: dict[tuple[str, str], Score]
     logo_kernels: dict[str, Score]
     in_sample_kernels: dict[str, Score]
+    moe_in_sample: dict[str, Score] = dataclasses.field(default_factory=dict)  # fused MoE calls, per device
+    moe_lomo: dict[str, Score] = dataclasses.field(default_factory=dict)
+    moe_logo: dict[str, Score] = dataclasses.field(default_factory=dict)
 
 
 def _round(value: Any) -> Any:
@@ -72,11 +76,16 @@ def _score(s: Score) -> dict[str, Any]:
 def _family_entry(out: Outcome, family: str, description: str, devices: list[str]) -> dict[str, Any]:
     measured = out.fit.measured.get(family, [])
     rows = Counter(f"{d}/{v}" for d, v in zip(out.data.rows.dataset, out.data.rows.device) if v in measured)
+    rows.update(f"aiconfigurator-moe/{r.device}" for r in out.data.moe if r.device in measured)
     steps = {f"{ds}/{dev}": _score(s) for (ds, dev), s in out.in_sample["fitted"].items() if dev in measured}
     cv = {"in_sample": steps,
           "lomo": {f"{ds}/{dev}": _score(s) for (ds, dev), s in out.lomo.items() if dev in measured},
           "logo": {f"{ds}/{dev}": _score(s) for (ds, dev), s in out.logo.items() if dev in measured},
           "logo_kernels": {d: _score(out.logo_kernels[d]) for d in measured if d in out.logo_kernels}}
+    for split, scores in (("moe_in_sample", out.moe_in_sample), ("moe_lomo", out.moe_lomo),
+                          ("moe_logo", out.moe_logo)):
+        if any(d in scores for d in measured):
+            cv[split] = {d: _score(scores[d]) for d in measured if d in scores}
     host = "eager host costs: " + ("splitwise " + ", ".join(
         sorted({s.device for s in out.data.steps if s.kind == "engine" and s.device in measured}))
         if family in out.fit.host else "the generic fit's (both DGX nodes)")
@@ -118,4 +127,10 @@ def render_table(out: Outcome) -> str:
     for device, s in sorted(out.in_sample_kernels.items()):
         lines.append(f"| {device} | {P.FAMILIES_OF.get(device, P.GENERIC)} | {s.rows} | {_cell(s)} | "
                      f"{_cell(out.logo_kernels.get(device))} |")
+    if out.moe_in_sample:
+        lines += ["", "| device | family | fused MoE calls | in sample | LOMO | LOGO |",
+                  "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for device, s in sorted(out.moe_in_sample.items()):
+            lines.append(f"| {device} | {P.FAMILIES_OF.get(device, P.GENERIC)} | {s.rows} | {_cell(s)} | "
+                         f"{_cell(out.moe_lomo.get(device))} | {_cell(out.moe_logo.get(device))} |")
     return "\n".join(lines) + "\n"

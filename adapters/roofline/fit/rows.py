@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..kernels import ATTN, ELEM, GEMM, SAMPLE, KernelParams, attention_tiles
+from ..kernels import ATTN, ELEM, GEMM, MOE, SAMPLE, KernelParams, attention_tiles
 
 PRESETS = Path(__file__).resolve().parents[3] / "hub" / "config" / "presets" / "devices.yaml"
 
@@ -90,6 +90,7 @@ def predict_ns(rows: Rows, k: KernelParams) -> np.ndarray:
     attn_e = np.where(varlen, k.attn_varlen_share * k.attn_mem_eff, k.attn_mem_eff)
     attn = np.maximum(attn_c, q / (attn_e * bw)) * 1e9 + k.attn_floor_us * 1e3
     elem = q / (k.elem_mem_eff * bw) * 1e9 + np.where(rows.kind == SAMPLE, k.sampler_us, k.elem_floor_us) * 1e3
+    elem = np.where(rows.kind == MOE, k.moe_floor_us * 1e3, elem)
     return np.where(rows.kind == GEMM, gemm, np.where(rows.kind == ATTN, attn, elem))
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from cosim.adapters.roofline import batch_stats, estimate, fitted, open_model
 from cosim.adapters.roofline.fit.rows import Row, Rows, predict_ns
-from cosim.adapters.roofline.kernels import ATTN, ELEM, GEMM, KERNEL_KEYS, SAMPLE, KernelParams, kernel_ns
+from cosim.adapters.roofline.kernels import ATTN, ELEM, GEMM, KERNEL_KEYS, MOE, SAMPLE, KernelParams, kernel_ns
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 from tests.unit.adapters.roofline.roofline_helpers import LLAMA2_70B, make_spec
@@ -68,6 +68,28 @@ def test_attention_kernel_by_hand() -> None:
     assert t == pytest.approx(16384 * 20.0 + 10_000.0, rel=1e-12)  # the span (327.7 us) beats 20 us of KV at 0.4
 
 
+def test_moe_floor_is_a_constant_per_call() -> None:
+    """A fused MoE call's own kernels take moe_floor_us whatever its tokens (work and traffic are 0)."""
+    k = KernelParams(moe_floor_us=27.5)
+    assert kernel_ns(MOE, 0.0, 0.0, 0.0, k, 1e15, 1e12) == (27_500.0, False)
+    assert kernel_ns(MOE, 0.0, 0.0, 0.0, KernelParams(), 1e15, 1e12) == (0.0, False)  # no MoE table fitted
+
+
+def test_fitted_moe_layer_pays_its_floor_once_per_layer() -> None:
+    """Scout-like (16 experts, top-1, one shared expert) on two H100s: the floor adds 48 x 30 us to a
+    decode step, once per MoE layer; a dense model's step is unchanged."""
+    scout = dict(LLAMA31_8B, name="scout", num_layers=48, hidden_size=5120, num_attention_heads=40,
+                 intermediate_size=8192, num_experts=16, experts_per_token=2, shared_experts=1, bytes_per_param=1)
+    batch = [(1, 1000)] * 11
+
+    def step_ns(model: dict, floor: float) -> int:
+        session = fitted_model(model, H100, tp=2, extra=H100_LINK, options={"moe_floor_us": floor})
+        return estimate(session, batch_stats([n for n, _ in batch], [c for _, c in batch])).duration_ns
+
+    assert step_ns(scout, 30.0) - step_ns(scout, 0.0) == pytest.approx(48 * 30_000, abs=2)
+    assert step_ns(LLAMA31_8B, 30.0) == step_ns(LLAMA31_8B, 0.0)
+
+
 def test_fit_formula_is_the_runtime_formula() -> None:
     """fit.rows.predict_ns (numpy, fit time) times kernels exactly as kernels.kernel_ns (run time)."""
     rng = random.Random(7)
@@ -75,7 +97,7 @@ def test_fit_formula_is_the_runtime_formula() -> None:
                         for key in KERNEL_KEYS})
     rows = []
     for i in range(200):
-        kind = (GEMM, ELEM, ATTN, SAMPLE)[i % 4]
+        kind = (GEMM, ELEM, ATTN, SAMPLE, MOE)[i % 5]
         span = rng.choice([0.0, rng.uniform(1, 1e4)]) if kind == ATTN else 0.0
         rows.append(Row("d", "H100-SXM", "m", "op", kind, rng.uniform(0, 1e12), rng.uniform(1e3, 1e9),
                         rng.uniform(1, 4096), 1.0, span, span > 0))
