@@ -57,8 +57,9 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
     decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
     tokens = max(sum(new_tokens), padded_tokens)
     kv = round(sum(decodes) / len(decodes)) + 1 if decodes else 0  # the new token attends to itself too
+    untabled = engine.untabled.entries(tokens) if engine.untabled is not None else []
     if tokens == len(decodes):  # every sequence decodes: no chunk
-        return list(handle.evaluate_generation_ops(gen.all_ops, batch_size=len(decodes), s=kv))
+        return [*handle.evaluate_generation_ops(gen.all_ops, batch_size=len(decodes), s=kv), *untabled]
     chunks = collections.Counter((n, c) for n, c in zip(new_tokens, context_tokens) if n > 1)
     entries = list(handle.evaluate_context_ops(ctx.token_wise, batch_size=1, s=tokens))
     entries += handle.evaluate_context_ops(ctx.logits, batch_size=len(new_tokens), s=1)
@@ -66,7 +67,7 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
         entries += handle.evaluate_context_ops(ctx.attention, batch_size=count, s=new, prefix=context)
     if decodes:
         entries += handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
-    return entries
+    return entries + untabled
 
 
 def _timing(entries: Iterable[PerOp], communication: frozenset[str], breakdown: bool) -> pb.StepTiming:
