@@ -171,7 +171,7 @@ RTX_PRO_RUN = "rtxpro6000_llama-3.1-8b_tp1"
 @pytest.mark.skipif(not (REPLAY_DATA / "groundtruth").is_dir(),
                     reason=f"{REPLAY_DATA} is absent (the LLMServingSim data set lives only in ../shared)")
 def test_replay_of_the_measured_rtx_pro_6000_run_on_aiconfigurator(tmp_path: Path) -> None:
-    """docs/aiconfigurator.md: TPOT mean -11%, throughput +12% against vLLM 0.19; kept within 15%."""
+    """docs/aiconfigurator.md: TPOT mean -10%, throughput +11% against vLLM 0.19; kept within 15%."""
     result = replay(REPLAY_DATA / "scenarios" / f"{RTX_PRO_RUN}.json", backend="aiconfigurator",
                     measured=REPLAY_DATA / "groundtruth" / RTX_PRO_RUN / "requests.jsonl", output_dir=tmp_path,
                     plots=False)
