@@ -135,7 +135,7 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
     for dispatch, busy in pre:
         td += dispatch
         tc = (td if td > tc else tc) + busy
-    d_layer = c_layer = 0  # summed from 0 in order, as sum() would: the same floats, without two generators
+    d_layer = c_layer = 0.0  # summed in order from 0, as sum() does: the same floats, without two generators
     for dispatch, busy in layer:
         d_layer += dispatch
         c_layer += busy
