@@ -135,8 +135,10 @@ def _run_stage(pre: list[tuple[float, float]], layer: list[tuple[float, float]],
     for dispatch, busy in pre:
         td += dispatch
         tc = (td if td > tc else tc) + busy
-    d_layer = sum(d for d, _ in layer)
-    c_layer = sum(c for _, c in layer)
+    d_layer = c_layer = 0.0  # summed in order from 0, as sum() does: the same floats, without two generators
+    for dispatch, busy in layer:
+        d_layer += dispatch
+        c_layer += busy
     last_lag = None
     for done in range(1, num_layers + 1):
         dispatch_bound = False  # a module of this layer waited for its dispatch
@@ -241,10 +243,12 @@ def _rates(m: SessionModel, prefill_share: float) -> tuple[tuple[float, float, f
 
 
 def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
-    """Device times of every operator but the decodes' attention core (and the collectives).
+    """Device times of every operator but the decodes' attention core, and the collectives'
+    times per layer (``comm_attn``, ``comm_mlp``; not yet in ``busy``).
 
-    They depend only on the token and sequence counts and the prefill group, so
-    every step of a decode run (the same sequences, contexts one longer) shares them.
+    They depend only on the token and sequence counts and the prefill group (the prefill share
+    is the prefill group's tokens over the step's), so every step of a decode run (the same
+    sequences, contexts one longer) shares them.
     """
     key = (b.tokens, b.seqs, b.prefill)
     fixed = m.memo.get(key)
@@ -257,6 +261,7 @@ def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
                      + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
         for op_list, mult in ((layer_ops, s.layers_per_stage * s.pp), (embed, 1), (head, 1)):
             _add_ops(m, fixed, op_list, mult, rate_c, rate_m)
+        fixed.comm_attn, fixed.comm_mlp = _comm_ns(m, b, _comm_eff(m.params, b))
         if len(m.memo) >= MEMO_SIZE:
             m.memo.clear()
         m.memo[key] = fixed
@@ -266,7 +271,7 @@ def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
 def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> DeviceTimes:
     """Times every operator of a step by the adapted roofline (``with_breakdown=False``: all but
     the breakdown per operator, left empty)."""
-    s, p = m.shape, m.params
+    s = m.shape
     num_layers = s.layers_per_stage * s.pp
     fixed = _fixed_times(m, b)
     times = DeviceTimes(list(fixed.busy), 0.0, 0.0,
@@ -276,7 +281,7 @@ def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True)
     _add_ops(m, times, ops.core_ops(s, b), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
     if b.lora:
         _add_ops(m, times, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
-    comm_attn, comm_mlp = _comm_ns(m, b, _comm_eff(p, b))
+    comm_attn, comm_mlp = fixed.comm_attn, fixed.comm_mlp
     times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
     times.busy[ATTENTION] += comm_attn
     times.busy[MLP] += comm_mlp

@@ -180,7 +180,9 @@ class RuntimeSessionProxy:
                 predicted = [bucketed(k, bucket) for k in predicted]
             keys += [k for k in dict.fromkeys(predicted) if k != key and k not in self._cache]
         make = self.client.step_batch  # StepBatch messages, or plain tuples for a backend in this process
-        batches = [make(new_tokens=k[0], context_tokens=k[1], **dict(k[2:])) for k in keys]
+        # Most keys are the two token arrays alone: built without a dict of further fields each.
+        batches = [make(new_tokens=k[0], context_tokens=k[1]) if len(k) == 2 else
+                   make(new_tokens=k[0], context_tokens=k[1], **dict(k[2:])) for k in keys]
         # The hub reads no breakdown; leaving it out saves encoding it per predicted step.
         timings = [_convert(t) for t in self.client.predict_steps(
             self.session_id, batches, sim_time_ns=now_ns, client=rider.name if rider else self.client_name,

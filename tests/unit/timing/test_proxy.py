@@ -65,3 +65,23 @@ def test_out_of_range_counts_the_steps_run_not_the_batches_predicted() -> None:
     assert proxy.num_out_of_range == 0
     proxy.step_time([1], [2000], now_ns=1)
     assert proxy.num_out_of_range == 1
+
+
+def test_a_miss_sends_each_batchs_further_fields_and_plain_batches_without() -> None:
+    """Predicted batches of two arrays and batches with further StepBatch fields (LoRA adapters)
+    ride in one call; each reaches the backend with exactly its own fields, and is cached under them."""
+    sent: list[pb.StepBatch] = []
+    backend = RecordingClient()
+    record = backend.predict_steps
+
+    def predict_steps(session_id: str, batches: Sequence[pb.StepBatch], **kwargs: object) -> list[pb.StepTiming]:
+        sent.extend(batches)
+        return record(session_id, batches, **kwargs)  # type: ignore[arg-type]
+
+    backend.predict_steps = predict_steps  # type: ignore[method-assign]
+    proxy = RuntimeSessionProxy(backend, "s")  # type: ignore[arg-type]
+    lora = ((1,), (6,), ("lora_ranks", (8,)), ("lora_ids", (3,)))
+    proxy.step_time([1], [5], now_ns=0, ahead=lambda depth: [lora, ((1,), (7,))])
+    assert [(list(b.new_tokens), list(b.context_tokens), list(b.lora_ranks), list(b.lora_ids)) for b in sent] == [
+        ([1], [5], [], []), ([1], [6], [8], [3]), ([1], [7], [], [])]
+    assert proxy.peek(lora) is not None and proxy.peek(((1,), (6,))) is None  # keyed with its fields

@@ -215,3 +215,19 @@ def test_sessions_of_equal_models_share_their_timings_keyed_by_the_batch_sums() 
     assert timing == time_step(first.state.model, [(1, 100), (1, 300)])
     assert backend.predict(again, pb.StepBatch(new_tokens=[1, 1], context_tokens=[200, 200])) is timing
     assert backend.predict(other, decodes) != timing
+
+
+@pytest.mark.parametrize("profile", ["bestserve", "auto"])
+def test_memoized_collectives_follow_each_steps_tokens(profile: str) -> None:
+    """The per-layer collective times are kept with a step's fixed operator times (keyed by tokens,
+    sequences and prefill group): a session that timed other steps first times each step as a fresh
+    one does, and a step of twice the tokens moves twice the all-reduce bytes (TP 2: more time)."""
+    batches = [[(1, 500)] * 8, [(1, 700)] * 16, [(1, 501)] * 8, [(64, 0), (1, 900), (1, 30)], [(1, 900)] * 16]
+    warm = make_model(tp=2, options={"profile": profile})
+    for batch in batches:
+        fresh = time_step(make_model(tp=2, options={"profile": profile}), batch)
+        again = time_step(warm, batch)
+        assert (again.duration_ns, again.communication_ns) == (fresh.duration_ns, fresh.communication_ns)
+        assert again.breakdown["allreduce"] == fresh.breakdown["allreduce"]
+    eight, sixteen = (time_step(warm, [(1, 500)] * n).communication_ns for n in (8, 16))
+    assert 0 < eight < sixteen
