@@ -2,8 +2,15 @@
 
 from collections.abc import Callable, Hashable
 from collections.abc import Sequence as Seq
+from typing import Any
 
-from cosim.hub.sim.scheduling.sequence import Sequence
+import numpy as np
+
+from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.scheduling.lora import LoraSlots, LoraStep
+from cosim.hub.sim.scheduling.offload import OffloadTier
+from cosim.hub.sim.scheduling.speculative import SpecStats, Speculation
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
     """Blocks needed to hold ``num_tokens`` tokens."""
@@ -59,3 +66,235 @@ class BlockManager:
         """Blocks of each free queue entry, head first; empty without prefix caching (for checks)."""
     def check(self) -> None:
         """Raises RuntimeError if the pool's invariants do not hold."""
+
+class Sequence:
+    """One request's stage on one client, in vLLM's unified token view (core/src/sequence.rs).
+
+    A sequence knows ``num_tokens`` tokens (prompt plus tokens generated so far) and holds
+    ``num_computed`` of them in its KV cache; when a step brings ``num_computed`` up to
+    ``num_tokens`` the model samples a new token. After a preemption by recompute ``num_computed``
+    drops to 0 and the prompt plus the generated tokens are prefilled again.
+    """
+
+    request: RequestRecord
+    stage: StageRecord
+    num_tokens: int
+    num_computed: int
+    target_generated: int
+    num_blocks: int
+    """Blocks of its own, after the cached ones."""
+    prefix_blocks: int
+    """``len(cached)``."""
+    prefix_id: str | None
+    """The declared shared prefix its first prompt tokens are (no token ids)."""
+    order: int
+    """Admission order on this client (FCFS and preemption victim choice)."""
+    generated: int
+    forks: int
+    swapped_blocks: int
+    swapped_bytes: int
+    prompt_tokens: int
+    """Tokens it did not generate itself."""
+    block_hashes: list[bytes]
+    """Its full blocks' content hashes, as far as asked (see ``block_hash``)."""
+    drafts: int
+    """Speculative draft tokens to verify at its next step."""
+    spec_draws: np.ndarray | None
+    spec_step: int
+    state: str
+    """``waiting``, ``running``, ``swapped``, ``finished`` or ``loading``."""
+    def __init__(self, request: RequestRecord, stage: StageRecord, *, num_tokens: int, num_computed: int,
+                 target_generated: int, order: int = 0, prefix_id: str | None = None, generated: int = 0,
+                 forks: int = 0) -> None: ...
+    @property
+    def cached(self) -> list[Hashable]:
+        """Its leading blocks, shared through the cache (a new list)."""
+    @property
+    def remaining_tokens(self) -> int:
+        """Tokens still to schedule before the next sample (speculative drafts included)."""
+    @property
+    def remaining_work(self) -> int:
+        """Tokens left to process before the stage ends (prefill plus decodes)."""
+    def clone(self) -> Sequence:
+        """A copy to schedule hypothetically; it shares the request and stage records."""
+
+class ScheduledBatch:
+    """One scheduled step: sequences with the tokens each computes (core/src/batch.rs)."""
+
+    swap_bytes: int
+    num_tokens: int
+    prefill_tokens: int
+    admitted: int
+    queue_blocked: bool
+    queue_stamp: int
+    lora: LoraStep | None
+    def __init__(self, *, seqs: list[Sequence] | None = None, num_new: Seq[int] | None = None,
+                 context: Seq[int] | None = None, swap_bytes: int = 0, num_tokens: int = 0, prefill_tokens: int = 0,
+                 admitted: int = 0, queue_blocked: bool = False, queue_stamp: int = 0,
+                 preempted: Seq[Sequence] | None = None, cache_hits: Seq[tuple[Sequence, int]] | None = None,
+                 lora: LoraStep | None = None, draft_tokens: Seq[int] | None = None) -> None: ...
+    @property
+    def seqs(self) -> list[Sequence]:
+        """The sequences, in scheduling order (the same list at every call)."""
+    @property
+    def num_new(self) -> list[int]:
+        """Tokens each computes in this step (a new list)."""
+    @property
+    def context(self) -> list[int]:
+        """Tokens each already holds in KV (a new list)."""
+    @property
+    def draft_tokens(self) -> list[int]:
+        """Speculative: of each sequence's new tokens, the drafts it verifies (empty without)."""
+    @property
+    def preempted(self) -> list[Sequence]:
+        """Sequences preempted to make room for it (a new list)."""
+    @preempted.setter
+    def preempted(self, seqs: Seq[Sequence]) -> None: ...
+    @property
+    def cache_hits(self) -> list[tuple[Sequence, int]]:
+        """(sequence, prompt tokens served from the prefix cache) of the admitted."""
+    @property
+    def fields(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Its StepBatch fields beyond the new and context tokens: drafts, LoRA adapters."""
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        """``(new tokens, context)`` per sequence, then :attr:`fields`: what times the step."""
+    def add(self, seq: Sequence, num_tokens: int) -> None:
+        """Adds ``seq`` to compute ``num_tokens`` tokens."""
+    def drop(self, seq: Sequence) -> bool:
+        """Takes ``seq`` out of the step if it is in it; whether it was."""
+
+class StepOutcome:
+    """What a step changed, for the client to record (core/src/batch.rs)."""
+
+    @property
+    def sampled(self) -> list[Sequence]:
+        """Sequences that sampled a token at the end of the step, in batch order."""
+    @property
+    def forked(self) -> list[tuple[Sequence, list[Sequence]]]:
+        """(parent, its new sibling branches) for multi-path reasoning."""
+    @property
+    def finished(self) -> list[Sequence]:
+        """Sequences whose stage ended."""
+    @property
+    def kv_blocks_used(self) -> int:
+        """Blocks in use after the step, before the finished freed theirs."""
+    @property
+    def num_waiting(self) -> int:
+        """The waiting queue's length at that moment."""
+    @property
+    def extra_tokens(self) -> list[tuple[Sequence, int]]:
+        """Speculative decoding: (sequence, tokens it sampled beyond one)."""
+
+class SteadyDecodes:
+    """Steps certain to be the same sequences decoding while no work arrives (core/src/batch.rs)."""
+
+    @property
+    def seqs(self) -> list[Sequence]:
+        """The sequences (the scheduler's running list when the steps begin)."""
+    @property
+    def new_blocks(self) -> list[int]:
+        """KV blocks they grow into at each step, in order."""
+    @property
+    def queue_stamp(self) -> int:
+        """The queue stamp of each step's batch."""
+    @property
+    def lora(self) -> LoraStep | None:
+        """Their LoRA adapters, the same every step (None: the base model only)."""
+
+class BatchingPolicy:
+    """How a scheduler forms each step (core/src/policies.rs), by its section's ``batching``."""
+
+    def __init__(self, config: SchedulerConfig) -> None: ...
+    @property
+    def token_budget(self) -> int:
+        """Most tokens one step computes."""
+    @property
+    def whole_prompts(self) -> bool:
+        """Prompts are admitted whole, never split."""
+    def decodes_all(self, num_running: int) -> bool:
+        """Whether a step with no admissions runs every one of ``num_running`` decoding sequences."""
+
+class PackingOrder:
+    """A packing order by name (core/src/packing.rs), on Python lists (for checks)."""
+
+    def __init__(self, name: str) -> None: ...
+    @property
+    def arrival_order(self) -> bool:
+        """The queue is in the order sequences were queued."""
+    def queue(self, waiting: list[Sequence], seq: Sequence, *, front: bool = False) -> None:
+        """Puts a new sequence in ``waiting``."""
+    def requeue(self, waiting: list[Sequence], seq: Sequence) -> None:
+        """Puts a preempted sequence back in ``waiting``."""
+    def victim(self, running: list[Sequence]) -> Sequence:
+        """The running sequence to preempt."""
+
+class Scheduler:
+    """Waiting queue, running set and KV blocks of one client, stepped through :meth:`schedule`
+    and :meth:`update` (core/src/scheduler.rs, whose module doc gives the semantics)."""
+
+    def __init__(self, config: SchedulerConfig, kv: BlockManager, *, kv_bytes_per_token: float = 0.0,
+                 micro_batches: int = 1, hold_finished_kv: bool = False, lora: LoraSlots | None = None,
+                 speculation: Speculation | None = None, offload: OffloadTier | None = None,
+                 lock_step: bool = False, one_step_ahead: bool | None = None) -> None: ...
+    @property
+    def config(self) -> SchedulerConfig: ...
+    @property
+    def kv(self) -> BlockManager: ...
+    @property
+    def kv_bytes_per_token(self) -> float: ...
+    @property
+    def offload(self) -> OffloadTier | None: ...
+    @property
+    def hold_finished_kv(self) -> bool: ...
+    @property
+    def micro_batches(self) -> int: ...
+    @property
+    def policy(self) -> BatchingPolicy: ...
+    @property
+    def swap_free_bytes(self) -> int: ...
+    @property
+    def one_step_ahead(self) -> bool: ...
+    @property
+    def lock_step(self) -> bool: ...
+    @property
+    def speculation(self) -> Speculation | None: ...
+    @property
+    def spec_stats(self) -> SpecStats | None:
+        """The client's speculative counts (None in a copy without speculation)."""
+    @property
+    def lora(self) -> LoraSlots | None: ...
+    @property
+    def running(self) -> list[Sequence]:
+        """The running sequences, in admission order (a new list)."""
+    @property
+    def waiting(self) -> list[Sequence]:
+        """The waiting queue, in order (a new list)."""
+    @property
+    def has_work(self) -> bool: ...
+    @property
+    def num_running(self) -> int: ...
+    @property
+    def num_waiting(self) -> int: ...
+    def add(self, seq: Sequence, *, front: bool = False) -> None:
+        """Queues a new sequence (ordered by the packing order)."""
+    def remaining_work(self) -> int:
+        """Tokens left to process before its sequences' stages end (prefill plus decodes)."""
+    def remaining_prefill(self) -> int:
+        """Prompt (and recomputed) tokens still to prefill."""
+    def release(self, seq: Sequence) -> None:
+        """Frees a finished sequence's KV held since it finished (``hold_finished_kv``)."""
+    def next_load_ns(self) -> int | None:
+        """When a copy back from the offload tier is next done, if one is under way."""
+    def schedule(self) -> ScheduledBatch:
+        """Forms the next step (possibly empty: nothing can run)."""
+    def update(self, batch: ScheduledBatch) -> StepOutcome:
+        """Applies a finished step: samples, forks, finishes stages and frees their KV."""
+    def steady_decodes(self, batch: ScheduledBatch, outcome: StepOutcome) -> SteadyDecodes | None:
+        """The steps after ``batch`` certain to be the running sequences decoding unchanged."""
+    def begin_decode_step(self, new_blocks: int) -> None:
+        """A step of :meth:`steady_decodes` begins: it takes its new KV blocks."""
+    def apply_decodes(self, seqs: list[Sequence], steps: int, begun: int) -> None:
+        """Applies ``steps`` decode steps of :meth:`steady_decodes`'s sequences at once."""
+    def copy(self) -> Scheduler:
+        """A copy to schedule hypothetically (lookahead)."""

@@ -20,10 +20,7 @@ from pathlib import Path
 NATIVE = (
     "hub/sim/kernel.py", "hub/sim/coordinator.py", "hub/sim/clients/llm.py",
     "hub/timing/cache.py", "hub/timing/step_timer.py", "hub/timing/forecast.py", "hub/timing/runs.py",
-    "hub/sim/scheduling/batch.py", "hub/sim/scheduling/block_hash.py", "hub/sim/scheduling/packing.py",
-    "hub/sim/scheduling/policies.py",
-    "hub/sim/scheduling/scheduler.py", "hub/sim/scheduling/sequence.py", "hub/sim/scheduling/state.py",
-    "hub/sim/scheduling/moves.py",
+    "hub/sim/scheduling/block_hash.py",
     "adapters/roofline/backend.py", "adapters/roofline/estimator.py", "adapters/roofline/operators.py",
 )
 BUILD_RECORD = "hub/native_build.json"  # source path -> SHA-256 of the source compiled

@@ -4,14 +4,21 @@
 //! Python deleted as it lands. So far: the paged KV block manager with vLLM V1's prefix cache
 //! ([`manager::BlockManager`]), over a block pool ([`pool`]) whose free queue ([`free_queue`]) and
 //! reference counts live in copy-on-write maps ([`cow_map`]), so that the scheduler's lookahead
-//! copies it cheaply.
+//! copies it cheaply; and the per-client scheduler ([`scheduler::Scheduler`]) on Rust sequences
+//! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
+//! and what it hands out and takes back ([`batch`]).
 
+pub mod batch;
 pub mod cow_map;
 pub mod free_queue;
 pub mod hasher;
 pub mod key;
 pub mod manager;
+pub mod packing;
+pub mod policies;
 pub mod pool;
+pub mod scheduler;
+pub mod sequence;
 
 use pyo3::prelude::*;
 
@@ -24,6 +31,13 @@ fn blocks_for(num_tokens: i64, block_size: i64) -> i64 {
 #[pymodule]
 fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<manager::BlockManager>()?;
+    module.add_class::<sequence::Sequence>()?;
+    module.add_class::<batch::ScheduledBatch>()?;
+    module.add_class::<batch::StepOutcome>()?;
+    module.add_class::<batch::SteadyDecodes>()?;
+    module.add_class::<policies::Policy>()?;
+    module.add_class::<packing::PyPacking>()?;
+    module.add_class::<scheduler::Scheduler>()?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())

@@ -1,9 +1,10 @@
 //! The paged KV block manager of one client, with vLLM V1's prefix cache: [`BlockManager`].
 //!
-//! Capacity is a number of blocks of `block_size` tokens. A sequence (a Python
-//! `cosim.hub.sim.scheduling.Sequence`) holds the blocks of the tokens it has computed: first the
-//! *cached* blocks it shares through the cache (`seq.cached`, counted in `seq.prefix_blocks`),
-//! then blocks of its own (`seq.num_blocks`). The manager reads and writes those attributes.
+//! Capacity is a number of blocks of `block_size` tokens. A sequence ([`Sequence`]) holds the
+//! blocks of the tokens it has computed: first the *cached* blocks it shares through the cache
+//! (`cached`, counted in `prefix_blocks`), then blocks of its own (`num_blocks`). The manager
+//! reads and writes those fields (the scheduler calls it on Rust data; Python through the same
+//! methods).
 //!
 //! With prefix caching on, the pool behaves as vLLM V1's block pool:
 //!
@@ -22,26 +23,34 @@
 //! reasoning branches share their parent's prompt blocks through the same reference counts, with
 //! or without prefix caching.
 
-use pyo3::exceptions::{PyKeyError, PyRuntimeError};
+use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use pyo3::intern;
 
 use crate::hasher::block_hashes;
 use crate::key::Key;
 use crate::pool::BlockPool;
+use crate::sequence::{Sequence, State};
 
 /// Blocks needed to hold `num_tokens` tokens (Python's `-(-n // size)`).
 pub fn ceil_div(num_tokens: i64, block_size: i64) -> i64 {
     -((-num_tokens).div_euclid(block_size))
 }
 
-fn get(seq: &Bound<'_, PyAny>, name: &Bound<'_, pyo3::types::PyString>) -> PyResult<i64> {
-    seq.getattr(name)?.extract()
-}
-
 fn keys_of(list: &Bound<'_, PyAny>) -> PyResult<Vec<Key>> {
     list.try_iter()?.map(|item| Key::from_py(&item?)).collect()
+}
+
+fn hit_keys(hit: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<Key>> {
+    match hit {
+        Some(hit) if hit.is_truthy()? => keys_of(hit),
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The Python list of `keys`.
+pub fn keys_list<'py>(py: Python<'py>, keys: &[Key]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, keys.iter().map(|key| key.to_py(py)).collect::<PyResult<Vec<_>>>()?)
 }
 
 fn missing(key: Key) -> PyErr {
@@ -55,7 +64,7 @@ fn missing(key: Key) -> PyErr {
 pub struct BlockManager {
     /// Tokens per block.
     #[pyo3(get)]
-    block_size: i64,
+    pub block_size: i64,
     pool: BlockPool,
 }
 
@@ -65,7 +74,7 @@ impl BlockManager {
     #[pyo3(signature = (num_blocks, block_size, *, enable_prefix_caching = false))]
     fn new(num_blocks: i64, block_size: i64, enable_prefix_caching: bool) -> PyResult<Self> {
         if block_size <= 0 {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!("block_size {block_size} is not positive")));
+            return Err(PyValueError::new_err(format!("block_size {block_size} is not positive")));
         }
         Ok(BlockManager { block_size, pool: BlockPool::new(num_blocks, enable_prefix_caching) })
     }
@@ -78,19 +87,19 @@ impl BlockManager {
 
     /// Blocks no sequence holds (cached ones nobody uses included).
     #[getter]
-    fn num_free(&self) -> i64 {
+    pub fn num_free(&self) -> i64 {
         self.pool.num_free
     }
 
     /// Blocks held by sequences.
     #[getter]
-    fn num_used(&self) -> i64 {
+    pub fn num_used(&self) -> i64 {
         self.pool.num_blocks - self.pool.num_free
     }
 
     /// Whether blocks are cached by content.
     #[getter]
-    fn enable_prefix_caching(&self) -> bool {
+    pub fn enable_prefix_caching(&self) -> bool {
         self.pool.caching
     }
 
@@ -105,10 +114,8 @@ impl BlockManager {
     }
 
     /// Extra blocks `seq` needs to compute `num_new_tokens` more tokens.
-    fn blocks_needed(&self, seq: &Bound<'_, PyAny>, num_new_tokens: i64) -> PyResult<i64> {
-        let py = seq.py();
-        let total = ceil_div(get(seq, intern!(py, "num_computed"))? + num_new_tokens, self.block_size);
-        Ok((total - get(seq, intern!(py, "num_blocks"))? - get(seq, intern!(py, "prefix_blocks"))?).max(0))
+    fn blocks_needed(&self, seq: PyRef<'_, Sequence>, num_new_tokens: i64) -> i64 {
+        self.needed(&seq, num_new_tokens)
     }
 
     /// The cached blocks holding the longest run of `seq`'s leading tokens, for a sequence that
@@ -118,133 +125,61 @@ impl BlockManager {
     /// A sequence whose whole prompt is computed elsewhere (a disaggregated decode: its KV comes
     /// over the network) may hit its prompt's blocks too, all but the prompt's last token, as
     /// vLLM's decode instance looks up its own cache before pulling the rest.
-    fn cache_hit<'py>(&self, seq: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
-        let py = seq.py();
-        let hit = PyList::empty(py);
-        if !self.pool.caching || get(seq, intern!(py, "num_blocks"))? != 0 || get(seq, intern!(py, "prefix_blocks"))? != 0
-            || seq.getattr(intern!(py, "state"))?.eq(intern!(py, "swapped"))?
-        {
-            return Ok(hit);
-        }
-        let computed = get(seq, intern!(py, "num_computed"))?;
-        let prompt = get(seq, intern!(py, "prompt_tokens"))?;
-        let most = if computed == 0 {
-            (get(seq, intern!(py, "num_tokens"))? - 1).div_euclid(self.block_size)
-        } else if computed >= prompt {
-            (prompt - 1).div_euclid(self.block_size)
-        } else {
-            return Ok(hit); // part of a prompt retrieved from a KV store: the rest is computed after it
-        };
-        // walk the chain while it hits, hashing it further where the sequence has not yet: ahead in
-        // doubling chunks, not a block per call (a long prompt's ids cost a slice per call)
-        let mut chain = seq.getattr(intern!(py, "block_hashes"))?.downcast_into::<PyList>()?;
-        for i in 0..most {
-            if i >= chain.len() as i64 {
-                chain = block_hashes(seq, most.min(i + i.max(16)), self.block_size)?;
-            }
-            let block = chain.get_item(i as usize)?;
-            if !self.pool.is_cached(&Key::from_py(&block)?) {
-                break;
-            }
-            hit.append(block)?;
-        }
-        Ok(hit)
+    fn cache_hit<'py>(&self, seq: &Bound<'py, Sequence>) -> PyResult<Bound<'py, PyList>> {
+        keys_list(seq.py(), &self.hit(seq)?)
     }
 
     /// Whether :meth:`allocate` can give `seq` the cached blocks `hit` and the blocks for
     /// `num_new_tokens` more tokens after them (a hit block nobody holds is one of the free).
     #[pyo3(signature = (seq, num_new_tokens, hit = None))]
-    fn fits(&self, seq: &Bound<'_, PyAny>, num_new_tokens: i64, hit: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-        let hit = match hit {
-            Some(hit) if hit.is_truthy()? => keys_of(hit)?,
-            _ => return Ok(self.blocks_needed(seq, num_new_tokens)? <= self.pool.num_free),
-        };
-        let needed = ceil_div(self.computed_with(seq, hit.len())? + num_new_tokens, self.block_size) - hit.len() as i64;
-        Ok(needed + self.pool.unheld(&hit).map_err(missing)? <= self.pool.num_free)
+    fn fits(&self, seq: PyRef<'_, Sequence>, num_new_tokens: i64, hit: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        self.fits_with(&seq, num_new_tokens, &hit_keys(hit)?)
     }
 
     /// Gives `seq` the cached blocks `hit` (from :meth:`cache_hit`) and the blocks it needs to
     /// compute `num_new_tokens` more tokens after them, as vLLM's `allocate_slots`; False,
     /// changing nothing, if they cannot be had.
     #[pyo3(signature = (seq, num_new_tokens, hit = None))]
-    fn allocate(&mut self, seq: &Bound<'_, PyAny>, num_new_tokens: i64, hit: Option<&Bound<'_, PyAny>>)
+    fn allocate(&mut self, seq: &Bound<'_, Sequence>, num_new_tokens: i64, hit: Option<&Bound<'_, PyAny>>)
         -> PyResult<bool> {
-        let py = seq.py();
-        let needed = match hit {
-            Some(hit) if hit.is_truthy()? => {
-                if !self.fits(seq, num_new_tokens, Some(hit))? {
-                    return Ok(false);
-                }
-                let keys = keys_of(hit)?;
-                let computed = self.computed_with(seq, keys.len())?;
-                seq.setattr(intern!(py, "num_computed"), computed)?;
-                self.pool.hold(&keys).map_err(missing)?;
-                seq.setattr(intern!(py, "cached"), PyList::new(py, hit.try_iter()?.collect::<PyResult<Vec<_>>>()?)?)?;
-                seq.setattr(intern!(py, "prefix_blocks"), keys.len())?;
-                ceil_div(computed + num_new_tokens, self.block_size) - keys.len() as i64
-            }
-            _ => {
-                let needed = self.blocks_needed(seq, num_new_tokens)?;
-                if needed > self.pool.num_free {
-                    return Ok(false);
-                }
-                needed
-            }
-        };
-        if needed != 0 {
-            self.pool.take(needed);
-            seq.setattr(intern!(py, "num_blocks"), get(seq, intern!(py, "num_blocks"))? + needed)?;
-        }
-        if self.pool.caching {
-            let upto = (get(seq, intern!(py, "num_computed"))? + num_new_tokens).min(get(seq, intern!(py, "num_tokens"))?);
-            self.cache_full_blocks(seq, upto)?;
-        }
-        Ok(true)
+        self.allocate_with(seq, num_new_tokens, &hit_keys(hit)?)
     }
 
     /// Allocates the blocks `seq` needs for `num_new_tokens` more tokens; False if they cannot be had.
-    fn grow(&mut self, seq: &Bound<'_, PyAny>, num_new_tokens: i64) -> PyResult<bool> {
-        self.allocate(seq, num_new_tokens, None)
+    pub fn grow(&mut self, seq: &Bound<'_, Sequence>, num_new_tokens: i64) -> PyResult<bool> {
+        self.allocate_with(seq, num_new_tokens, &[])
     }
 
     /// Gives `seq` `num_blocks` more blocks (swap-in); False if they cannot be had.
-    fn grow_by(&mut self, seq: &Bound<'_, PyAny>, num_blocks: i64) -> PyResult<bool> {
-        if num_blocks > self.pool.num_free {
-            return Ok(false);
-        }
-        self.pool.take(num_blocks);
-        let py = seq.py();
-        seq.setattr(intern!(py, "num_blocks"), get(seq, intern!(py, "num_blocks"))? + num_blocks)?;
-        Ok(true)
+    fn grow_by(&mut self, mut seq: PyRefMut<'_, Sequence>, num_blocks: i64) -> bool {
+        self.grow_seq_by(&mut seq, num_blocks)
     }
 
     /// Takes `num_blocks` free blocks from the free queue's head, evicting the cached ones among
     /// them (the caller checked there are enough; a decode run credits them later).
-    fn take(&mut self, num_blocks: i64) {
+    pub fn take(&mut self, num_blocks: i64) {
         self.pool.take(num_blocks);
     }
 
     /// Frees a sequence's blocks (finished, preempted, or swapped out). With prefix caching its
     /// full blocks stay cached, and join the free queue after its tail, as vLLM frees a request's
     /// blocks in reverse order.
-    fn release(&mut self, seq: &Bound<'_, PyAny>) -> PyResult<()> {
-        let py = seq.py();
+    pub fn release(&mut self, seq: &Bound<'_, Sequence>) -> PyResult<()> {
         if self.pool.caching {
-            self.cache_full_blocks(seq, get(seq, intern!(py, "num_computed"))?)?;
+            let computed = seq.borrow().num_computed;
+            self.cache_full_blocks(seq, computed)?;
         }
-        let own = get(seq, intern!(py, "num_blocks"))?;
-        if own != 0 {
-            self.pool.free_blocks(own);
+        let mut s = seq.borrow_mut();
+        if s.num_blocks != 0 {
+            self.pool.free_blocks(s.num_blocks);
         }
-        let cached = seq.getattr(intern!(py, "cached"))?;
-        if cached.is_truthy()? {
-            let mut keys = keys_of(&cached)?;
+        if !s.cached.is_empty() {
+            let mut keys = std::mem::take(&mut s.cached);
             keys.reverse();
             self.pool.let_go(&keys).map_err(missing)?;
         }
-        seq.setattr(intern!(py, "num_blocks"), 0)?;
-        seq.setattr(intern!(py, "prefix_blocks"), 0)?;
-        seq.setattr(intern!(py, "cached"), PyList::empty(py))?;
+        s.num_blocks = 0;
+        s.prefix_blocks = 0;
         Ok(())
     }
 
@@ -252,48 +187,48 @@ impl BlockManager {
     /// parallel sampling shares a prompt through the prefix cache); each releases its reference
     /// when it finishes.
     #[pyo3(signature = (parent, children, *, prompt_tokens))]
-    fn fork(&mut self, parent: &Bound<'_, PyAny>, children: &Bound<'_, PyList>, prompt_tokens: i64) -> PyResult<()> {
-        let py = parent.py();
+    pub fn fork(&mut self, parent: &Bound<'_, Sequence>, children: Vec<Bound<'_, Sequence>>, prompt_tokens: i64)
+        -> PyResult<()> {
         let full = prompt_tokens.div_euclid(self.block_size);
         self.cache_full_blocks(parent, full * self.block_size)?;
-        let cached = parent.getattr(intern!(py, "cached"))?.downcast_into::<PyList>()?;
-        let shared = cached.get_slice(0, usize::try_from(full).unwrap_or(0));
-        self.pool.share(&keys_of(&shared)?, children.len() as i64).map_err(missing)?;
-        for child in children.iter() {
-            child.setattr(intern!(py, "cached"), PyList::new(py, shared.iter())?)?;
-            child.setattr(intern!(py, "prefix_blocks"), shared.len())?;
+        let shared: Vec<Key> = {
+            let p = parent.borrow();
+            p.cached[..usize::try_from(full).unwrap_or(0).min(p.cached.len())].to_vec()
+        };
+        self.pool.share(&shared, children.len() as i64).map_err(missing)?;
+        for child in &children {
+            let mut c = child.borrow_mut();
+            c.cached = shared.clone();
+            c.prefix_blocks = shared.len() as i64;
         }
         Ok(())
     }
 
     /// Turns `seq`'s own full blocks within its first `num_tokens` tokens into cached blocks; a
     /// block someone cached already is shared instead, and `seq`'s copy freed.
-    fn cache_full_blocks(&mut self, seq: &Bound<'_, PyAny>, num_tokens: i64) -> PyResult<()> {
-        let py = seq.py();
-        let start = get(seq, intern!(py, "prefix_blocks"))?;
-        let own = get(seq, intern!(py, "num_blocks"))?;
+    pub fn cache_full_blocks(&mut self, seq: &Bound<'_, Sequence>, num_tokens: i64) -> PyResult<()> {
+        let (start, own) = {
+            let s = seq.borrow();
+            (s.prefix_blocks, s.num_blocks)
+        };
         let full = num_tokens.div_euclid(self.block_size).min(start + own);
         if full <= start {
             return Ok(());
         }
-        let cached = seq.getattr(intern!(py, "cached"))?.downcast_into::<PyList>()?;
         let keys: Vec<Key> = if self.pool.caching {
-            let chain = block_hashes(seq, full, self.block_size)?;
-            let new = chain.get_slice(start as usize, full as usize);
-            for block in new.iter() {
-                cached.append(block)?;
-            }
-            keys_of(&new)?
+            // the hasher reads the sequence: no borrow of it is held across the call
+            let chain = block_hashes(seq.as_any(), full, self.block_size)?;
+            keys_of(&chain.get_slice(start as usize, full as usize))?
         } else {
             // shared by forks, never found by content
-            let keys: Vec<Key> = self.pool.new_ids(full - start).map(Key::Id).collect();
-            for key in &keys {
-                cached.append(key.to_py(py)?)?;
-            }
-            keys
+            self.pool.new_ids(full - start).map(Key::Id).collect()
         };
-        seq.setattr(intern!(py, "num_blocks"), own - keys.len() as i64)?;
-        seq.setattr(intern!(py, "prefix_blocks"), full)?;
+        {
+            let mut s = seq.borrow_mut();
+            s.cached.extend_from_slice(&keys);
+            s.num_blocks = own - keys.len() as i64;
+            s.prefix_blocks = full;
+        }
         self.pool.cache(&keys);
         Ok(())
     }
@@ -320,9 +255,101 @@ impl BlockManager {
 }
 
 impl BlockManager {
+    /// Extra blocks `seq` needs to compute `num_new_tokens` more tokens.
+    #[inline]
+    pub fn needed(&self, seq: &Sequence, num_new_tokens: i64) -> i64 {
+        (ceil_div(seq.num_computed + num_new_tokens, self.block_size) - seq.num_blocks - seq.prefix_blocks).max(0)
+    }
+
     /// Tokens `seq` has computed once it holds `hit` cached blocks (a transferred prompt was
     /// computed already: the hit only spares its blocks).
-    fn computed_with(&self, seq: &Bound<'_, PyAny>, hit: usize) -> PyResult<i64> {
-        Ok(get(seq, intern!(seq.py(), "num_computed"))?.max(hit as i64 * self.block_size))
+    fn computed_with(&self, seq: &Sequence, hit: usize) -> i64 {
+        seq.num_computed.max(hit as i64 * self.block_size)
+    }
+
+    /// :meth:`cache_hit`'s blocks.
+    pub fn hit(&self, seq: &Bound<'_, Sequence>) -> PyResult<Vec<Key>> {
+        let py = seq.py();
+        let mut hit = Vec::new();
+        let (most, chain) = {
+            let s = seq.borrow();
+            if !self.pool.caching || s.num_blocks != 0 || s.prefix_blocks != 0 || s.state == State::Swapped {
+                return Ok(hit);
+            }
+            let most = if s.num_computed == 0 {
+                (s.num_tokens - 1).div_euclid(self.block_size)
+            } else if s.num_computed >= s.prompt_tokens {
+                (s.prompt_tokens - 1).div_euclid(self.block_size)
+            } else {
+                return Ok(hit); // part of a prompt retrieved from a KV store: the rest is computed after it
+            };
+            (most, s.block_hashes.clone_ref(py).into_bound(py))
+        };
+        // walk the chain while it hits, hashing it further where the sequence has not yet: ahead in
+        // doubling chunks, not a block per call (a long prompt's ids cost a slice per call)
+        let mut chain = chain;
+        for i in 0..most {
+            if i >= chain.len() as i64 {
+                chain = block_hashes(seq.as_any(), most.min(i + i.max(16)), self.block_size)?;
+            }
+            let key = Key::from_py(&chain.get_item(i as usize)?)?;
+            if !self.pool.is_cached(&key) {
+                break;
+            }
+            hit.push(key);
+        }
+        Ok(hit)
+    }
+
+    /// :meth:`fits`, with the hit as keys.
+    pub fn fits_with(&self, seq: &Sequence, num_new_tokens: i64, hit: &[Key]) -> PyResult<bool> {
+        if hit.is_empty() {
+            return Ok(self.needed(seq, num_new_tokens) <= self.pool.num_free);
+        }
+        let needed = ceil_div(self.computed_with(seq, hit.len()) + num_new_tokens, self.block_size) - hit.len() as i64;
+        Ok(needed + self.pool.unheld(hit).map_err(missing)? <= self.pool.num_free)
+    }
+
+    /// :meth:`allocate`, with the hit as keys.
+    pub fn allocate_with(&mut self, seq: &Bound<'_, Sequence>, num_new_tokens: i64, hit: &[Key]) -> PyResult<bool> {
+        let upto = {
+            let mut s = seq.borrow_mut();
+            let needed = if !hit.is_empty() {
+                if !self.fits_with(&s, num_new_tokens, hit)? {
+                    return Ok(false);
+                }
+                let computed = self.computed_with(&s, hit.len());
+                self.pool.hold(hit).map_err(missing)?;
+                s.num_computed = computed;
+                s.cached = hit.to_vec();
+                s.prefix_blocks = hit.len() as i64;
+                ceil_div(computed + num_new_tokens, self.block_size) - hit.len() as i64
+            } else {
+                let needed = self.needed(&s, num_new_tokens);
+                if needed > self.pool.num_free {
+                    return Ok(false);
+                }
+                needed
+            };
+            if needed != 0 {
+                self.pool.take(needed);
+                s.num_blocks += needed;
+            }
+            (s.num_computed + num_new_tokens).min(s.num_tokens)
+        };
+        if self.pool.caching {
+            self.cache_full_blocks(seq, upto)?;
+        }
+        Ok(true)
+    }
+
+    /// :meth:`grow_by` on Rust data.
+    pub fn grow_seq_by(&mut self, seq: &mut Sequence, num_blocks: i64) -> bool {
+        if num_blocks > self.pool.num_free {
+            return false;
+        }
+        self.pool.take(num_blocks);
+        seq.num_blocks += num_blocks;
+        true
     }
 }

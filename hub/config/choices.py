@@ -1,7 +1,9 @@
 """The named choices of a scenario, one table each: routers, batching policies, packing orders, load metrics.
 
-Each table maps the name a config gives to the class that implements it (``package.module:Class``).
-The simulator makes the class from the table (:func:`cosim.hub.sim.registry.chosen`); the config
+The routers' table maps the name a config gives to the class that implements it (``package.module:Class``);
+the scheduler's policies and orders, compiled in cosim's core, and the load metrics are made from the name,
+and their tables say what each name means. The simulator makes a router's class from its table
+(:func:`cosim.hub.sim.registry.chosen`); the config
 models take their ``Literal`` types from the table's names, in its order (docs/config.md lists them so);
 the tests that compare results run over every name. A table names its classes rather than importing
 them because config is a layer below the simulator (docs/architecture.md): adding a router is its
@@ -15,7 +17,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 _ROUTING = "cosim.hub.sim.routing"
-_SCHEDULING = "cosim.hub.sim.scheduling"
 
 # router.policy: how the coordinator picks a client for a stage (hub/sim/routing/).
 ROUTERS: dict[str, str] = {
@@ -32,20 +33,22 @@ ROUTERS: dict[str, str] = {
 # Routers that defer to another (router.sticky_base), and so cannot be another's base.
 WRAPPING_ROUTERS = ("sticky",)
 
-# clients[].scheduler.batching: how a scheduler forms each step (hub/sim/scheduling/policies.py).
+# clients[].scheduler.batching: how a scheduler forms each step (core/src/policies.rs, compiled: the
+# scheduler makes its policy from the name).
 BATCHING: dict[str, str] = {
-    "static": f"{_SCHEDULING}.policies:Static",
-    "continuous": f"{_SCHEDULING}.policies:Continuous",
-    "chunked": f"{_SCHEDULING}.policies:Chunked",
-    "mixed": f"{_SCHEDULING}.policies:Mixed",
+    "static": "a batch runs until every sequence in it finishes; nothing joins meanwhile",
+    "continuous": "waiting prompts whole when they fit, else every running decode (Orca / vLLM V0)",
+    "chunked": "running sequences first, then waiting prompts, split to one token budget (vLLM V1)",
+    "mixed": "every running decode plus the whole waiting prompts that fit the rest",
 }
 
-# clients[].scheduler.packing: the order of the waiting queue and who is preempted (hub/sim/scheduling/packing.py).
+# clients[].scheduler.packing: the order of the waiting queue and who is preempted (core/src/packing.rs,
+# compiled: the scheduler makes its order from the name).
 PACKING: dict[str, str] = {
-    "fcfs": f"{_SCHEDULING}.packing:Fcfs",
-    "least_work_left": f"{_SCHEDULING}.packing:LeastWorkLeft",
-    "priority": f"{_SCHEDULING}.packing:Priority",
-    "edf": f"{_SCHEDULING}.packing:EarliestDeadline",
+    "fcfs": "arrival order; the newest running is preempted",
+    "least_work_left": "the fewest prefill and decode tokens left first",
+    "priority": "the request class's priority, lower first; the least important is preempted",
+    "edf": "earliest deadline first; the latest deadline is preempted",
 }
 
 # router.load_metric: the load load_based and heavy_light compare (LLMClient.load computes each).

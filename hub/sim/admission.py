@@ -26,11 +26,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..config.choices import BATCHING
 from ..config.scheduler import SchedulerConfig
 from ..errors import ScenarioError
-from .registry import chosen
-from .scheduling.policies import BatchingPolicy
+from .scheduling import BatchingPolicy
 
 if TYPE_CHECKING:
     from .pipelines import Pipeline
@@ -68,7 +66,7 @@ class ClientLimits:
            kv_blocks: int) -> ClientLimits:
         """The limits of a client with ``scheduler``, ``kv_blocks`` usable blocks, serving ``serves``."""
         kinds = set(serves)
-        whole = chosen(BATCHING, scheduler.batching, BatchingPolicy).whole_prompts
+        whole = BatchingPolicy(scheduler).whole_prompts
         budget = scheduler.max_num_batched_tokens if whole else None
         return cls(name=name, model=model, prefill="prefill" in kinds, decode="decode" in kinds,
                    kv_blocks=kv_blocks, block_size=scheduler.block_size,

@@ -120,7 +120,7 @@ class StepTimer:
         else:
             self._settle()
             self._run = None
-            if self.scheduler.waiting:
+            if self.scheduler.num_waiting:
                 # Forming the step may write queued sequences, which a forecast's copy shares until
                 # it writes them itself (Scheduler.copy): a later prediction needs a fresh copy.
                 self._forecast = None
@@ -129,7 +129,7 @@ class StepTimer:
                 # A step that only preempted admits no one (as vLLM's); vLLM's engine schedules again at
                 # once, and admits then. Idle here, no event would ever wake this client.
                 again = self.scheduler.schedule()
-                again.preempted[:0] = batch.preempted
+                again.preempted = batch.preempted + again.preempted
                 batch = again
             if not batch.seqs:
                 return None
@@ -307,7 +307,7 @@ class StepTimer:
         used lately). Only a hint: predictions are exact or unused. Not while requests wait: an
         arrival then joins the queue's tail, which the predicted steps do not reach.
         """
-        arrival = self.next_arrival_ns(now) if self.next_arrival_ns and not self.scheduler.waiting else None
+        arrival = self.next_arrival_ns(now) if self.next_arrival_ns and not self.scheduler.num_waiting else None
         if arrival is None or self._last_duration_ns <= 0:
             return depth
         return max(2, min(self.max_lookahead, -(-(arrival - now) // self._last_duration_ns) + 2))

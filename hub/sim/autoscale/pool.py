@@ -229,7 +229,7 @@ class ReplicaPool:
             busy += replica.client.busy_ns - replica.busy_seen_ns
             ready_ns += now - since
             replica.busy_seen_ns = replica.client.busy_ns
-        waiting = sum(len(r.client.scheduler.waiting) for r in ready)
+        waiting = sum(r.client.scheduler.num_waiting for r in ready)
         held = sum(r.client.load("stages") for r in ready)
         self.window.add_sample(Sample(now, len(ready), waiting, held, busy, ready_ns))
         self._last_sample_ns = now

@@ -138,9 +138,9 @@ class LLMClient:
         ``prefill_tokens`` (prompt tokens still to prefill), ``kv_blocks`` (KV blocks in use)."""
         scheduler = self.scheduler
         if metric == "stages":
-            return scheduler.num_running + len(scheduler.waiting)
+            return scheduler.num_running + scheduler.num_waiting
         if metric == "dp_score":
-            return DP_WAITING_WEIGHT * len(scheduler.waiting) + scheduler.num_running
+            return DP_WAITING_WEIGHT * scheduler.num_waiting + scheduler.num_running
         if metric == "kv_blocks":
             return scheduler.kv.num_used
         if metric == "input_tokens":
@@ -149,11 +149,8 @@ class LLMClient:
             return scheduler.kv.num_used * scheduler.kv.block_size
         settled = self.timer.settled()  # the running sequences' tokens: a decode run's pending steps count
         if metric == "prefill_tokens":  # prompts (and recomputations) still to prefill
-            return sum(seq.num_tokens - seq.num_computed for seq in settled.waiting) + \
-                sum(seq.num_tokens - seq.num_computed for seq in settled.running
-                    if seq.num_tokens - seq.num_computed > 1)
-        return sum(seq.remaining_work for seq in settled.running) + \
-            sum(seq.remaining_work for seq in settled.waiting)
+            return settled.remaining_prefill()
+        return settled.remaining_work()
 
     def cached_prefix_tokens(self, probe: Sequence) -> int:
         """Leading prompt tokens of ``probe`` (a request's prompt, not yet here) that this client's
@@ -269,7 +266,7 @@ class LLMClient:
         self.busy_ns += end_ns - start_ns
         num_seqs, num_requests = self.timer.run_size
         self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
-                             len(self.scheduler.waiting), num_requests)
+                             self.scheduler.num_waiting, num_requests)
         # Each request of the run got a token one step after its last (runs step back to back).
         gaps, gap = self.timeline.token_gaps, end_ns - start_ns
         gaps[gap] = gaps.get(gap, 0) + num_requests

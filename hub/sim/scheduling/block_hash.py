@@ -29,8 +29,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 import numpy as np
-
-from .sequence import Sequence
+from cosim_core import Sequence
 
 ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block
 

@@ -31,7 +31,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..records import RequestRecord
 
 __all__ = ["AdapterLoad", "LoraSlots", "LoraSpec", "LoraStats", "LoraStep"]
 
@@ -161,6 +164,41 @@ class LoraSlots:
         for name in names:
             self.resident.move_to_end(name)
             self.host.move_to_end(name)
+
+
+def activate(slots: LoraSlots, request: RequestRecord, step: LoraStep | None, busy: set[str]) -> LoraStep:
+    """Brings an admitted request's adapter into a GPU slot for a step, noting the load (or hit) on
+    ``step`` (a new one if None), which it returns; ``busy`` gains the adapter. The compiled
+    scheduler (core/src/scheduler.rs) calls it as it admits a sequence naming an adapter."""
+    assert request.lora is not None
+    step = step or LoraStep()
+    load = slots.activate(request.lora, request.lora_rank, busy)
+    if load is None:
+        step.hits += 1
+    else:
+        step.loads.append(load)
+    busy.add(request.lora)
+    return step
+
+
+def step_of(slots: LoraSlots, requests: Iterable[RequestRecord], step: LoraStep | None) -> LoraStep | None:
+    """The adapters of a step whose sequences are those of ``requests``, in order, set on ``step``
+    (a new one if None; None: the base model only), and touched. The compiled scheduler calls it
+    for each step it forms."""
+    numbers: dict[str, int] = {}
+    ranks, ids = [], []
+    for request in requests:
+        if request.lora is None:
+            ranks.append(0)
+            ids.append(0)
+        else:
+            ranks.append(request.lora_rank)
+            ids.append(numbers.setdefault(request.lora, len(numbers) + 1))
+    if numbers:
+        slots.touch(numbers)
+        step = step or LoraStep()
+        step.ranks, step.ids = tuple(ranks), tuple(ids)
+    return step
 
 
 class LoraStats:

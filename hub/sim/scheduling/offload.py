@@ -36,11 +36,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from cosim_core import Sequence
+
 from .block_hash import block_hashes
 from .kv import BlockManager
-from .sequence import LOADING, WAITING, Sequence
 
 NS_PER_S = 1_000_000_000
+WAITING, LOADING = "waiting", "loading"  # the Sequence states a load moves between (core/src/sequence.rs)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""The tables of named choices: each name makes its class, the config takes exactly the table's names,
-and the speed hook of a batching policy defaults to the safe answer."""
+"""The tables of named choices: each name makes its class (or the compiled scheduler's policy or order),
+the config takes exactly the table's names, and the speed hook of each batching policy."""
 
 from __future__ import annotations
 
@@ -16,23 +16,27 @@ from cosim.hub.errors import ScenarioError
 from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.registry import chosen
 from cosim.hub.sim.routing import Router
-from cosim.hub.sim.scheduling import BatchingPolicy, ScheduledBatch, Sequence
-from cosim.hub.sim.scheduling.packing import PackingOrder
-from cosim.hub.sim.scheduling.policies import Moves
+from cosim.hub.sim.scheduling import BatchingPolicy, PackingOrder, Sequence
 from tests.scenarios.helpers import client, scenario
 
-TABLES = [(ROUTERS, Router), (BATCHING, BatchingPolicy), (PACKING, PackingOrder)]
+@pytest.mark.parametrize("name", list(ROUTERS))
+def test_every_router_name_makes_a_concrete_router(name: str) -> None:
+    made = chosen(ROUTERS, name, Router)
+    assert issubclass(made, Router) and not getattr(made, "__abstractmethods__", None), made
 
 
-@pytest.mark.parametrize(("table", "base", "name"), [(t, b, n) for t, b in TABLES for n in t])
-def test_every_name_makes_a_concrete_class_of_its_kind(table: dict[str, str], base: type, name: str) -> None:
-    made = chosen(table, name, base)
-    assert issubclass(made, base) and not getattr(made, "__abstractmethods__", None), made
+def test_every_batching_and_packing_name_makes_the_compiled_schedulers_own() -> None:
+    assert {name: BatchingPolicy(SchedulerConfig(batching=name)).whole_prompts for name in BATCHING} == {
+        "static": True, "continuous": True, "chunked": False, "mixed": True}
+    assert {name: PackingOrder(name).arrival_order for name in PACKING} == {
+        "fcfs": True, "least_work_left": False, "priority": False, "edf": False}
+    with pytest.raises(ValueError, match='no packing order "lifo"'):
+        PackingOrder("lifo")
 
 
 def test_a_table_naming_the_wrong_kind_of_class_is_refused() -> None:
-    with pytest.raises(TypeError, match="'fcfs'.* is not a Router"):
-        chosen(PACKING, "fcfs", Router)
+    with pytest.raises(TypeError, match="'random'.* is not a BatchingPolicy"):
+        chosen(ROUTERS, "random", BatchingPolicy)
 
 
 @pytest.mark.parametrize(("model", "field", "table"), [
@@ -54,15 +58,8 @@ def test_an_unknown_router_is_an_error_naming_the_path_and_the_choices() -> None
     assert "router.policy" in str(err.value) and "round_robin" in str(err.value)
 
 
-def test_a_batching_policy_decodes_step_by_step_unless_it_says_otherwise() -> None:
-    class CapsDecodes(BatchingPolicy):
-        def form(self, s: Moves) -> ScheduledBatch:
-            return s.schedule_running(ScheduledBatch(), budget=2)
-
-    config = SchedulerConfig(chunk_size=4)
-    assert CapsDecodes(config).decodes_all(1) is False
-    built_in = {name: chosen(BATCHING, name, BatchingPolicy)(SchedulerConfig(batching=name, chunk_size=4))
-                for name in BATCHING}
+def test_a_batching_policy_decodes_all_only_where_no_budget_caps_the_decodes() -> None:
+    built_in = {name: BatchingPolicy(SchedulerConfig(batching=name, chunk_size=4)) for name in BATCHING}
     assert {name: policy.decodes_all(4) for name, policy in built_in.items()} == {
         "static": True, "continuous": True, "chunked": True, "mixed": True}
     assert built_in["chunked"].decodes_all(5) is False  # five decodes do not fit a budget of four
@@ -84,7 +81,7 @@ def sequence(rid: int, order: int, *, priority: int = 0, deadline_ns: int = 2**6
     ("edf", [2, 3, 1, 0], 0),  # deadlines 40, 30, 10, 20
 ])
 def test_each_packing_order_queues_and_picks_its_victim(name: str, queued: list[int], victim: int) -> None:
-    order = chosen(PACKING, name, PackingOrder)()
+    order = PackingOrder(name)
     seqs = [sequence(0, 0, priority=2, deadline_ns=40, left=10), sequence(1, 1, priority=0, deadline_ns=30, left=8),
             sequence(2, 2, priority=1, deadline_ns=10, left=8), sequence(3, 3, priority=0, deadline_ns=20, left=5)]
     waiting: list[Sequence] = []
