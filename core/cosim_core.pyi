@@ -257,8 +257,7 @@ class Scheduler:
     def one_step_ahead(self) -> bool: ...
     @property
     def lock_step(self) -> bool: ...
-    @property
-    def speculation(self) -> Speculation | None: ...
+    speculation: Speculation | None
     @property
     def spec_stats(self) -> SpecStats | None:
         """The client's speculative counts (None in a copy without speculation)."""

@@ -110,7 +110,7 @@ pub struct Scheduler {
     retiring: Vec<Py<Sequence>>,
     /// In a copy: ids of the original's waiting sequences, cloned on write.
     borrowed: HashSet<usize>,
-    #[pyo3(get)]
+    #[pyo3(get, set)]
     speculation: Option<Py<PyAny>>,
     /// The client's speculative counts (Python's `SpecStats`); None in a copy without speculation.
     #[pyo3(get)]

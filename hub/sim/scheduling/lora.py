@@ -31,10 +31,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ..records import RequestRecord
+from typing import Any, Protocol
 
 __all__ = ["AdapterLoad", "LoraSlots", "LoraSpec", "LoraStats", "LoraStep"]
 
@@ -166,7 +163,14 @@ class LoraSlots:
             self.host.move_to_end(name)
 
 
-def activate(slots: LoraSlots, request: RequestRecord, step: LoraStep | None, busy: set[str]) -> LoraStep:
+class AdapterRequest(Protocol):
+    """What a request says of its adapter (a :class:`~cosim.hub.sim.records.RequestRecord`)."""
+
+    lora: str | None
+    lora_rank: int
+
+
+def activate(slots: LoraSlots, request: AdapterRequest, step: LoraStep | None, busy: set[str]) -> LoraStep:
     """Brings an admitted request's adapter into a GPU slot for a step, noting the load (or hit) on
     ``step`` (a new one if None), which it returns; ``busy`` gains the adapter. The compiled
     scheduler (core/src/scheduler.rs) calls it as it admits a sequence naming an adapter."""
@@ -181,7 +185,7 @@ def activate(slots: LoraSlots, request: RequestRecord, step: LoraStep | None, bu
     return step
 
 
-def step_of(slots: LoraSlots, requests: Iterable[RequestRecord], step: LoraStep | None) -> LoraStep | None:
+def step_of(slots: LoraSlots, requests: Iterable[AdapterRequest], step: LoraStep | None) -> LoraStep | None:
     """The adapters of a step whose sequences are those of ``requests``, in order, set on ``step``
     (a new one if None; None: the base model only), and touched. The compiled scheduler calls it
     for each step it forms."""
