@@ -173,3 +173,65 @@ impl PyPacking {
         Ok(same(running.py(), &seqs[i]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pyo3::types::{PyDict, PyModule};
+
+    /// Sequences of requests with these (priority, deadline) classes, admitted in order.
+    fn sequences(py: Python<'_>, classes: &[(i64, i64)]) -> Vec<Py<Sequence>> {
+        let namespace = PyModule::import(py, "types").unwrap().getattr("SimpleNamespace").unwrap();
+        classes.iter().enumerate().map(|(order, &(priority, deadline_ns))| {
+            let fields = PyDict::new(py);
+            fields.set_item("priority", priority).unwrap();
+            fields.set_item("deadline_ns", deadline_ns).unwrap();
+            let request = namespace.call((), Some(&fields)).unwrap().unbind();
+            let mut seq = Sequence::new(py, request, py.None(), 10, 0, 1, 0, None, 0, 0);
+            seq.order = order as i64;
+            Py::new(py, seq).unwrap()
+        }).collect()
+    }
+
+    fn orders(py: Python<'_>, seqs: &[Py<Sequence>]) -> Vec<i64> {
+        seqs.iter().map(|seq| seq.borrow(py).order).collect()
+    }
+
+    #[test]
+    fn ordered_packings_queue_by_class_then_arrival_and_preempt_the_largest() {
+        pyo3::prepare_freethreaded_python();
+        Python::with_gil(|py| {
+            // priorities 1, 0, 1, 0; deadlines 30, 30, 10, 20
+            let seqs = sequences(py, &[(1, 30), (0, 30), (1, 10), (0, 20)]);
+            let expected = [(Packing::Priority, [1, 3, 0, 2], 2), (Packing::EarliestDeadline, [2, 3, 0, 1], 1)];
+            for (packing, queued, victim) in expected {
+                let mut waiting = Vec::new();
+                for seq in &seqs {
+                    packing.queue(py, &mut waiting, seq.clone_ref(py), false).unwrap();
+                }
+                assert_eq!(orders(py, &waiting), queued, "{packing:?}");
+                let running: Vec<Py<Sequence>> = seqs.iter().map(|s| s.clone_ref(py)).collect();
+                assert_eq!(packing.victim(py, &running).unwrap(), victim, "{packing:?}");
+            }
+        });
+    }
+
+    #[test]
+    fn fcfs_requeues_first_and_preempts_the_newest() {
+        pyo3::prepare_freethreaded_python();
+        Python::with_gil(|py| {
+            let seqs = sequences(py, &[(0, 0), (0, 0), (0, 0)]);
+            let mut waiting = Vec::new();
+            packing_all(py, Packing::Fcfs, &mut waiting, &seqs[..2]);
+            Packing::Fcfs.requeue(py, &mut waiting, seqs[2].clone_ref(py)).unwrap();
+            assert_eq!(orders(py, &waiting), [2, 0, 1]);
+            assert_eq!(Packing::Fcfs.victim(py, &seqs).unwrap(), 2);
+        });
+    }
+
+    fn packing_all(py: Python<'_>, packing: Packing, waiting: &mut Vec<Py<Sequence>>, seqs: &[Py<Sequence>]) {
+        for seq in seqs {
+            packing.queue(py, waiting, seq.clone_ref(py), false).unwrap();
+        }
+    }
+}

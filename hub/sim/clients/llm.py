@@ -8,7 +8,7 @@ happened on the requests: tokens, first-token and between-token times, stages,
 and hands finished stages to the coordinator). Its end is an event of the
 kernel, and so is the client's wake-up for the next; the clock may handle both
 in place when nothing else comes first (:meth:`StepClock.take_steps`). What a
-step holds is :mod:`cosim.hub.sim.scheduling.scheduler`'s business; how long it
+step holds is the scheduler's business (:mod:`cosim.hub.sim.scheduling`); how long it
 takes, and how cheaply that is found out, :mod:`cosim.hub.timing`'s.
 """
 
