@@ -138,10 +138,10 @@ class ScheduledBatch:
         """The sequences, in scheduling order (the same list at every call)."""
     @property
     def num_new(self) -> list[int]:
-        """Tokens each computes in this step (a new list)."""
+        """Tokens each computes in this step (the same list at every call)."""
     @property
     def context(self) -> list[int]:
-        """Tokens each already holds in KV (a new list)."""
+        """Tokens each already holds in KV (the same list at every call)."""
     @property
     def draft_tokens(self) -> list[int]:
         """Speculative: of each sequence's new tokens, the drafts it verifies (empty without)."""
@@ -192,6 +192,9 @@ class SteadyDecodes:
     @property
     def seqs(self) -> list[Sequence]:
         """The sequences (the scheduler's running list when the steps begin)."""
+    @property
+    def contexts(self) -> list[int]:
+        """Each one's computed tokens when the steps begin."""
     @property
     def new_blocks(self) -> list[int]:
         """KV blocks they grow into at each step, in order."""

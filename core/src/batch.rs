@@ -24,6 +24,27 @@ fn seqs_of(list: &Bound<'_, PyAny>) -> PyResult<Vec<Py<Sequence>>> {
     list.try_iter()?.map(|item| Ok(item?.downcast_into::<Sequence>()?.unbind())).collect()
 }
 
+/// Counts given by Python, as a list (the one they came in, if they came in one: kept, handed back).
+fn counts_list(counts: Option<Bound<'_, PyAny>>) -> PyResult<Option<Py<PyList>>> {
+    let Some(counts) = counts else {
+        return Ok(None);
+    };
+    if let Ok(list) = counts.downcast::<PyList>() {
+        return Ok(Some(list.clone().unbind()));
+    }
+    Ok(Some(PyList::new(counts.py(), counts.extract::<Vec<i64>>()?)?.unbind()))
+}
+
+/// The list Python sees of `values`, made once and kept in `made` (until the batch changes).
+fn shown<'py>(py: Python<'py>, made: &mut Option<Py<PyList>>, values: &[i64]) -> PyResult<Bound<'py, PyList>> {
+    if let Some(list) = made {
+        return Ok(list.bind(py).clone());
+    }
+    let list = PyList::new(py, values)?;
+    *made = Some(list.clone().unbind());
+    Ok(list)
+}
+
 /// One scheduled step: sequences with the tokens each computes.
 ///
 /// Attributes:
@@ -47,8 +68,14 @@ fn seqs_of(list: &Bound<'_, PyAny>) -> PyResult<Vec<Py<Sequence>>> {
 #[derive(Default)]
 pub struct ScheduledBatch {
     pub seqs: Vec<Py<Sequence>>,
-    /// The list Python sees as `seqs`, made once: a decode run's batches share their run's list.
+    /// The lists Python sees as `seqs`, `num_new` and `context`, each made once (a step's timing
+    /// reads them several times): a decode run's batches share their run's lists.
     seqs_list: Option<Py<PyList>>,
+    num_new_list: Option<Py<PyList>>,
+    context_list: Option<Py<PyList>>,
+    /// Made in Python: `seqs`, `num_new` and `context` are the lists given until [`Self::ensure`]
+    /// reads them (a decode run's steps are timed, never handed back, so most are never read).
+    pending: bool,
     pub num_new: Vec<i64>,
     pub context: Vec<i64>,
     #[pyo3(get, set)]
@@ -77,18 +104,17 @@ impl ScheduledBatch {
                         prefill_tokens = 0, admitted = 0, queue_blocked = false, queue_stamp = 0, preempted = None,
                         cache_hits = None, lora = None, draft_tokens = None))]
     #[allow(clippy::too_many_arguments)]
-    fn py_new(seqs: Option<Bound<'_, PyList>>, num_new: Option<Vec<i64>>, context: Option<Vec<i64>>, swap_bytes: i64,
+    fn py_new(seqs: Option<Bound<'_, PyList>>, num_new: Option<Bound<'_, PyAny>>, context: Option<Bound<'_, PyAny>>,
+              swap_bytes: i64,
               num_tokens: i64, prefill_tokens: i64, admitted: i64, queue_blocked: bool, queue_stamp: i64,
               preempted: Option<Bound<'_, PyAny>>, cache_hits: Option<Vec<(Bound<'_, Sequence>, i64)>>,
               lora: Option<Py<PyAny>>, draft_tokens: Option<Vec<i64>>) -> PyResult<Self> {
-        let (seqs, seqs_list) = match seqs {
-            Some(list) => (seqs_of(list.as_any())?, Some(list.unbind())),
-            None => (Vec::new(), None),
-        };
+        let seqs_list = seqs.map(Bound::unbind);
+        let num_new_list = counts_list(num_new)?;
+        let context_list = counts_list(context)?;
+        let pending = seqs_list.is_some() || num_new_list.is_some() || context_list.is_some();
         Ok(ScheduledBatch {
-            seqs, seqs_list,
-            num_new: num_new.unwrap_or_default(),
-            context: context.unwrap_or_default(),
+            seqs: Vec::new(), seqs_list, num_new_list, context_list, pending, num_new: Vec::new(), context: Vec::new(),
             swap_bytes, num_tokens, prefill_tokens, admitted, queue_blocked, queue_stamp,
             preempted: preempted.map(|p| seqs_of(&p)).transpose()?.unwrap_or_default(),
             cache_hits: cache_hits.unwrap_or_default().into_iter().map(|(seq, n)| (seq.unbind(), n)).collect(),
@@ -108,14 +134,16 @@ impl ScheduledBatch {
         Ok(made)
     }
 
+    /// Tokens each computes in this step (the same list at every call).
     #[getter]
-    fn num_new(&self) -> Vec<i64> {
-        self.num_new.clone()
+    fn num_new<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        shown(py, &mut self.num_new_list, &self.num_new)
     }
 
+    /// Tokens each already holds in KV (the same list at every call).
     #[getter]
-    fn context(&self) -> Vec<i64> {
-        self.context.clone()
+    fn context<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        shown(py, &mut self.context_list, &self.context)
     }
 
     #[getter]
@@ -141,19 +169,22 @@ impl ScheduledBatch {
 
     /// Adds `seq` to compute `num_tokens` tokens.
     #[pyo3(name = "add")]
-    fn py_add(&mut self, seq: &Bound<'_, Sequence>, num_tokens: i64) {
+    fn py_add(&mut self, seq: &Bound<'_, Sequence>, num_tokens: i64) -> PyResult<()> {
+        self.ensure(seq.py())?;
         let (computed, prefill) = {
             let s = seq.borrow();
             (s.num_computed, s.is_prefill(s.num_computed))
         };
         self.push(same(seq.py(), seq.as_unbound()), num_tokens, computed, prefill);
+        Ok(())
     }
 
     /// Takes `seq` out of the step if it is in it (preempted after it was scheduled, which a
     /// least-important victim may be: vLLM gives its tokens back to the step's budget); whether it was.
     #[pyo3(name = "drop")]
-    fn py_drop(&mut self, seq: &Bound<'_, Sequence>) -> bool {
-        self.drop_seq(seq.py(), seq.as_unbound())
+    fn py_drop(&mut self, seq: &Bound<'_, Sequence>) -> PyResult<bool> {
+        self.ensure(seq.py())?;
+        Ok(self.drop_seq(seq.py(), seq.as_unbound()))
     }
 
     /// Its StepBatch fields beyond the new and context tokens, as (name, values) pairs:
@@ -176,15 +207,16 @@ impl ScheduledBatch {
 
     /// `(new tokens, context)` per sequence, then :attr:`fields`: what times the step.
     #[getter]
-    fn signature<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let mut parts = vec![PyTuple::new(py, &self.num_new)?.into_any(), PyTuple::new(py, &self.context)?.into_any()];
+    fn signature<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let mut parts = vec![self.num_new(py)?.to_tuple().into_any(), self.context(py)?.to_tuple().into_any()];
         parts.extend(self.fields(py)?.iter());
         PyTuple::new(py, parts)
     }
 
-    fn __repr__(&self) -> String {
-        format!("ScheduledBatch({} sequences, {} tokens, num_new={:?}, context={:?})", self.seqs.len(), self.num_tokens,
-                self.num_new, self.context)
+    fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
+        self.ensure(py)?;
+        Ok(format!("ScheduledBatch({} sequences, {} tokens, num_new={:?}, context={:?})", self.seqs.len(),
+                   self.num_tokens, self.num_new, self.context))
     }
 }
 
@@ -197,7 +229,8 @@ impl ScheduledBatch {
     /// Adds `seq`, which holds `computed` tokens, to compute `num` (a prefill's count, `prefill`).
     #[inline]
     pub fn push(&mut self, seq: Py<Sequence>, num: i64, computed: i64, prefill: bool) {
-        self.seqs_list = None;
+        debug_assert!(!self.pending, "a batch made in Python is read (ensure) before it changes");
+        self.forget_lists();
         self.seqs.push(seq);
         self.num_new.push(num);
         self.context.push(computed);
@@ -213,12 +246,36 @@ impl ScheduledBatch {
         self.push(handle, num, seq.num_computed, seq.is_prefill(seq.num_computed));
     }
 
+    /// Reads the lists a batch made in Python was given (see `pending`), before Rust works on it.
+    pub fn ensure(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.pending {
+            if let Some(list) = &self.seqs_list {
+                self.seqs = seqs_of(list.bind(py).as_any())?;
+            }
+            if let Some(list) = &self.num_new_list {
+                self.num_new = list.bind(py).extract()?;
+            }
+            if let Some(list) = &self.context_list {
+                self.context = list.bind(py).extract()?;
+            }
+            self.pending = false;
+        }
+        Ok(())
+    }
+
+    /// Drops the lists Python saw: the batch changed.
+    fn forget_lists(&mut self) {
+        self.seqs_list = None;
+        self.num_new_list = None;
+        self.context_list = None;
+    }
+
     /// See `drop`.
     pub fn drop_seq(&mut self, py: Python<'_>, seq: &Py<Sequence>) -> bool {
         let Some(i) = self.seqs.iter().position(|s| s.is(seq)) else {
             return false;
         };
-        self.seqs_list = None;
+        self.forget_lists();
         self.seqs.remove(i);
         let num = self.num_new.remove(i);
         let computed = self.context.remove(i);
@@ -286,12 +343,14 @@ impl StepOutcome {
 ///
 /// Attributes:
 ///     seqs: the sequences (the scheduler's running list when the steps begin).
+///     contexts: each one's computed tokens when the steps begin.
 ///     new_blocks: KV blocks they grow into at each step, in order.
 ///     queue_stamp: the queue stamp of each step's batch (no one queued since).
 ///     lora: their LoRA adapters, the same every step (None: the base model only).
 #[pyclass(module = "cosim_core", get_all)]
 pub struct SteadyDecodes {
     pub seqs: Py<PyList>,
+    pub contexts: Py<PyList>,
     pub new_blocks: Py<PyList>,
     pub queue_stamp: i64,
     pub lora: Option<Py<PyAny>>,

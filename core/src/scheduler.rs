@@ -273,7 +273,8 @@ impl Scheduler {
 
     /// Applies a finished step: each sequence holds its new tokens; a sequence whose tokens are
     /// all computed samples one; reasoning branches fork; finished stages leave and free their KV.
-    fn update(&mut self, py: Python<'_>, batch: PyRef<'_, ScheduledBatch>) -> PyResult<StepOutcome> {
+    fn update(&mut self, py: Python<'_>, mut batch: PyRefMut<'_, ScheduledBatch>) -> PyResult<StepOutcome> {
+        batch.ensure(py)?;
         if !self.in_flight.is_empty() {
             for seq in &batch.seqs {
                 self.in_flight.remove(&ident(seq));
@@ -370,6 +371,7 @@ impl Scheduler {
         let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
         Ok(Some(SteadyDecodes {
             seqs: list(py, &self.running)?.unbind(),
+            contexts: PyList::new(py, self.running.iter().map(|seq| seq.borrow(py).num_computed))?.unbind(),
             new_blocks: PyList::new(py, new_blocks)?.unbind(),
             queue_stamp: batch.queue_stamp,
             lora,

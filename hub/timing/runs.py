@@ -36,10 +36,9 @@ class DecodeRun:
 
     def __init__(self, scheduler: Scheduler, steady: SteadyDecodes) -> None:
         self.scheduler = scheduler
-        self.seqs, self.new_blocks, self.queue_stamp, self.lora = steady.seqs, steady.new_blocks, \
-            steady.queue_stamp, steady.lora
+        self.seqs, self.contexts, self.new_blocks = steady.seqs, steady.contexts, steady.new_blocks
+        self.queue_stamp, self.lora = steady.queue_stamp, steady.lora
         self.ones = [1] * len(self.seqs)
-        self.contexts = [seq.num_computed for seq in self.seqs]
         self.taken = self.done = self.max_gap_ns = self.last_ns = 0
         self._num_requests = -1  # counted when first asked: most runs are cut before a step is recorded
 

@@ -19,6 +19,7 @@ from cosim.hub.sim.routing import Router
 from cosim.hub.sim.scheduling import BatchingPolicy, PackingOrder, Sequence
 from tests.scenarios.helpers import client, scenario
 
+
 @pytest.mark.parametrize("name", list(ROUTERS))
 def test_every_router_name_makes_a_concrete_router(name: str) -> None:
     made = chosen(ROUTERS, name, Router)
