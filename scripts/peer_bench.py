@@ -273,7 +273,9 @@ def vidur_args(run_folder: Path, trace: Path, cache: Path, output: Path) -> list
         "--replica_config_model_name": model, "--replica_config_device": device,
         "--replica_config_network_device": node, "--replica_config_tensor_parallel_size": hardware["tensor_parallel"],
         "--replica_config_num_pipeline_stages": 1,
-        "--replica_config_gpu_memory_utilization": scheduler["gpu_memory_utilization"],
+        # Vidur's KV cache is what its memory margin leaves of the device after the weights (it reads no
+        # gpu_memory_utilization), in whole 4,096-token request slots.
+        "--cache_config_memory_margin_fraction": round(1.0 - scheduler["gpu_memory_utilization"], 9),
         "--cache_config_block_size": scheduler["block_size"],
         "--replica_scheduler_config_type": "sarathi", "--sarathi_scheduler_config_chunk_size": budget,
         "--sarathi_scheduler_config_batch_size_cap": scheduler["max_num_seqs"],

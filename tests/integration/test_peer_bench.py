@@ -129,7 +129,7 @@ def test_the_vidur_command_line_is_the_deployment_cosim_ran(tmp_path: Path) -> N
             options["--replica_config_num_pipeline_stages"]) == ("1", "2", "1")
     assert (options["--replica_scheduler_config_type"], options["--sarathi_scheduler_config_chunk_size"],
             options["--sarathi_scheduler_config_batch_size_cap"]) == ("sarathi", "512", "128")
-    assert (options["--cache_config_block_size"], options["--replica_config_gpu_memory_utilization"]) == ("16", "0.9")
+    assert (options["--cache_config_block_size"], options["--cache_config_memory_margin_fraction"]) == ("16", "0.1")
     assert "--no-cache_config_enable_prefix_caching" in options
     # The trace is replayed as it is: Vidur's defaults would scale prompts by 0.3 and time by 0.04.
     assert options["--request_generator_config_type"] == "trace_replay"
