@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -363,14 +363,15 @@ class Vidur:
     """Microsoft's Vidur (``python -m vidur.main``) replaying cosim's requests as a trace, offline.
 
     Its profiles are laid out once per bench in ``<venv>/cosim-cache``, where Vidur also keeps the
-    predictors it trains on first use (about 30 CPU minutes); its first run is repeated, untimed, first.
+    predictors it trains on first use (37 minutes on the 2-core development machine); its first run is
+    repeated, untimed, first.
     """
 
     venv: Path
     data: Path
     config: Path = VIDUR_CONFIG
     name: ClassVar[str] = "Vidur"
-    _ready: bool = False
+    _ready: bool = field(default=False, init=False)  # the profiles placed and the predictors trained
 
     @property
     def cache(self) -> Path:
