@@ -26,7 +26,8 @@ OUTPUTS = ("summary.json", "requests.csv", "clients.csv", "trace.json")
 QUICK = ["--no-progress", "--in-process", "--set", "output.plots=false"]
 # Big scenarios are cut to a size that still takes every path they exist for.
 CUTS = {"examples/bench/scale-1m.yaml": 20_000, "examples/bench/chat-10k.yaml": 3_000,
-        "examples/bench/prefix-100k.yaml": 1_000, "examples/bench/aisimulate-matched.yaml": 1_000}
+        "examples/bench/prefix-100k.yaml": 1_000, "examples/bench/aisimulate-matched.yaml": 1_000,
+        "examples/bench/vidur-matched.yaml": 1_000}
 LEFT_OUT = ("examples/byo/python/address.yaml", "examples/byo/python/image.yaml", "examples/byo/rust/",
             "examples/search/")
 

@@ -1,8 +1,8 @@
 """``cosim bench [NAME ...] [--json]``: simulation speed on fixed scenarios.
 
 ``scale-1m`` and ``prefix-100k`` (:mod:`cosim.hub.studies.bench_scale`) are run only when named: they take
-many minutes; each prints a line at each mark as it passes. So is ``aisimulate-matched``, which needs the
-aiconfigurator extra.
+many minutes; each prints a line at each mark as it passes. So are the peer comparisons' workloads:
+``aisimulate-matched``, which needs the aiconfigurator extra, and ``vidur-matched``.
 """
 
 from __future__ import annotations

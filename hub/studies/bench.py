@@ -24,9 +24,9 @@ from .simulation import Simulation
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "examples" / "bench"
 SCENARIOS = ("chat-10k", "disagg-long", "mixed")
-# Run only when named: aisimulate-matched, the workload of the comparison with NVIDIA's AISimulate
-# (scripts/peer_bench.py), times its steps with the optional aiconfigurator extra.
-NAMED_ONLY = ("aisimulate-matched",)
+# Run only when named: the workloads of the comparisons with NVIDIA's AISimulate and Microsoft's Vidur
+# (scripts/peer_bench.py); aisimulate-matched times its steps with the optional aiconfigurator extra.
+NAMED_ONLY = ("aisimulate-matched", "vidur-matched")
 
 
 def _timed_run(name: str, overrides: list[str], *, in_process: bool) -> tuple[float, Simulation]:

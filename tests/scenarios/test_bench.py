@@ -65,3 +65,20 @@ def test_the_aisimulate_matched_workload_finishes_and_hits_its_shared_prefix(tmp
     # never their own 768, which no other request holds.
     assert cached[0] == 0 and set(cached) <= {0, 256} and cached.count(256) >= 35
     assert result.summary["prefix_cache_hit_rate"] == pytest.approx(sum(cached) / (40 * 1024))
+
+
+def test_the_vidur_matched_scenario_runs_when_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "vidur-matched" in NAMED_ONLY and "vidur-matched" not in SCENARIOS  # not run by default
+    assert main(["bench", "vidur-matched", "--requests", "24", "--no-compare", "--json"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["scenario"] == "vidur-matched" and figures["requests"] == 24
+
+
+def test_the_vidur_matched_workload_finishes_with_no_prefix_cached(tmp_path: Path) -> None:
+    """Every request finishes with the tokens it asked for, and none reuses another's (Vidur has no prefix cache)."""
+    result = cosim.run(BENCH_DIR / "vidur-matched.yaml", overrides=["workload.requests=30"],
+                       output_dir=tmp_path / "run", in_process=True)
+    requests = result.requests
+    assert len(requests) == 30 == result.summary["requests"]["completed"]
+    assert all(r.input_tokens == 512 and r.generated_tokens == r.output_tokens == 128 for r in requests)
+    assert result.summary["prefix_cache_hit_rate"] == 0.0
