@@ -1,0 +1,158 @@
+"""FlashAttention-2's varlen call with a prefill chunk, timed from the CTAs it launches.
+
+vLLM V1 runs a step's attention as one ``flash_attn_varlen_func`` call. On
+GPUs that run FlashAttention-2 (vLLM picks FA3 on sm90 only,
+``vllm/attention/utils/fa_utils.py``) a call whose longest query is one token
+swaps each KV head's query group into the query rows and splits long KV
+across SMs (``mha_varlen_fwd`` in vllm-project/flash-attention
+``csrc/flash_attn/flash_api.cpp``: ``seqlenq_ngroups_swapped``, "Only apply
+split-k for decoding"). A call with a prefill chunk does neither: with a
+paged KV cache it runs the split-KV kernel with one split
+(``run_mha_fwd_splitkv_dispatch``: 64-row query tiles, 128-key blocks, 128
+threads; grid = query tiles of the longest sequence x sequences x query
+heads). So every decode gets one CTA per *query* head that scans its whole
+KV alone and computes a full 64-row tile for its one row, and every
+sequence launches as many tiles as the longest one (the extra CTAs exit at
+once). The call's time::
+
+    t = floor + max(work / SMs, longest CTA, bytes / (mem_eff x bandwidth))
+    work = sum over CTAs of (cta_us + blocks x block_us) + empty CTAs x empty_us
+    block_us = 4 x 64 x 128 x head_dim / (tile_eff x peak / SMs)
+
+``blocks`` are a CTA's 128-key blocks (a chunk's tile ``j`` attends to its
+cached keys and the chunk's first ``64 (j + 1)``); ``bytes`` read each
+decode's KV once per query head. The five parameters are physical and per
+device family (``fit.varlen`` fits them on LLMServingSim's vLLM 0.19 mixed
+shots; ``profiles/varlen.yaml`` ships them with their cross-validation).
+
+Main names: :class:`VarlenParams`, :class:`Device`, :func:`grid`, :func:`grid_us`, :func:`call_us`,
+:func:`load_family`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+VARLEN_PATH = Path(__file__).with_name("profiles") / "varlen.yaml"
+TILE_ROWS = 64    # kBlockM of the split-KV kernel, every head dim
+BLOCK_KEYS = 128  # kBlockN for head_dim <= 128 (64 above it)
+
+
+@dataclasses.dataclass(frozen=True)
+class VarlenParams:
+    """One family's parameters.
+
+    Attributes:
+        tile_eff: a CTA's tensor-core rate on one 64 x 128 tile step, as a share of its SM's
+            part of the dense peak (0, 1].
+        cta_us: SM time of a CTA's start and end (loading its query tile, writing its output).
+        empty_us: SM time of a CTA launched past its sequence's last query row.
+        floor_us: the call's fixed cost (launch, tail).
+        mem_eff: share of the bandwidth the CTAs' reads reach (above 1 where the query heads of
+            one KV head hit in L2).
+    """
+
+    tile_eff: float
+    cta_us: float
+    empty_us: float
+    floor_us: float
+    mem_eff: float
+
+
+PARAM_KEYS = tuple(f.name for f in dataclasses.fields(VarlenParams))
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """The figures of one GPU the model reads."""
+
+    num_sms: int
+    peak_flops: float  # dense, the dtype's, FLOP/s
+    mem_bw: float      # bytes/s
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """What a call launches, per query head (see the module docstring)."""
+
+    ctas: int         # CTAs with query rows: the chunks' 64-row tiles and one per decode
+    blocks: int       # 128-key blocks those CTAs scan
+    empty: int        # CTAs past their sequence's last row (every sequence gets the longest's tiles)
+    longest: int      # blocks of the longest CTA
+    read_keys: int    # keys the decode CTAs read (each query head reads its decode's KV again)
+    chunk_keys: int   # keys of the chunks (read once per KV head)
+    block_flops: float
+
+
+def grid(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], head_dim: int) -> Grid:
+    """The grid of a call over ``chunks`` ((new, cached) of sequences with more than one query
+    token) and ``decodes`` (cached tokens of one-token sequences, which attend to themselves too)."""
+    block_keys = BLOCK_KEYS if head_dim <= 128 else 64
+    blocks = longest = tiles = chunk_keys = 0
+    max_tiles = 1
+    for new, cached in chunks:
+        n_tiles = -(-new // TILE_ROWS)
+        tiles += n_tiles
+        max_tiles = max(max_tiles, n_tiles)
+        for j in range(n_tiles):
+            blocks += -(-(cached + min((j + 1) * TILE_ROWS, new)) // block_keys)
+        longest = max(longest, -(-(cached + new) // block_keys))
+        chunk_keys += cached + new
+    read_keys = 0
+    for cached in decodes:
+        b = -(-(cached + 1) // block_keys)
+        blocks += b
+        longest = max(longest, b)
+        read_keys += cached + 1
+    ctas = tiles + len(decodes)
+    return Grid(ctas, blocks, max_tiles * (len(chunks) + len(decodes)) - ctas, longest, read_keys, chunk_keys,
+                4.0 * TILE_ROWS * block_keys * head_dim)
+
+
+def grid_us(g: Grid, *, heads: int, kv_heads: int, head_dim: int, p: VarlenParams, device: Device,
+            kv_bytes: float = 2.0) -> float:
+    """Time of a call launching ``g`` (:func:`grid`) for ``heads`` query heads, in microseconds."""
+    block_us = g.block_flops * device.num_sms / (p.tile_eff * device.peak_flops) * 1e6
+    work = heads * (g.ctas * p.cta_us + g.blocks * block_us + g.empty * p.empty_us) / device.num_sms
+    traffic = 2 * kv_bytes * head_dim * (heads * g.read_keys + kv_heads * g.chunk_keys)
+    memory = traffic / (p.mem_eff * device.mem_bw) * 1e6
+    return p.floor_us + max(work, p.cta_us + g.longest * block_us, memory)
+
+
+def call_us(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], *, heads: int, kv_heads: int,
+            head_dim: int, p: VarlenParams, device: Device, kv_bytes: float = 2.0) -> float:
+    """Time of one varlen call that holds at least one chunk, in microseconds.
+
+    Args:
+        chunks: (new tokens, cached tokens) of every sequence with more than one query token.
+        decodes: cached tokens of every one-token sequence.
+        heads, kv_heads, head_dim: the rank's attention shape.
+        p: the family's parameters.
+        device: the GPU's figures.
+        kv_bytes: bytes per cached K or V element.
+    """
+    return grid_us(grid(chunks, decodes, head_dim), heads=heads, kv_heads=kv_heads, head_dim=head_dim, p=p,
+                   device=device, kv_bytes=kv_bytes)
+
+
+@functools.cache
+def _profile(path: Path = VARLEN_PATH) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
+def load_family(family: str, path: Path = VARLEN_PATH) -> VarlenParams | None:
+    """The parameters of a family that runs FlashAttention-2's varlen kernel (those fitted on its
+    own GPUs, else the ``fa2`` fit pooled over every measured one), or None where the family runs
+    another kernel (FlashAttention-3 on Hopper, other vendors' attention)."""
+    profile = _profile(path)
+    if family not in profile.get("fa2_families", []):
+        return None
+    entry = profile.get("families", {}).get(family) or profile["families"]["fa2"]
+    return VarlenParams(**{k: float(entry["params"][k]) for k in PARAM_KEYS})
