@@ -34,6 +34,7 @@ from .mapping import (
     system_name,
 )
 from .step import time_step
+from .mixed import MixedAttention
 from .untabled import UntabledKernels
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ class AicState:
                 found = compile_engine(
                     model_path=self.model.path, system=self.system, engine=self.options.engine,
                     version=self.version, database_mode=self.options.database_mode, quant=quant, sizes=sizes,
-                    label=label, shared=shared, untabled=UntabledKernels.of(self.spec))
+                    label=label, shared=shared, untabled=UntabledKernels.of(self.spec),
+                    mixed=MixedAttention.of(self.spec))
                 _probe(found)
             except InvalidArgument as err:
                 if index + 1 == len(candidates) or MOE_MISS not in err.reason:
