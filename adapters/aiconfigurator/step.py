@@ -71,8 +71,8 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
         entries += handle.evaluate_context_ops(ctx.attention, batch_size=count, s=new, prefix=context)
     if decodes:
         decoding = handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
-        if engine.mixed is not None:  # one FA2 varlen call: the decodes pay for sitting beside the chunks
-            alpha = engine.mixed.decode_scale([(n, c) for n, c in zip(new_tokens, context_tokens) if n > 1], decodes)
+        if engine.mixed is not None and chunks:  # one FA2 varlen call: the decodes pay for sitting beside chunks
+            alpha = engine.mixed.decode_scale(list(chunks.elements()), decodes)
             decoding = [(name, ms * alpha, energy * alpha, source) for name, ms, energy, source in decoding]
         entries += decoding
     return entries + untabled

@@ -5,7 +5,8 @@ both a prefill chunk and decodes (one varlen call of one layer on one rank;
 the README in ``llmservingsim/`` says how they were measured). Each device
 family is fitted on its own GPUs' rows (log residuals, soft-L1, as
 :mod:`.kernelfit` fits the kernels); ``fa2`` pools every measured GPU and is
-what an FA2 family without mixed shots runs (A100, L40S). The errors it reports:
+what an FA2 family without mixed shots runs (A100, L40S). The chunk-alone shots are fitted
+too: a mixed step's decodes are timed as the call's increase over the chunk alone. The errors it reports:
 in sample, leaving one model out (per GPU with several models) and leaving
 one GPU out (the other GPU's fit, run with this GPU's own SMs, peak and
 bandwidth), beside the current roofline's varlen terms on the same rows.
@@ -67,6 +68,7 @@ class Shots:
     mem_bw: np.ndarray
     measured_us: np.ndarray
     shape: np.ndarray  # (chunk, cached, decodes, decode context) of each shot
+    mixed: np.ndarray  # the shot holds decodes (else a chunk alone)
 
     def where(self, mask: np.ndarray) -> Shots:
         return Shots(**{f.name: getattr(self, f.name)[mask] for f in dataclasses.fields(self)})
@@ -76,7 +78,7 @@ class Shots:
 
 
 def shots(data: Path) -> Shots:
-    """Every bundle shot with a chunk and decodes."""
+    """Every bundle shot with a chunk: beside decodes (mixed), or alone."""
     cols: dict[str, list[Any]] = {f.name: [] for f in dataclasses.fields(Shots)}
     figures = R.device_figures()
     for device, model, tp, folder, config in llmservingsim_bundles(data):
@@ -87,13 +89,14 @@ def shots(data: Path) -> Shots:
         with open(folder / "attention.csv", newline="") as handle:
             for row in csv.DictReader(handle):
                 pc, kp, nd, kd = (int(row[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
-                if not (pc and nd):
+                if not pc:
                     continue
                 g = grid([(pc, kp)], [kd] * nd, head_dim)
                 for name, value in (("device", device), ("model", canonical_model(model)), ("heads", heads),
                                     ("kv_heads", kv_heads), ("head_dim", head_dim), ("num_sms", sms),
                                     ("peak_flops", figures[device][0]), ("mem_bw", figures[device][1]),
                                     ("measured_us", float(row["time_us"])), ("shape", (pc, kp, nd, kd)),
+                                    ("mixed", nd > 0),
                                     *dataclasses.asdict(g).items()):
                     cols[name].append(value)
     return Shots(**{k: np.array(v) for k, v in cols.items()})
@@ -109,8 +112,9 @@ def predict_us(s: Shots, p: VarlenParams) -> np.ndarray:
 
 
 def fit(s: Shots) -> VarlenParams:
-    """The parameters that best fit ``s`` (every model of a GPU weighs alike)."""
-    keys = list(zip(s.device, s.model))
+    """The parameters that best fit ``s``: every (GPU, model, mixed or chunk alone) group weighs alike,
+    so the chunk alone, which a mixed step's decodes are measured against, is fitted as well."""
+    keys = list(zip(s.device, s.model, s.mixed))
     counts = {k: keys.count(k) for k in set(keys)}
     weights = np.sqrt(np.array([1.0 / counts[k] for k in keys]) * len(keys) / len(counts))
     log_measured = np.log(s.measured_us)
@@ -156,15 +160,15 @@ def profile(s: Shots) -> dict[str, Any]:
         p = fit(s.where(own))
         cv: dict[str, Any] = {"in_sample": {}, "current_terms": {}, "lomo": {}, "logo": {}}
         for device in devices:
-            mine = s.device == device
+            mine = (s.device == device) & s.mixed
             cv["in_sample"][device] = score(predict_us(s.where(mine), p), s.measured_us[mine])
             cv["current_terms"][device] = score(current[mine], s.measured_us[mine])
             models = sorted({str(m) for m in s.model[mine]})
             for model in models if len(models) > 1 else []:
                 held = mine & (s.model == model)
-                q = fit(s.where(own & ~held))
+                q = fit(s.where(own & (s.model != model)))
                 cv["lomo"][f"{device}/{model}"] = score(predict_us(s.where(held), q), s.measured_us[held])
-            others = ~np.isin(s.device, [device])
+            others = s.device != device
             if others.any():
                 q = fit(s.where(others))
                 cv["logo"][device] = score(predict_us(s.where(mine), q), s.measured_us[mine])
@@ -178,7 +182,7 @@ HEADER = """\
 # Written by `python -m cosim.adapters.roofline.fit.varlen --data ../shared/data`; do not edit by hand.
 # Fitted on LLMServingSim 2.0's vLLM 0.19 mixed attention shots (github.com/casys-kaist/LLMServingSim, MIT:
 # shared/data/llmservingsim/profiler/perf/*/*/bf16/tp*/attention.csv, every row with a chunk and decodes);
-# none on serving outcomes. Errors are per shot (percent): in sample, leave one model out, leave one GPU
+# and the same bundles' chunk-alone shots; none on serving outcomes. Errors are per mixed shot (percent): in sample, leave one model out, leave one GPU
 # out, and `current_terms`: the roofline's fitted attn_* terms (attn_varlen_share, attn_span_ns) on the
 # same shots. `fa2` pools every measured GPU: the parameters of an FA2 family without mixed shots.
 """
