@@ -33,8 +33,8 @@ from .mapping import (
     quant_modes,
     system_name,
 )
-from .step import time_step
 from .mixed import MixedAttention
+from .step import time_step
 from .untabled import UntabledKernels
 
 log = logging.getLogger(__name__)

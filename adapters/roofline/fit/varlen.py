@@ -180,11 +180,12 @@ def profile(s: Shots) -> dict[str, Any]:
 HEADER = """\
 # FlashAttention-2's varlen call with a prefill chunk (adapters/roofline/varlen.py; docs/roofline.md).
 # Written by `python -m cosim.adapters.roofline.fit.varlen --data ../shared/data`; do not edit by hand.
-# Fitted on LLMServingSim 2.0's vLLM 0.19 mixed attention shots (github.com/casys-kaist/LLMServingSim, MIT:
-# shared/data/llmservingsim/profiler/perf/*/*/bf16/tp*/attention.csv, every row with a chunk and decodes);
-# and the same bundles' chunk-alone shots; none on serving outcomes. Errors are per mixed shot (percent): in sample, leave one model out, leave one GPU
-# out, and `current_terms`: the roofline's fitted attn_* terms (attn_varlen_share, attn_span_ns) on the
-# same shots. `fa2` pools every measured GPU: the parameters of an FA2 family without mixed shots.
+# Fitted on LLMServingSim 2.0's vLLM 0.19 attention shots (github.com/casys-kaist/LLMServingSim, MIT:
+# shared/data/llmservingsim/profiler/perf/*/*/bf16/tp*/attention.csv): every row with a chunk and
+# decodes, and the chunk-alone rows; none on serving outcomes. Errors are per mixed shot (percent): in
+# sample, leave one model out, leave one GPU out, and `current_terms`: the roofline's fitted attn_*
+# terms (attn_varlen_share, attn_span_ns) on the same shots. `fa2` pools every measured GPU: the
+# parameters of an FA2 family without mixed shots.
 """
 
 
