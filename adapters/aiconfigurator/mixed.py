@@ -86,20 +86,11 @@ class MixedAttention:
                                         spec.hardware.mem_bandwidth_gbps * 1e9),
                    kernels=KernelParams(**{k: float(roof[k]) for k in KERNEL_KEYS if k in roof}))
 
-    def decode_only_us(self, decodes: Sequence[int]) -> float:
-        """The roofline's decode-only call over ``decodes`` (cached tokens of each), in us."""
-        keys = float(sum(decodes) + len(decodes))
-        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
-        work = 4.0 * keys * q
-        traffic = 2 * ACTIVATION_BYTES * len(decodes) * q + 2 * self.kv_bytes * keys * kv
-        tiles = attention_tiles(self.heads, self.kv_heads, len(decodes), len(decodes))
-        ns, _ = kernel_ns(ATTN, work, traffic, tiles, self.kernels, self.device.peak_flops, self.device.mem_bw)
-        return ns / 1e3
-
     def decode_scale(self, chunks: Sequence[tuple[int, int]], decodes: Sequence[int]) -> float:
         """alpha of the module docstring: what the decodes cost inside the chunks' varlen call, per
         unit of their decode-only call."""
         shape = {"heads": self.heads, "kv_heads": self.kv_heads, "head_dim": self.head_dim,
                  "p": self.params, "device": self.device, "kv_bytes": self.kv_bytes}
         added = varlen.call_us(chunks, decodes, **shape) - varlen.call_us(chunks, (), **shape)
-        return added / self.decode_only_us(decodes)
+        return added / varlen.decode_only_us(decodes, kv_heads=self.kv_heads, head_dim=self.head_dim, p=self.params,
+                                             device=self.device, kv_bytes=self.kv_bytes)

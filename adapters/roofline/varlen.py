@@ -56,6 +56,7 @@ class VarlenParams:
         floor_us: the call's fixed cost (launch, tail).
         mem_eff: share of the bandwidth the CTAs' reads reach (above 1 where the query heads of
             one KV head hit in L2).
+        decode_mem_eff: share of the bandwidth a decode-only call's CTAs reach (each KV read once).
     """
 
     tile_eff: float
@@ -63,6 +64,7 @@ class VarlenParams:
     empty_us: float
     floor_us: float
     mem_eff: float
+    decode_mem_eff: float
 
 
 PARAM_KEYS = tuple(f.name for f in dataclasses.fields(VarlenParams))
@@ -115,13 +117,47 @@ def grid(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], head_dim: in
                 4.0 * TILE_ROWS * block_keys * head_dim)
 
 
+def decode_grid(decodes: Sequence[int], kv_heads: int, head_dim: int, num_sms: int) -> Grid:
+    """The grid of a decode-only call, per KV head: one CTA holds a KV head's query group (its rows)
+    for one sequence and one of the call's KV splits, chosen as FlashAttention-2 chooses them
+    (:func:`num_splits`); a split past a short sequence's last key exits at once."""
+    block_keys = BLOCK_KEYS if head_dim <= 128 else 64
+    blocks = [-(-(cached + 1) // block_keys) for cached in decodes]
+    splits = num_splits(len(decodes) * kv_heads, num_sms, max(blocks))
+    per_split = -(-max(blocks) // splits)
+    ctas = sum(-(-b // per_split) for b in blocks)
+    return Grid(ctas, sum(blocks), len(decodes) * splits - ctas, per_split, sum(decodes) + len(decodes), 0,
+                4.0 * TILE_ROWS * block_keys * head_dim)
+
+
+def num_splits(ctas: int, num_sms: int, num_blocks: int, max_splits: int = 128) -> int:
+    """FlashAttention-2's KV splits of a decode-only call (``num_splits_heuristic`` of
+    ``flash_api.cpp``, called with twice the SMs: 128-thread CTAs): none once the CTAs nearly fill
+    the GPU, else the fewest splits within 85% of the best wave efficiency."""
+    slots = 2 * num_sms
+    if ctas >= 0.8 * slots:
+        return 1
+    top = min(max_splits, slots, num_blocks)
+
+    def eligible(s: int) -> bool:
+        return s == 1 or -(-num_blocks // s) != -(-num_blocks // (s - 1))
+
+    def efficiency(s: int) -> float:
+        waves = ctas * s / slots
+        return waves / -(-waves // 1) if eligible(s) else 0.0
+
+    best = max(efficiency(s) for s in range(1, top + 1))
+    return next((s for s in range(1, top + 1) if eligible(s) and efficiency(s) >= 0.85 * best), 1)
+
+
 def grid_us(g: Grid, *, heads: int, kv_heads: int, head_dim: int, p: VarlenParams, device: Device,
-            kv_bytes: float = 2.0) -> float:
-    """Time of a call launching ``g`` (:func:`grid`) for ``heads`` query heads, in microseconds."""
+            kv_bytes: float = 2.0, decode_only: bool = False) -> float:
+    """Time of a call launching ``g`` (:func:`grid`) for ``heads`` query heads, in microseconds
+    (``decode_only``: :func:`decode_grid` for ``kv_heads``; pass ``heads=kv_heads``)."""
     block_us = g.block_flops * device.num_sms / (p.tile_eff * device.peak_flops) * 1e6
     work = heads * (g.ctas * p.cta_us + g.blocks * block_us + g.empty * p.empty_us) / device.num_sms
     traffic = 2 * kv_bytes * head_dim * (heads * g.read_keys + kv_heads * g.chunk_keys)
-    memory = traffic / (p.mem_eff * device.mem_bw) * 1e6
+    memory = traffic / ((p.decode_mem_eff if decode_only else p.mem_eff) * device.mem_bw) * 1e6
     return p.floor_us + max(work, p.cta_us + g.longest * block_us, memory)
 
 
@@ -139,6 +175,13 @@ def call_us(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], *, heads:
     """
     return grid_us(grid(chunks, decodes, head_dim), heads=heads, kv_heads=kv_heads, head_dim=head_dim, p=p,
                    device=device, kv_bytes=kv_bytes)
+
+
+def decode_only_us(decodes: Sequence[int], *, kv_heads: int, head_dim: int, p: VarlenParams, device: Device,
+                   kv_bytes: float = 2.0) -> float:
+    """Time of a decode-only call over ``decodes`` (cached tokens of each), in microseconds."""
+    return grid_us(decode_grid(decodes, kv_heads, head_dim, device.num_sms), heads=kv_heads, kv_heads=kv_heads,
+                   head_dim=head_dim, p=p, device=device, kv_bytes=kv_bytes, decode_only=True)
 
 
 @functools.cache

@@ -9,7 +9,7 @@ import numpy as np
 from cosim.adapters.roofline import varlen
 from cosim.adapters.roofline.fit import varlen as fit_varlen
 
-PARAMS = varlen.VarlenParams(tile_eff=0.5, cta_us=2.0, empty_us=0.4, floor_us=3.0, mem_eff=1.7)
+PARAMS = varlen.VarlenParams(tile_eff=0.5, cta_us=2.0, empty_us=0.4, floor_us=3.0, mem_eff=1.7, decode_mem_eff=0.8)
 PRO_6000 = varlen.Device(num_sms=188, peak_flops=500e12, mem_bw=1792e9)
 LLAMA_8B = {"heads": 32, "kv_heads": 8, "head_dim": 128}
 
@@ -45,9 +45,10 @@ def test_the_fits_array_form_is_the_models() -> None:
     cols = {f.name: np.array([getattr(g, f.name) for g in grids]) for f in dataclasses.fields(varlen.Grid)}
     ones = np.ones(len(shapes))
     shots = fit_varlen.Shots(device=np.array(["d"] * len(shapes)), model=np.array(["m"] * len(shapes)),
+                             bundle=np.array(["b"] * len(shapes)),
                              heads=32 * ones, kv_heads=8 * ones, head_dim=128 * ones, **cols,
                              num_sms=188 * ones, peak_flops=500e12 * ones, mem_bw=1792e9 * ones,
-                             measured_us=ones, shape=np.zeros((len(shapes), 4)), mixed=ones > 0)
+                             measured_us=ones, shape=np.zeros((len(shapes), 4)), kind=np.full(len(shapes), fit_varlen.MIXED))
     expected = [call([chunk], [kd] * n) for chunk, n, kd in shapes]
     np.testing.assert_allclose(fit_varlen.predict_us(shots, PARAMS), expected, rtol=1e-12)
 
@@ -57,3 +58,19 @@ def test_fa2_families_have_parameters_and_hopper_has_none() -> None:
         assert varlen.load_family(family) is not None, family
     for family in ("hopper", "blackwell", "generic"):
         assert varlen.load_family(family) is None, family
+
+
+def test_a_decode_only_call_splits_the_kv_of_few_sequences_as_flashattention_2_does() -> None:
+    """One decode of 8192 keys on 8 KV heads: 8 CTAs on 376 slots, 64 blocks. Only splits that change the
+    blocks per split are eligible (..., 22, 32, 64); 32 and 64 fill the slots best (256 / 376 and 512 / 752),
+    and the fewest within 85% of that is 32, of 2 blocks each."""
+    assert varlen.num_splits(8, 188, 64) == 32
+    assert varlen.num_splits(512, 188, 64) == 1  # 512 CTAs fill 0.8 of the slots: no split
+    g = varlen.decode_grid([8191], 8, 128, 188)
+    assert (g.ctas, g.blocks, g.longest) == (32, 64, 2)
+
+
+def test_the_decodes_cost_more_beside_a_chunk_than_alone() -> None:
+    decodes = [512] * 64
+    alone = varlen.decode_only_us(decodes, kv_heads=8, head_dim=128, p=PARAMS, device=PRO_6000)
+    assert call([(512, 0)], decodes) - call([(512, 0)], []) > 1.2 * alone
