@@ -158,9 +158,10 @@ def score(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
 def composed(s: Shots, p: VarlenParams, mask: np.ndarray) -> dict[str, dict[str, float]]:
     """The mixed shots of ``mask`` whose chunk alone and decodes alone were shot too, composed from
     those two measured times as aiconfigurator composes a step: their plain ``sum``, and the chunk
-    plus ``alpha`` x the decodes with alpha from ``p`` at the shot's shape (:mod:`...aiconfigurator.mixed`)."""
+    plus ``alpha`` x the decodes with alpha from ``p`` at the shot's shape (``adapters/aiconfigurator/mixed.py``)."""
     predicted = predict_us(s, p)
-    index = {(b, int(k), tuple(int(x) for x in shape)): i for i, (b, k, shape) in enumerate(zip(s.bundle, s.kind, s.shape))}
+    index = {(b, int(k), tuple(int(x) for x in shape)): i
+             for i, (b, k, shape) in enumerate(zip(s.bundle, s.kind, s.shape))}
     measured, plain, scaled = [], [], []
     for i in np.nonzero(mask & (s.kind == MIXED))[0]:
         pc, kp, nd, kd = (int(x) for x in s.shape[i])

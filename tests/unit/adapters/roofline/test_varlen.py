@@ -48,7 +48,8 @@ def test_the_fits_array_form_is_the_models() -> None:
                              bundle=np.array(["b"] * len(shapes)),
                              heads=32 * ones, kv_heads=8 * ones, head_dim=128 * ones, **cols,
                              num_sms=188 * ones, peak_flops=500e12 * ones, mem_bw=1792e9 * ones,
-                             measured_us=ones, shape=np.zeros((len(shapes), 4)), kind=np.full(len(shapes), fit_varlen.MIXED))
+                             measured_us=ones, shape=np.zeros((len(shapes), 4)),
+                             kind=np.full(len(shapes), fit_varlen.MIXED))
     expected = [call([chunk], [kd] * n) for chunk, n, kd in shapes]
     np.testing.assert_allclose(fit_varlen.predict_us(shots, PARAMS), expected, rtol=1e-12)
 
