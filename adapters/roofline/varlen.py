@@ -1,4 +1,4 @@
-"""FlashAttention-2's varlen call with a prefill chunk, timed from the CTAs it launches.
+"""FlashAttention-2's varlen calls, timed from the CTAs they launch.
 
 vLLM V1 runs a step's attention as one ``flash_attn_varlen_func`` call. On
 GPUs that run FlashAttention-2 (vLLM picks FA3 on sm90 only,
@@ -6,27 +6,29 @@ GPUs that run FlashAttention-2 (vLLM picks FA3 on sm90 only,
 swaps each KV head's query group into the query rows and splits long KV
 across SMs (``mha_varlen_fwd`` in vllm-project/flash-attention
 ``csrc/flash_attn/flash_api.cpp``: ``seqlenq_ngroups_swapped``, "Only apply
-split-k for decoding"). A call with a prefill chunk does neither: with a
-paged KV cache it runs the split-KV kernel with one split
-(``run_mha_fwd_splitkv_dispatch``: 64-row query tiles, 128-key blocks, 128
-threads; grid = query tiles of the longest sequence x sequences x query
-heads). So every decode gets one CTA per *query* head that scans its whole
-KV alone and computes a full 64-row tile for its one row, and every
-sequence launches as many tiles as the longest one (the extra CTAs exit at
-once). The call's time::
+split-k for decoding"; :func:`decode_grid`). A call with a prefill chunk does
+neither: with a paged KV cache it runs the split-KV kernel with one split
+(``run_mha_fwd_splitkv_dispatch``: 64-row query tiles, 128-key blocks at
+head_dim 128, 128 threads; grid = query tiles of the longest sequence x
+sequences x query heads; :func:`grid`). So every decode gets one CTA per
+*query* head that scans its whole KV alone and computes a full 64-row tile
+for its one row, and every sequence launches as many tiles as the longest
+one (the extra CTAs exit at once). A call's time::
 
-    t = floor + max(work / SMs, longest CTA, bytes / (mem_eff x bandwidth))
+    t = floor + max(work / SMs, longest CTA, bytes / (e x bandwidth))
     work = sum over CTAs of (cta_us + blocks x block_us) + empty CTAs x empty_us
-    block_us = 4 x 64 x 128 x head_dim / (tile_eff x peak / SMs)
+    block_us = 4 x 64 x block keys x head_dim / (tile_eff x peak / SMs)
 
-``blocks`` are a CTA's 128-key blocks (a chunk's tile ``j`` attends to its
-cached keys and the chunk's first ``64 (j + 1)``); ``bytes`` read each
-decode's KV once per query head. The five parameters are physical and per
-device family (``fit.varlen`` fits them on LLMServingSim's vLLM 0.19 mixed
-shots; ``profiles/varlen.yaml`` ships them with their cross-validation).
+``blocks`` are a CTA's key blocks (a chunk's tile ``j`` attends to its cached
+keys and the chunk's first ``64 (j + 1)``); ``bytes`` read each decode's KV
+once per query head beside a chunk (``e = mem_eff``), once per KV head in a
+decode-only call (``e = decode_mem_eff``). The six parameters are physical and
+per device family (``fit.varlen`` fits them on LLMServingSim's vLLM 0.19
+attention shots; ``profiles/varlen.yaml`` ships them with their
+cross-validation).
 
-Main names: :class:`VarlenParams`, :class:`Device`, :func:`grid`, :func:`grid_us`, :func:`call_us`,
-:func:`load_family`.
+Main names: :class:`VarlenParams`, :class:`Device`, :func:`grid`, :func:`decode_grid`,
+:func:`grid_us`, :func:`call_us`, :func:`decode_only_us`, :func:`load_family`.
 """
 
 from __future__ import annotations
@@ -40,8 +42,7 @@ from typing import Any
 import yaml
 
 VARLEN_PATH = Path(__file__).with_name("profiles") / "varlen.yaml"
-TILE_ROWS = 64    # kBlockM of the split-KV kernel, every head dim
-BLOCK_KEYS = 128  # kBlockN for head_dim <= 128 (64 above it)
+TILE_ROWS = 64  # kBlockM of the split-KV kernel, every head dim
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,10 +93,15 @@ class Grid:
     block_flops: float
 
 
+def block_keys(head_dim: int) -> int:
+    """Keys per block of the split-KV kernel (kBlockN; ``set_params_splitkv`` counts blocks alike)."""
+    return 256 if head_dim <= 64 else 128 if head_dim <= 128 else 64
+
+
 def grid(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], head_dim: int) -> Grid:
     """The grid of a call over ``chunks`` ((new, cached) of sequences with more than one query
     token) and ``decodes`` (cached tokens of one-token sequences, which attend to themselves too)."""
-    block_keys = BLOCK_KEYS if head_dim <= 128 else 64
+    keys_per_block = block_keys(head_dim)
     blocks = longest = tiles = chunk_keys = 0
     max_tiles = 1
     for new, cached in chunks:
@@ -103,31 +109,31 @@ def grid(chunks: Sequence[tuple[int, int]], decodes: Sequence[int], head_dim: in
         tiles += n_tiles
         max_tiles = max(max_tiles, n_tiles)
         for j in range(n_tiles):
-            blocks += -(-(cached + min((j + 1) * TILE_ROWS, new)) // block_keys)
-        longest = max(longest, -(-(cached + new) // block_keys))
+            blocks += -(-(cached + min((j + 1) * TILE_ROWS, new)) // keys_per_block)
+        longest = max(longest, -(-(cached + new) // keys_per_block))
         chunk_keys += cached + new
     read_keys = 0
     for cached in decodes:
-        b = -(-(cached + 1) // block_keys)
+        b = -(-(cached + 1) // keys_per_block)
         blocks += b
         longest = max(longest, b)
         read_keys += cached + 1
     ctas = tiles + len(decodes)
     return Grid(ctas, blocks, max_tiles * (len(chunks) + len(decodes)) - ctas, longest, read_keys, chunk_keys,
-                4.0 * TILE_ROWS * block_keys * head_dim)
+                4.0 * TILE_ROWS * keys_per_block * head_dim)
 
 
 def decode_grid(decodes: Sequence[int], kv_heads: int, head_dim: int, num_sms: int) -> Grid:
     """The grid of a decode-only call, per KV head: one CTA holds a KV head's query group (its rows)
     for one sequence and one of the call's KV splits, chosen as FlashAttention-2 chooses them
     (:func:`num_splits`); a split past a short sequence's last key exits at once."""
-    block_keys = BLOCK_KEYS if head_dim <= 128 else 64
-    blocks = [-(-(cached + 1) // block_keys) for cached in decodes]
+    keys_per_block = block_keys(head_dim)
+    blocks = [-(-(cached + 1) // keys_per_block) for cached in decodes]
     splits = num_splits(len(decodes) * kv_heads, num_sms, max(blocks))
     per_split = -(-max(blocks) // splits)
     ctas = sum(-(-b // per_split) for b in blocks)
     return Grid(ctas, sum(blocks), len(decodes) * splits - ctas, per_split, sum(decodes) + len(decodes), 0,
-                4.0 * TILE_ROWS * block_keys * head_dim)
+                4.0 * TILE_ROWS * keys_per_block * head_dim)
 
 
 def num_splits(ctas: int, num_sms: int, num_blocks: int, max_splits: int = 128) -> int:
