@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cosim.adapters.roofline import fitted, varlen
 from cosim.adapters.roofline.fit.rows import device_presets
@@ -35,13 +36,20 @@ from cosim.v1 import types_pb2 as pb
 
 
 @functools.cache
-def _preset(device: str) -> dict[str, object] | None:
+def _preset(device: str) -> dict[str, Any] | None:
     """The device preset named ``device`` (or one of its aliases), if any."""
     name = device.lower()
     for entry in device_presets().values():
         if name == str(entry["name"]).lower() or name in (str(a).lower() for a in entry.get("aliases", [])):
             return entry
     return None
+
+
+def _bf16_peak_tflops(preset: dict[str, Any] | None, spec: pb.SessionSpec) -> float:
+    """The dense bf16 peak the attention runs at (an FP8 model's KV and attention stay bf16), as the
+    model was fitted; the spec's own peak where the preset lists none."""
+    peaks = (preset or {}).get("peak_tflops") or {}
+    return float(peaks.get("bf16") or spec.hardware.peak_tflops)
 
 
 @dataclass(frozen=True)
@@ -52,7 +60,7 @@ class MixedAttention:
         heads, kv_heads, head_dim: the rank's attention shape (a rank holds one KV head at least).
         kv_bytes: bytes per cached K or V element.
         params: the family's varlen parameters.
-        device: the GPU's SMs, dense peak and bandwidth.
+        device: the GPU's SMs, dense bf16 peak and bandwidth.
     """
 
     heads: int
@@ -78,7 +86,7 @@ class MixedAttention:
         return cls(heads=max(model.num_attention_heads // tp, 1),
                    kv_heads=max((model.num_kv_heads or model.num_attention_heads) // tp, 1),
                    head_dim=head_dim, kv_bytes=model.bytes_per_kv_element or 2.0, params=params,
-                   device=varlen.Device(int(float(str(sms))), spec.hardware.peak_tflops * 1e12,
+                   device=varlen.Device(int(sms), _bf16_peak_tflops(preset, spec) * 1e12,
                                         spec.hardware.mem_bandwidth_gbps * 1e9))
 
     def decode_scale(self, chunks: Sequence[tuple[int, int]], decodes: Sequence[int]) -> float:
