@@ -16,8 +16,8 @@ at the step's own shapes, all three calls from the varlen model of the device's 
 (``profiles/varlen.yaml``: fitted on the same bundles' mixed, chunk-alone and decode-only shots, so
 its biases cancel in the ratio): the model supplies only what the tables lack, as :mod:`.untabled`
 does for RoPE and the KV write. On the bundles' mixed shots, the chunk alone plus alpha x the decodes
-alone (both measured) is within 10-13% (median, leaving the model out) where their plain sum is
-25-42% short. Families that run another kernel (Hopper's FlashAttention-3, which splits varlen
+alone (both measured) is within 10-13% (median, leaving the model out) where their plain sum is off by
+25-42%, short on average. Families that run another kernel (Hopper's FlashAttention-3, which splits varlen
 KV and packs GQA too; Blackwell data-centre GPUs) get no scaling: ``MixedAttention.of`` is None.
 
 Main names: :class:`MixedAttention`.
