@@ -33,6 +33,7 @@ from .mapping import (
     quant_modes,
     system_name,
 )
+from .mixed import MixedAttention
 from .step import time_step
 from .untabled import UntabledKernels
 
@@ -85,7 +86,8 @@ class AicState:
                 found = compile_engine(
                     model_path=self.model.path, system=self.system, engine=self.options.engine,
                     version=self.version, database_mode=self.options.database_mode, quant=quant, sizes=sizes,
-                    label=label, shared=shared, untabled=UntabledKernels.of(self.spec))
+                    label=label, shared=shared, untabled=UntabledKernels.of(self.spec),
+                    mixed=MixedAttention.of(self.spec))
                 _probe(found)
             except InvalidArgument as err:
                 if index + 1 == len(candidates) or MOE_MISS not in err.reason:

@@ -24,6 +24,7 @@ from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
 from .libyaml import libyaml_reads
+from .mixed import MixedAttention
 from .untabled import UntabledKernels
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ class Engine:
     generation: OpIndex
     label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
     untabled: UntabledKernels | None = None  # the layers' kernels the library has no operator for
+    mixed: MixedAttention | None = None  # FA2's varlen call: what decodes cost beside a chunk
 
     @functools.cached_property
     def communication(self) -> frozenset[str]:
@@ -148,12 +150,13 @@ LIBRARY_REFUSALS = (AssertionError, ValueError, KeyError, NotImplementedError)
 
 def compile_engine(*, model_path: str, system: str, engine: str, version: str, database_mode: str,
                    quant: dict[str, str], sizes: dict[str, int], label: str,
-                   shared: SharedExperts | None = None, untabled: UntabledKernels | None = None) -> Engine:
+                   shared: SharedExperts | None = None, untabled: UntabledKernels | None = None,
+                   mixed: MixedAttention | None = None) -> Engine:
     """Builds the library's model and perf database and compiles them into an engine.
 
     ``shared``: the model's shared experts, added where the library's model family has none
     (:func:`_add_shared_experts`); ``untabled``: the layers' kernels no table holds (:mod:`.untabled`),
-    added to every step.
+    added to every step; ``mixed``: the decodes' share of a varlen call with a chunk (:mod:`.mixed`).
 
     Raises:
         InvalidArgument: the library rejects the model, parallelism or quantization, or has no
@@ -189,4 +192,5 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
                              systems_path=database.systems_root)
     log.info("aiconfigurator engine compiled: %s", label)
     return Engine(handle=handle, context=OpIndex.of(model.context_ops, "context"),
-                  generation=OpIndex.of(model.generation_ops, "generation"), label=label, untabled=untabled)
+                  generation=OpIndex.of(model.generation_ops, "generation"), label=label, untabled=untabled,
+                  mixed=mixed)

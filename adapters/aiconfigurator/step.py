@@ -16,6 +16,10 @@ attention taken per sequence instead of for one average request:
 * decode attention for the ``new = 1`` sequences together, at their mean KV
   length (the kernel reads every sequence's KV; a memory-bound cost linear in
   the total, as the library's own decode step and its forward-pass model assume).
+  Where the device runs FlashAttention-2's varlen kernel (A100, Ada, Blackwell
+  RTX), vLLM's one call over chunks and decodes costs the decodes more than
+  their decode-only kernel: that time is scaled by the varlen model's alpha
+  at the step's shapes (:mod:`.mixed`).
 
 A decode-only step without padding is the library's decode step: its
 generation operators at ``batch_size`` = the decodes. The step's duration is
@@ -66,7 +70,11 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
     for (new, context), count in sorted(chunks.items()):
         entries += handle.evaluate_context_ops(ctx.attention, batch_size=count, s=new, prefix=context)
     if decodes:
-        entries += handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
+        decoding = handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
+        if engine.mixed is not None and chunks:  # one FA2 varlen call: the decodes pay for sitting beside chunks
+            alpha = engine.mixed.decode_scale(list(chunks.elements()), decodes)
+            decoding = [(name, ms * alpha, energy * alpha, source) for name, ms, energy, source in decoding]
+        entries += decoding
     return entries + untabled
 
 
