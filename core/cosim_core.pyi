@@ -300,3 +300,61 @@ class Scheduler:
         """Applies ``steps`` decode steps of :meth:`steady_decodes`'s sequences at once."""
     def copy(self) -> Scheduler:
         """A copy to schedule hypothetically (lookahead)."""
+
+class DecodeRun:
+    """Steps of one unchanged decode batch whose effects on the sequences are pending (core/src/runs.rs).
+
+    After a step, the scheduler says which steps follow for certain while no work arrives
+    (:meth:`Scheduler.steady_decodes`). A run takes them one by one, as the client times and records
+    them, without forming a batch or updating the sequences: each step only takes its blocks, and its
+    effect waits until :meth:`settle` has the scheduler apply the finished ones in bulk. The run's last
+    step is formed and handed back like any other. Work arriving cuts the run short (:meth:`cut`).
+    None of it changes a result.
+    """
+
+    @staticmethod
+    def start(scheduler: Scheduler, batch: ScheduledBatch, outcome: StepOutcome) -> DecodeRun | None:
+        """The run of the steps after ``batch`` (just updated into ``outcome``), if steady decodes."""
+    @property
+    def seqs(self) -> list[Sequence]:
+        """The batch (every step's ``seqs``, the same list)."""
+    @property
+    def ones(self) -> list[int]:
+        """One new token per sequence (every step's ``num_new``)."""
+    @property
+    def taken(self) -> int:
+        """Steps begun so far (their blocks taken)."""
+    @property
+    def done(self) -> int:
+        """Steps finished and not yet applied to the sequences."""
+    @property
+    def max_gap_ns(self) -> int:
+        """Longest of those steps (each sequence's gap between tokens)."""
+    @property
+    def last_ns(self) -> int:
+        """When the last of them ended."""
+    @property
+    def lora(self) -> LoraStep | None:
+        """Its sequences' LoRA adapters, the same every step (None: the base model only)."""
+    @property
+    def num_requests(self) -> int:
+        """Requests among its sequences (parallel paths of one count once)."""
+    @property
+    def steps_left(self) -> int:
+        """Steps left to begin."""
+    def next_context(self) -> list[int]:
+        """The context of the run's next step."""
+    def step(self) -> ScheduledBatch:
+        """The batch of the run's next step (:meth:`begin` takes its blocks)."""
+    def begin(self) -> None:
+        """Begins the run's next step: it takes its KV blocks."""
+    def end_step(self, start_ns: int, end_ns: int) -> None:
+        """A begun step ended (its effect pending until :meth:`settle`)."""
+    def cut(self) -> None:
+        """Work arrived: the run ends after the steps begun."""
+    def settle(self) -> int:
+        """Applies the finished steps to the sequences; how many. Idempotent."""
+    def signatures(self, steps: int) -> list[tuple[Any, ...]]:
+        """The signatures of the run's next ``steps`` steps (as ``ScheduledBatch.signature``)."""
+    def take_in_bulk(self, steps: int) -> ScheduledBatch:
+        """Lookahead on a copy: begins ``steps`` steps at once, applies all but the last, returns its batch."""

@@ -6,7 +6,7 @@
 //! [`StepOutcome`].
 //!
 //! [`SteadyDecodes`] are the steps that `Scheduler.steady_decodes` guarantees to be the same
-//! sequences decoding, one token longer each step: a decode run (`cosim.hub.timing.runs`) times
+//! sequences decoding, one token longer each step: a decode run (`crate::runs::DecodeRun`) times
 //! and records every one but skips forming and updating them one by one, and has the scheduler
 //! apply them in bulk later (a speed device with no effect on results).
 
@@ -226,6 +226,17 @@ impl ScheduledBatch {
         ScheduledBatch { queue_blocked, ..Default::default() }
     }
 
+    /// A decode run's step: `seqs` and `ones` are the run's lists, shared by its steps (read in
+    /// Rust only if the step is handed back), `context` each sequence's tokens in KV.
+    pub fn of_run(seqs: Py<PyList>, ones: Py<PyList>, context: Vec<i64>, queue_stamp: i64,
+                  lora: Option<Py<PyAny>>) -> Self {
+        let num_tokens = context.len() as i64;
+        ScheduledBatch {
+            seqs_list: Some(seqs), num_new_list: Some(ones), pending: true, context, num_tokens,
+            queue_blocked: true, queue_stamp, lora, ..Default::default()
+        }
+    }
+
     /// Adds `seq`, which holds `computed` tokens, to compute `num` (a prefill's count, `prefill`).
     #[inline]
     pub fn push(&mut self, seq: Py<Sequence>, num: i64, computed: i64, prefill: bool) {
@@ -339,7 +350,7 @@ impl StepOutcome {
 }
 
 /// Steps certain to be the same sequences decoding while no work arrives
-/// (`Scheduler.steady_decodes`): what a decode run (`cosim.hub.timing.runs`) takes.
+/// (`Scheduler.steady_decodes`): what a decode run (`crate::runs::DecodeRun`) takes.
 ///
 /// Attributes:
 ///     seqs: the sequences (the scheduler's running list when the steps begin).

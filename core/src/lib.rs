@@ -6,7 +6,8 @@
 //! reference counts live in copy-on-write maps ([`cow_map`]), so that the scheduler's lookahead
 //! copies it cheaply; and the per-client scheduler ([`scheduler::Scheduler`]) on Rust sequences
 //! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
-//! and what it hands out and takes back ([`batch`]).
+//! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
+//! steady successors taken without forming or updating each.
 
 pub mod batch;
 pub mod cow_map;
@@ -17,6 +18,7 @@ pub mod manager;
 pub mod packing;
 pub mod policies;
 pub mod pool;
+pub mod runs;
 pub mod scheduler;
 pub mod sequence;
 
@@ -38,6 +40,7 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<policies::Policy>()?;
     module.add_class::<packing::PyPacking>()?;
     module.add_class::<scheduler::Scheduler>()?;
+    module.add_class::<runs::DecodeRun>()?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())

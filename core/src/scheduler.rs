@@ -24,7 +24,7 @@
 //! applied; so does `schedule`.
 //!
 //! Lookahead schedules on a `copy` (the same policy code, on cloned sequences: running ones cloned,
-//! waiting ones cloned when first changed). For decode runs (`cosim.hub.timing.runs`) the scheduler
+//! waiting ones cloned when first changed). For decode runs (`crate::runs::DecodeRun`) the scheduler
 //! says which steps are certain to be the same sequences decoding (`steady_decodes`) and applies
 //! such steps in bulk (`apply_decodes`).
 //!
@@ -311,7 +311,7 @@ impl Scheduler {
         self.conclude(py, sampled, forking, finished, Vec::new())
     }
 
-    // -- decode runs: what timing may apply in bulk (cosim.hub.timing.runs) -------
+    // -- decode runs: what timing may apply in bulk (crate::runs) -------
     /// The steps after `batch` (just updated into `outcome`) that are certain to be the running
     /// sequences decoding unchanged while no work arrives, and the KV blocks each takes.
     ///
@@ -324,51 +324,9 @@ impl Scheduler {
     /// handed back with `update` like any other.
     fn steady_decodes(&self, py: Python<'_>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<SteadyDecodes>> {
-        let n = self.running.len();
-        if self.speculation.is_some() || self.offload.is_some() {
-            return Ok(None); // each step advances a sequence by its accepted drafts; each step's blocks are stored
-        }
-        // sampled minus finished are running; a sampled sequence has forked already
-        if n == 0 || outcome.sampled.len() - outcome.finished.len() != n || !self.policy.decodes_all(n as i64) {
+        let Some((new_blocks, lora)) = self.steady(py, &batch, &outcome)? else {
             return Ok(None);
-        }
-        if !self.waiting.is_empty() && (!outcome.finished.is_empty() || batch.admitted != 0
-            || !batch.preempted.is_empty() || batch.swap_bytes != 0
-            || batch.num_tokens != n as i64 // a step of decodes only leaves the queue no more budget
-            || !batch.queue_blocked || batch.queue_stamp != self.next_order) {
-            return Ok(None);
-        }
-        let length = self.running.iter().map(|seq| {
-            let s = seq.borrow(py);
-            s.target_generated - s.generated
-        }).min().unwrap_or(0).max(0) as usize;
-        // A sequence whose blocks hold `room` more tokens needs a block at step room + 1, and
-        // every block_size steps after (0-based: room, room + block_size, ...).
-        let block_size = self.block_size;
-        let mut new_blocks = vec![0i64; length];
-        for seq in &self.running {
-            let s = seq.borrow(py);
-            let room = (s.num_blocks + s.prefix_blocks) * block_size - s.num_computed;
-            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
-            let mut j = room.max(0) as usize;
-            while j < length {
-                new_blocks[j] += 1;
-                j += block_size as usize;
-            }
-        }
-        let mut free = self.kv.borrow(py).num_free();
-        for (j, blocks) in new_blocks.iter().enumerate() {
-            free -= blocks;
-            if free < 0 {
-                new_blocks.truncate(j);
-                break;
-            }
-        }
-        if new_blocks.is_empty() {
-            return Ok(None);
-        }
-        // the same adapters every step: touched once here
-        let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
+        };
         Ok(Some(SteadyDecodes {
             seqs: list(py, &self.running)?.unbind(),
             contexts: PyList::new(py, self.running.iter().map(|seq| seq.borrow(py).num_computed))?.unbind(),
@@ -381,7 +339,7 @@ impl Scheduler {
     /// A step of `steady_decodes` begins without being formed: it takes its new KV blocks (the
     /// sequences are credited them by `apply_decodes`), and the sequences finished in the step
     /// before free their seats, as `schedule` does.
-    fn begin_decode_step(&mut self, py: Python<'_>, new_blocks: i64) -> PyResult<()> {
+    pub fn begin_decode_step(&mut self, py: Python<'_>, new_blocks: i64) -> PyResult<()> {
         self.kv.borrow_mut(py).take(new_blocks);
         if !self.retiring.is_empty() {
             self.retire(py)?;
@@ -395,30 +353,9 @@ impl Scheduler {
     /// holds its blocks already).
     fn apply_decodes(&mut self, seqs: &Bound<'_, PyList>, steps: i64, begun: i64) -> PyResult<()> {
         let py = seqs.py();
-        let kv = self.kv.bind(py);
-        let (block_size, caching) = (self.block_size, kv.borrow().enable_prefix_caching());
-        for item in seqs.iter() {
-            let seq = item.downcast::<Sequence>()?;
-            let upto = {
-                let mut s = seq.borrow_mut();
-                s.num_computed += steps;
-                let computed = s.num_computed;
-                s.num_tokens += steps;
-                s.generated += steps;
-                let held = ceil_div(computed + begun, block_size) - s.prefix_blocks;
-                if held > s.num_blocks {
-                    s.num_blocks = held;
-                }
-                // the blocks its steps filled are cached, as each step's allocation caches them
-                // (not asked when no block of its own filled: 15 steps in 16 at 16-token blocks)
-                let upto = (computed + begun).min(s.num_tokens);
-                (caching && upto.div_euclid(block_size) > s.prefix_blocks && s.num_blocks != 0).then_some(upto)
-            };
-            if let Some(upto) = upto {
-                kv.borrow_mut().cache_full_blocks(seq, upto)?;
-            }
-        }
-        Ok(())
+        let seqs: Vec<Py<Sequence>> = seqs.iter().map(|item| Ok(item.downcast_into::<Sequence>()?.unbind()))
+            .collect::<PyResult<_>>()?;
+        self.apply_decodes_to(py, &seqs, steps, begun)
     }
 
     // -- lookahead ---------------------------------------------------------------
@@ -473,6 +410,90 @@ impl Scheduler {
 }
 
 impl Scheduler {
+    /// `steady_decodes`'s steps: the KV blocks each takes, and their LoRA adapters.
+    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome)
+        -> PyResult<Option<(Vec<i64>, Option<Py<PyAny>>)>> {
+        let n = self.running.len();
+        if self.speculation.is_some() || self.offload.is_some() {
+            return Ok(None); // each step advances a sequence by its accepted drafts; each step's blocks are stored
+        }
+        // sampled minus finished are running; a sampled sequence has forked already
+        if n == 0 || outcome.sampled.len() - outcome.finished.len() != n || !self.policy.decodes_all(n as i64) {
+            return Ok(None);
+        }
+        if !self.waiting.is_empty() && (!outcome.finished.is_empty() || batch.admitted != 0
+            || !batch.preempted.is_empty() || batch.swap_bytes != 0
+            || batch.num_tokens != n as i64 // a step of decodes only leaves the queue no more budget
+            || !batch.queue_blocked || batch.queue_stamp != self.next_order) {
+            return Ok(None);
+        }
+        let length = self.running.iter().map(|seq| {
+            let s = seq.borrow(py);
+            s.target_generated - s.generated
+        }).min().unwrap_or(0).max(0) as usize;
+        // A sequence whose blocks hold `room` more tokens needs a block at step room + 1, and
+        // every block_size steps after (0-based: room, room + block_size, ...).
+        let block_size = self.block_size;
+        let mut new_blocks = vec![0i64; length];
+        for seq in &self.running {
+            let s = seq.borrow(py);
+            let room = (s.num_blocks + s.prefix_blocks) * block_size - s.num_computed;
+            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
+            let mut j = room.max(0) as usize;
+            while j < length {
+                new_blocks[j] += 1;
+                j += block_size as usize;
+            }
+        }
+        let mut free = self.kv.borrow(py).num_free();
+        for (j, blocks) in new_blocks.iter().enumerate() {
+            free -= blocks;
+            if free < 0 {
+                new_blocks.truncate(j);
+                break;
+            }
+        }
+        if new_blocks.is_empty() {
+            return Ok(None);
+        }
+        // the same adapters every step: touched once here
+        let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
+        Ok(Some((new_blocks, lora)))
+    }
+
+    /// See `apply_decodes`: on Rust sequences.
+    pub fn apply_decodes_to(&mut self, py: Python<'_>, seqs: &[Py<Sequence>], steps: i64, begun: i64) -> PyResult<()> {
+        let kv = self.kv.bind(py);
+        let (block_size, caching) = (self.block_size, kv.borrow().enable_prefix_caching());
+        for seq in seqs {
+            let seq = seq.bind(py);
+            let upto = {
+                let mut s = seq.borrow_mut();
+                s.num_computed += steps;
+                let computed = s.num_computed;
+                s.num_tokens += steps;
+                s.generated += steps;
+                let held = ceil_div(computed + begun, block_size) - s.prefix_blocks;
+                if held > s.num_blocks {
+                    s.num_blocks = held;
+                }
+                // the blocks its steps filled are cached, as each step's allocation caches them
+                // (not asked when no block of its own filled: 15 steps in 16 at 16-token blocks)
+                let upto = (computed + begun).min(s.num_tokens);
+                (caching && upto.div_euclid(block_size) > s.prefix_blocks && s.num_blocks != 0).then_some(upto)
+            };
+            if let Some(upto) = upto {
+                kv.borrow_mut().cache_full_blocks(seq, upto)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes `num_blocks` free KV blocks for decode steps begun at once (lookahead on a copy).
+    pub fn take_blocks(&self, py: Python<'_>, num_blocks: i64) {
+        self.kv.borrow_mut(py).take(num_blocks);
+    }
+
     // -- the queue ------------------------------------------------------------
     fn queue_new(&mut self, py: Python<'_>, seq: Py<Sequence>, front: bool) -> PyResult<()> {
         let draws = {

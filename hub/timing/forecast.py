@@ -18,8 +18,9 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 
+from cosim_core import DecodeRun
+
 from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
-from .runs import DecodeRun
 
 
 def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list[Signature]:
@@ -120,14 +121,11 @@ class Forecast:
             return
         run = DecodeRun.start(sim, self._last, self._outcome)
         if run is not None:
-            steps = min(len(run.new_blocks), room)
+            steps = min(run.steps_left, room)
             self._signatures += run.signatures(steps)
             if self._drafts_of is not None:  # kept aligned (a speculating client takes no decode runs)
                 self._drafts += [[] for _ in range(steps)]
-            sim.kv.take(sum(run.new_blocks[:steps]))  # its steps begun at once
-            run.taken, run.done = steps, steps - 1  # the last is in flight
-            run.settle()
-            self._last = run.step()  # its last step is applied like any other
+            self._last = run.take_in_bulk(steps)  # its last step in flight, applied like any other
             # A run's steps before its last change no queue and finish no one.
             self._waiting += [self._waiting[-1]] * (steps - 1)
             self._departs += [False] * (steps - 1)

@@ -21,7 +21,7 @@ how often a backend is asked, never the answer:
 - **drafts ahead**: a speculative drafter model's forwards are timed in its own
   session; on a miss there, the step's later forwards and those of the
   predicted steps (the same forecast's) ride along in one call;
-- **decode runs** (:class:`~cosim.hub.timing.runs.DecodeRun`): steps certain to
+- **decode runs** (``cosim_core.DecodeRun``, core/src/runs.rs): steps certain to
   be the same sequences decoding skip the scheduler's per-step forming and
   updating; the scheduler applies them in bulk when anyone looks
   (:meth:`StepTimer.settled`);
@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 
+from cosim_core import DecodeRun
+
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
 from ..sim.ports import Settled, Step, Stepper
@@ -48,7 +50,6 @@ from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
 from .cache import RuntimeSessionProxy, Timing
 from .forecast import Forecast, predict
 from .in_place import take_steps
-from .runs import DecodeRun
 
 __all__ = ["StepTimer", "predict"]
 
@@ -243,8 +244,7 @@ class StepTimer:
             return
         ones, fields = tuple(run.ones), run.lora.key if run.lora is not None else ()
         while run.steps_left > 1:
-            done = run.done
-            context = [c + done for c in run.contexts]  # as run.step()
+            context = run.next_context()  # as run.step()
             timing = session.peek(session.key(ones, context, fields=fields))
             if timing is None:
                 break  # the backend is asked, with lookahead, by the step taken one by one

@@ -25,7 +25,7 @@ from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 from cosim.hub.sim.scheduling.lora import LoraSlots, LoraSpec, LoraStats
 from cosim.hub.sim.workload import generate_requests, parse_workload
-from cosim.hub.timing.runs import DecodeRun
+from cosim_core import DecodeRun
 from cosim.hub.timing.step_timer import predict
 from cosim.v1 import types_pb2 as pb
 

@@ -1,8 +1,8 @@
-"""Decode runs (cosim.hub.timing.runs): steps begun without forming, applied in bulk when settled."""
+"""Decode runs (cosim_core.DecodeRun, core/src/runs.rs): steps begun without forming, applied in bulk when settled."""
 
 from __future__ import annotations
 
-from cosim.hub.timing.runs import DecodeRun
+from cosim_core import DecodeRun
 from tests.unit.sim.test_scheduler import scheduler, seq
 
 

@@ -1,0 +1,193 @@
+//! Decode runs: steps certain to be the same sequences decoding, taken without forming or updating each.
+//!
+//! After a step, the scheduler says which steps follow for certain while no work arrives
+//! (`Scheduler.steady_decodes`: the same sequences decoding, and the KV blocks each step takes).
+//! A [`DecodeRun`] takes those steps one by one, as the client times and records them, without
+//! forming a batch or updating the sequences: each step only takes its blocks
+//! (`Scheduler.begin_decode_step`), and its effect waits until `settle` has the scheduler apply
+//! the finished ones in bulk (`Scheduler.apply_decodes`). The run's last step is formed and handed
+//! back like any other (sequences may finish in it). Work arriving cuts the run short after the
+//! steps begun (`cut`). None of it changes a result.
+
+use std::collections::HashSet;
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::batch::{ScheduledBatch, StepOutcome};
+use crate::scheduler::Scheduler;
+use crate::sequence::{same, Sequence};
+
+/// Steps of one unchanged decode batch whose effects on the sequences are pending.
+///
+/// Attributes:
+///     seqs: the batch (the scheduler's running list at the start; every step's `seqs`).
+///     ones: one new token per sequence (every step's `num_new`).
+///     taken: steps begun so far (their blocks taken).
+///     done: steps finished and not yet applied to the sequences.
+///     max_gap_ns: longest of those steps (each sequence's gap between tokens).
+///     last_ns: when the last of them ended.
+///     lora: its sequences' LoRA adapters, the same every step (None: the base model only).
+#[pyclass(module = "cosim_core")]
+pub struct DecodeRun {
+    scheduler: Py<Scheduler>,
+    seq_handles: Vec<Py<Sequence>>,
+    #[pyo3(get)]
+    seqs: Py<PyList>,
+    #[pyo3(get)]
+    ones: Py<PyList>,
+    /// Each sequence's computed tokens when the pending steps began.
+    contexts: Vec<i64>,
+    /// KV blocks the batch grows into at each step of the run, in order.
+    new_blocks: Vec<i64>,
+    queue_stamp: i64,
+    #[pyo3(get)]
+    taken: i64,
+    #[pyo3(get)]
+    done: i64,
+    #[pyo3(get)]
+    max_gap_ns: i64,
+    #[pyo3(get)]
+    last_ns: i64,
+    #[pyo3(get)]
+    lora: Option<Py<PyAny>>,
+    /// Counted when first asked: most runs are cut before a step is recorded.
+    num_requests: Option<usize>,
+}
+
+#[pymethods]
+impl DecodeRun {
+    /// The run of the steps after `batch` (just updated into `outcome`), if they are steady
+    /// decodes (`Scheduler.steady_decodes`).
+    #[staticmethod]
+    fn start(scheduler: &Bound<'_, Scheduler>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
+        -> PyResult<Option<DecodeRun>> {
+        let py = scheduler.py();
+        let sched = scheduler.borrow();
+        let Some((new_blocks, lora)) = sched.steady(py, &batch, &outcome)? else {
+            return Ok(None);
+        };
+        let seq_handles: Vec<Py<Sequence>> = sched.running.iter().map(|seq| same(py, seq)).collect();
+        let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
+        Ok(Some(DecodeRun {
+            scheduler: scheduler.clone().unbind(),
+            seqs: PyList::new(py, seq_handles.iter().map(|seq| seq.bind(py)))?.unbind(),
+            ones: PyList::new(py, vec![1i64; seq_handles.len()])?.unbind(),
+            seq_handles,
+            contexts,
+            new_blocks,
+            queue_stamp: batch.queue_stamp,
+            taken: 0,
+            done: 0,
+            max_gap_ns: 0,
+            last_ns: 0,
+            lora,
+            num_requests: None,
+        }))
+    }
+
+    /// Requests among its sequences (parallel paths of one count once).
+    #[getter]
+    fn num_requests(&mut self, py: Python<'_>) -> usize {
+        let handles = &self.seq_handles;
+        *self.num_requests.get_or_insert_with(|| {
+            handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect::<HashSet<_>>().len()
+        })
+    }
+
+    /// Steps left to begin.
+    #[getter]
+    fn steps_left(&self) -> i64 {
+        self.new_blocks.len() as i64 - self.taken
+    }
+
+    /// The context of the run's next step: each sequence's tokens in KV.
+    fn next_context(&self) -> Vec<i64> {
+        self.contexts_at(self.done)
+    }
+
+    /// The batch of the run's next step (`begin` takes its blocks).
+    fn step(&self, py: Python<'_>) -> ScheduledBatch {
+        ScheduledBatch::of_run(self.seqs.clone_ref(py), self.ones.clone_ref(py), self.contexts_at(self.done),
+                               self.queue_stamp, self.lora.as_ref().map(|lora| lora.clone_ref(py)))
+    }
+
+    /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
+    fn begin(&mut self, py: Python<'_>) -> PyResult<()> {
+        let Some(&blocks) = self.new_blocks.get(self.taken as usize) else {
+            return Err(PyIndexError::new_err("no step of the decode run is left to begin"));
+        };
+        self.scheduler.borrow_mut(py).begin_decode_step(py, blocks)?;
+        self.taken += 1;
+        Ok(())
+    }
+
+    /// A begun step ended (its effect pending until `settle`).
+    fn end_step(&mut self, start_ns: i64, end_ns: i64) {
+        self.done += 1;
+        self.max_gap_ns = self.max_gap_ns.max(end_ns - start_ns);
+        self.last_ns = end_ns;
+    }
+
+    /// Work arrived: the run ends after the steps begun.
+    fn cut(&mut self) {
+        self.new_blocks.truncate(self.taken as usize);
+    }
+
+    /// Has the scheduler apply the run's finished steps to its sequences, and credit them the
+    /// blocks of the steps begun; returns how many steps it applied. Idempotent.
+    fn settle(&mut self, py: Python<'_>) -> PyResult<i64> {
+        if self.taken == 0 {
+            return Ok(0);
+        }
+        let k = self.done;
+        self.scheduler.borrow_mut(py).apply_decodes_to(py, &self.seq_handles, k, self.taken - k)?;
+        if k != 0 {
+            self.contexts.iter_mut().for_each(|c| *c += k);
+            self.taken -= k;
+            self.new_blocks.drain(..k as usize);
+            self.done = 0;
+            self.max_gap_ns = 0;
+        }
+        Ok(k)
+    }
+
+    /// The signatures of the run's next `steps` steps, as `ScheduledBatch.signature` gives them.
+    fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        let ones = self.ones.bind(py).to_tuple();
+        let fields: Vec<Bound<'py, PyAny>> = match &self.lora {
+            Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.try_iter()?.collect::<PyResult<_>>()?,
+            None => Vec::new(),
+        };
+        (self.done..self.done + steps).map(|k| {
+            let mut parts = vec![ones.clone().into_any(), PyTuple::new(py, self.contexts_at(k))?.into_any()];
+            parts.extend(fields.iter().cloned());
+            PyTuple::new(py, parts)
+        }).collect()
+    }
+
+    /// Lookahead on a scheduler's copy: begins the run's next `steps` steps at once and applies
+    /// all but the last, whose batch it returns (in flight, to be handed back like any other).
+    fn take_in_bulk(&mut self, py: Python<'_>, steps: i64) -> PyResult<ScheduledBatch> {
+        let blocks = self.new_blocks.iter().skip(self.taken as usize).take(steps as usize).sum();
+        self.scheduler.borrow(py).take_blocks(py, blocks);
+        self.taken += steps;
+        self.done += steps - 1;
+        self.settle(py)?;
+        Ok(self.step(py))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("DecodeRun({} sequences, {} steps left, {} done)", self.seq_handles.len(), self.steps_left(),
+                self.done)
+    }
+}
+
+impl DecodeRun {
+    /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).
+    fn contexts_at(&self, k: i64) -> Vec<i64> {
+        self.contexts.iter().map(|c| c + k).collect()
+    }
+}
