@@ -358,3 +358,32 @@ class DecodeRun:
         """The signatures of the run's next ``steps`` steps (as ``ScheduledBatch.signature``)."""
     def take_in_bulk(self, steps: int) -> ScheduledBatch:
         """Lookahead on a copy: begins ``steps`` steps at once, applies all but the last, returns its batch."""
+
+def predict(scheduler: Scheduler, in_flight: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
+    """The signatures of up to ``depth`` batches that follow ``in_flight`` if no work arrives
+    (core/src/forecast.rs): a backlog is predicted while it lasts; once the predicted steps empty
+    the queue, prediction stops at the next departure."""
+
+class Forecast:
+    """Predicted steps after an origin (the step in flight when it was made), grown on demand
+    (core/src/forecast.rs).
+
+    Runs the client's own scheduler policy on a copy of its state, decode runs taken in bulk. Kept
+    while the scheduler changes by its own steps alone, it answers for a later step in flight as
+    :func:`predict` would from a fresh copy. With ``drafts_of`` (the drafter's forwards after a
+    formed batch) it keeps each predicted step's drafter forwards.
+    """
+
+    def __init__(self, scheduler: Scheduler, in_flight: ScheduledBatch,
+                 drafts_of: Callable[[ScheduledBatch], list[tuple[Any, ...]]] | None = None) -> None: ...
+    @property
+    def ended(self) -> bool:
+        """The copy can run nothing more."""
+    @property
+    def num_steps(self) -> int:
+        """Steps predicted so far."""
+    def after(self, step: int, depth: int, in_flight: ScheduledBatch) -> list[tuple[Any, ...]] | None:
+        """Up to ``depth`` signatures after step ``step`` (now in flight as ``in_flight``), as
+        :func:`predict` would give them; None when the forecast does not hold that step."""
+    def drafts(self, step: int, count: int) -> list[tuple[Any, ...]]:
+        """The drafter's forwards after each of the ``count`` predicted steps after step ``step``."""

@@ -207,7 +207,7 @@ impl ScheduledBatch {
 
     /// `(new tokens, context)` per sequence, then :attr:`fields`: what times the step.
     #[getter]
-    fn signature<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    pub fn signature<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let mut parts = vec![self.num_new(py)?.to_tuple().into_any(), self.context(py)?.to_tuple().into_any()];
         parts.extend(self.fields(py)?.iter());
         PyTuple::new(py, parts)
@@ -234,6 +234,16 @@ impl ScheduledBatch {
         ScheduledBatch {
             seqs_list: Some(seqs), num_new_list: Some(ones), pending: true, context, num_tokens,
             queue_blocked: true, queue_stamp, lora, ..Default::default()
+        }
+    }
+
+    /// `batch` (in flight) on other sequences, `seqs` (a scheduler copy's): what a forecast applies
+    /// on its copy (its tokens and queue state; preemptions, swaps and adapters are done already).
+    pub fn on_copy(seqs: Vec<Py<Sequence>>, batch: &ScheduledBatch) -> Self {
+        ScheduledBatch {
+            seqs, num_new: batch.num_new.clone(), context: batch.context.clone(), draft_tokens: batch.draft_tokens.clone(),
+            num_tokens: batch.num_tokens, admitted: batch.admitted, queue_blocked: batch.queue_blocked,
+            queue_stamp: batch.queue_stamp, ..Default::default()
         }
     }
 

@@ -7,10 +7,12 @@
 //! copies it cheaply; and the per-client scheduler ([`scheduler::Scheduler`]) on Rust sequences
 //! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
-//! steady successors taken without forming or updating each.
+//! steady successors taken without forming or updating each, and the lookahead that predicts a
+//! step's successors on a scheduler copy ([`forecast::Forecast`]).
 
 pub mod batch;
 pub mod cow_map;
+pub mod forecast;
 pub mod free_queue;
 pub mod hasher;
 pub mod key;
@@ -41,6 +43,8 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<packing::PyPacking>()?;
     module.add_class::<scheduler::Scheduler>()?;
     module.add_class::<runs::DecodeRun>()?;
+    module.add_class::<forecast::Forecast>()?;
+    module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())

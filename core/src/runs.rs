@@ -64,28 +64,7 @@ impl DecodeRun {
     #[staticmethod]
     fn start(scheduler: &Bound<'_, Scheduler>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<DecodeRun>> {
-        let py = scheduler.py();
-        let sched = scheduler.borrow();
-        let Some((new_blocks, lora)) = sched.steady(py, &batch, &outcome)? else {
-            return Ok(None);
-        };
-        let seq_handles: Vec<Py<Sequence>> = sched.running.iter().map(|seq| same(py, seq)).collect();
-        let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
-        Ok(Some(DecodeRun {
-            scheduler: scheduler.clone().unbind(),
-            seqs: PyList::new(py, seq_handles.iter().map(|seq| seq.bind(py)))?.unbind(),
-            ones: PyList::new(py, vec![1i64; seq_handles.len()])?.unbind(),
-            seq_handles,
-            contexts,
-            new_blocks,
-            queue_stamp: batch.queue_stamp,
-            taken: 0,
-            done: 0,
-            max_gap_ns: 0,
-            last_ns: 0,
-            lora,
-            num_requests: None,
-        }))
+        DecodeRun::after(scheduler, &batch, &outcome)
     }
 
     /// Requests among its sequences (parallel paths of one count once).
@@ -99,7 +78,7 @@ impl DecodeRun {
 
     /// Steps left to begin.
     #[getter]
-    fn steps_left(&self) -> i64 {
+    pub fn steps_left(&self) -> i64 {
         self.new_blocks.len() as i64 - self.taken
     }
 
@@ -109,7 +88,7 @@ impl DecodeRun {
     }
 
     /// The batch of the run's next step (`begin` takes its blocks).
-    fn step(&self, py: Python<'_>) -> ScheduledBatch {
+    pub fn step(&self, py: Python<'_>) -> ScheduledBatch {
         ScheduledBatch::of_run(self.seqs.clone_ref(py), self.ones.clone_ref(py), self.contexts_at(self.done),
                                self.queue_stamp, self.lora.as_ref().map(|lora| lora.clone_ref(py)))
     }
@@ -138,7 +117,7 @@ impl DecodeRun {
 
     /// Has the scheduler apply the run's finished steps to its sequences, and credit them the
     /// blocks of the steps begun; returns how many steps it applied. Idempotent.
-    fn settle(&mut self, py: Python<'_>) -> PyResult<i64> {
+    pub fn settle(&mut self, py: Python<'_>) -> PyResult<i64> {
         if self.taken == 0 {
             return Ok(0);
         }
@@ -155,7 +134,7 @@ impl DecodeRun {
     }
 
     /// The signatures of the run's next `steps` steps, as `ScheduledBatch.signature` gives them.
-    fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+    pub fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
         let ones = self.ones.bind(py).to_tuple();
         let fields: Vec<Bound<'py, PyAny>> = match &self.lora {
             Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.try_iter()?.collect::<PyResult<_>>()?,
@@ -170,7 +149,7 @@ impl DecodeRun {
 
     /// Lookahead on a scheduler's copy: begins the run's next `steps` steps at once and applies
     /// all but the last, whose batch it returns (in flight, to be handed back like any other).
-    fn take_in_bulk(&mut self, py: Python<'_>, steps: i64) -> PyResult<ScheduledBatch> {
+    pub fn take_in_bulk(&mut self, py: Python<'_>, steps: i64) -> PyResult<ScheduledBatch> {
         let blocks = self.new_blocks.iter().skip(self.taken as usize).take(steps as usize).sum();
         self.scheduler.borrow(py).take_blocks(py, blocks);
         self.taken += steps;
@@ -186,6 +165,33 @@ impl DecodeRun {
 }
 
 impl DecodeRun {
+    /// See `start`.
+    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome)
+        -> PyResult<Option<DecodeRun>> {
+        let py = scheduler.py();
+        let sched = scheduler.borrow();
+        let Some((new_blocks, lora)) = sched.steady(py, batch, outcome)? else {
+            return Ok(None);
+        };
+        let seq_handles: Vec<Py<Sequence>> = sched.running.iter().map(|seq| same(py, seq)).collect();
+        let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
+        Ok(Some(DecodeRun {
+            scheduler: scheduler.clone().unbind(),
+            seqs: PyList::new(py, seq_handles.iter().map(|seq| seq.bind(py)))?.unbind(),
+            ones: PyList::new(py, vec![1i64; seq_handles.len()])?.unbind(),
+            seq_handles,
+            contexts,
+            new_blocks,
+            queue_stamp: batch.queue_stamp,
+            taken: 0,
+            done: 0,
+            max_gap_ns: 0,
+            last_ns: 0,
+            lora,
+            num_requests: None,
+        }))
+    }
+
     /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).
     fn contexts_at(&self, k: i64) -> Vec<i64> {
         self.contexts.iter().map(|c| c + k).collect()

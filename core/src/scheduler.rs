@@ -49,6 +49,9 @@ use crate::sequence::{ident, same, Sequence, State};
 const LORA: &str = "cosim.hub.sim.scheduling.lora";
 const SPECULATIVE: &str = "cosim.hub.sim.scheduling.speculative";
 
+/// Steady decodes' KV blocks per step and their LoRA adapters (`Scheduler::steady`).
+pub type Steady = (Vec<i64>, Option<Py<PyAny>>);
+
 fn python<'py>(py: Python<'py>, module: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import(module)?.getattr(name)
 }
@@ -244,7 +247,7 @@ impl Scheduler {
     /// With micro-batches in flight (pipeline parallelism, vLLM's batch queue), a sequence in one
     /// of them cannot be scheduled again until it is handed back: the step is formed from the
     /// others, and its sequences are in flight until `update`.
-    fn schedule(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
+    pub fn schedule(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
         let mut batch = if self.one_step_ahead {
             self.form_one_step_ahead(py)?
         } else if self.micro_batches == 1 {
@@ -273,7 +276,7 @@ impl Scheduler {
 
     /// Applies a finished step: each sequence holds its new tokens; a sequence whose tokens are
     /// all computed samples one; reasoning branches fork; finished stages leave and free their KV.
-    fn update(&mut self, py: Python<'_>, mut batch: PyRefMut<'_, ScheduledBatch>) -> PyResult<StepOutcome> {
+    pub fn update(&mut self, py: Python<'_>, mut batch: PyRefMut<'_, ScheduledBatch>) -> PyResult<StepOutcome> {
         batch.ensure(py)?;
         if !self.in_flight.is_empty() {
             for seq in &batch.seqs {
@@ -361,7 +364,7 @@ impl Scheduler {
     // -- lookahead ---------------------------------------------------------------
     /// A copy to schedule hypothetically: running sequences cloned, waiting ones cloned when
     /// first changed, KV blocks copied; the records stay the original's, and the copy writes none.
-    fn copy(&self, py: Python<'_>) -> PyResult<Scheduler> {
+    pub fn copy(&self, py: Python<'_>) -> PyResult<Scheduler> {
         let clone_all = |seqs: &[Py<Sequence>]| -> PyResult<Vec<Py<Sequence>>> {
             seqs.iter().map(|seq| Py::new(py, seq.borrow(py).copy(py))).collect()
         };
@@ -412,7 +415,7 @@ impl Scheduler {
 impl Scheduler {
     /// `steady_decodes`'s steps: the KV blocks each takes, and their LoRA adapters.
     pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome)
-        -> PyResult<Option<(Vec<i64>, Option<Py<PyAny>>)>> {
+        -> PyResult<Option<Steady>> {
         let n = self.running.len();
         if self.speculation.is_some() || self.offload.is_some() {
             return Ok(None); // each step advances a sequence by its accepted drafts; each step's blocks are stored

@@ -10,7 +10,7 @@ how often a backend is asked, never the answer:
 - **timing cache** (:class:`~cosim.hub.timing.cache.RuntimeSessionProxy`):
   a batch signature timed once is never asked again; clients whose sessions
   are identical share one;
-- **lookahead** (:mod:`.forecast`): on a miss, the batches that will follow if
+- **lookahead** (``cosim_core.Forecast``, core/src/forecast.rs): on a miss, the batches that will follow if
   no work arrives ride along in the same call. They come from the client's
   own scheduler policy run on a copy of its state, so there is one model of
   admission, preemption and KV growth; a wrong prediction costs backend work,
@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from collections.abc import Sequence as Seq
 
-from cosim_core import DecodeRun
+from cosim_core import DecodeRun, Forecast, predict
 
 from ..sim.clients.drafter import Drafter
 from ..sim.clients.host import HostTime
@@ -48,7 +48,6 @@ from ..sim.ports import Settled, Step, Stepper
 from ..sim.power import StepEnergy, StepJoules
 from ..sim.scheduling import ScheduledBatch, Scheduler, Signature, StepOutcome
 from .cache import RuntimeSessionProxy, Timing
-from .forecast import Forecast, predict
 from .in_place import take_steps
 
 __all__ = ["StepTimer", "predict"]

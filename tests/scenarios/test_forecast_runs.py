@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from cosim_core import predict
 from hypothesis import HealthCheck, given, settings
 
 from cosim.hub.sim.scheduling import ScheduledBatch, Signature
-from cosim.hub.timing.forecast import predict
 from cosim.hub.timing.step_timer import StepTimer
 from tests.scenarios.helpers import client, scenario
 from tests.scenarios.test_properties import scenarios, simulate

@@ -4,13 +4,13 @@ those of the steps predicted to follow."""
 from __future__ import annotations
 
 import numpy as np
+from cosim_core import Forecast
 
 from cosim.hub.config.speculative import SpeculativeConfig
 from cosim.hub.sim.clients.drafter import Drafter
 from cosim.hub.sim.scheduling import ScheduledBatch
 from cosim.hub.sim.scheduling.speculative import Speculation
 from cosim.hub.timing.cache import RuntimeSessionProxy
-from cosim.hub.timing.forecast import Forecast
 from tests.unit.sim.test_scheduler import scheduler, seq
 from tests.unit.timing.test_proxy import RecordingClient
 

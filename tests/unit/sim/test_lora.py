@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cosim_core import DecodeRun
 
 from cosim.adapters.roofline.backend import open_model
 from cosim.adapters.roofline.estimator import estimate
@@ -25,7 +26,6 @@ from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling import BlockManager, ScheduledBatch, Scheduler, Sequence
 from cosim.hub.sim.scheduling.lora import LoraSlots, LoraSpec, LoraStats
 from cosim.hub.sim.workload import generate_requests, parse_workload
-from cosim_core import DecodeRun
 from cosim.hub.timing.step_timer import predict
 from cosim.v1 import types_pb2 as pb
 

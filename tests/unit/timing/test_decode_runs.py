@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from cosim_core import DecodeRun
+
 from tests.unit.sim.test_scheduler import scheduler, seq
 
 

@@ -5,10 +5,10 @@ predict."""
 from __future__ import annotations
 
 import pytest
+from cosim_core import Forecast, predict
 
 from cosim.hub.config.choices import BATCHING
 from cosim.hub.sim.scheduling import ScheduledBatch, Scheduler
-from cosim.hub.timing.forecast import Forecast, predict
 from tests.unit.sim.test_scheduler import scheduler, seq
 
 
