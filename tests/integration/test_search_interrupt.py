@@ -67,3 +67,29 @@ def test_an_interrupted_search_leaves_no_worker_running(tmp_path: Path, signum: 
     assert not [pid for pid in started if running(pid)], "a worker outlived cosim search"
     # multiprocessing's resource tracker leaves on its own once the search is gone; nothing else remains.
     wait_until(lambda: not session_members(search.pid), 30, "the search's processes to go")
+
+
+# A worker whose job is under way swallows a SIGTERM raised inside a GC callback, then must unwind anyway.
+_SWALLOWED = """
+import time, types
+from cosim.hub.studies.search import pool
+from cosim.hub.studies.interrupts import Terminated
+pool._worker_signals()
+pool._in_job = True
+try:
+    pool._swallowed(types.SimpleNamespace(exc_value=Terminated()))
+except Terminated:
+    print("raised inside the hook")
+    raise SystemExit(1)
+try:
+    time.sleep(5)
+except Terminated:
+    print("unwound after the hook")
+"""
+
+
+def test_a_swallowed_sigterm_unwinds_the_job_after_the_hook_returns() -> None:
+    """Delivered again from inside ``sys.unraisablehook``, the signal's handler would raise there, where
+    Python ignores it ("Exception ignored in sys.unraisablehook") and the job carries on."""
+    done = subprocess.run([sys.executable, "-c", _SWALLOWED], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "unwound after the hook", done.stdout + done.stderr

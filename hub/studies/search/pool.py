@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -27,6 +28,8 @@ T = TypeVar("T")
 
 # How long a worker has to exit after SIGTERM before it is killed.
 STOP_GRACE_S = 15.0
+# How long after a swallowed SIGTERM it is sent again (_swallowed): long enough to be out of the hook.
+REDELIVER_S = 0.01
 
 _in_job = False  # in a worker: whether a job runs (its backends to stop) or the worker waits for one
 
@@ -39,9 +42,13 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def _swallowed(unraisable: Any) -> None:
     """``sys.unraisablehook`` of a worker: a Terminated raised where Python ignores exceptions (the
-    signal arrived while a weakref or GC callback ran) is delivered again, to unwind the job after all."""
+    signal arrived while a weakref or GC callback ran) is delivered again, to unwind the job after all.
+    Shortly after, from another thread: sent from here, the handler would run before this hook returns,
+    and raise inside it ("Exception ignored in sys.unraisablehook", the job carrying on)."""
     if isinstance(unraisable.exc_value, Terminated):
-        os.kill(os.getpid(), signal.SIGTERM)
+        again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGTERM))
+        again.daemon = True
+        again.start()
         return
     sys.__unraisablehook__(unraisable)
 
