@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cosim.adapters.roofline import fitted, varlen
-from cosim.adapters.roofline.fit.rows import device_presets
+from cosim.adapters.roofline.presets import device_presets
 from cosim.v1 import types_pb2 as pb
 
 

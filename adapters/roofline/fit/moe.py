@@ -38,7 +38,8 @@ from scipy.optimize import least_squares
 
 from .. import operators as O
 from ..kernels import KernelParams, kernel_ns
-from .rows import device_figures, device_presets
+from ..presets import device_presets
+from .rows import device_figures
 
 log = logging.getLogger(__name__)
 

@@ -37,11 +37,12 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..kernels import KERNEL_KEYS, KernelParams
+from ..presets import device_presets
 from . import datasets as D
 from . import moe as M
 from . import steps as S
 from .kernelfit import fit_kernels
-from .rows import Rows, device_presets
+from .rows import Rows
 
 log = logging.getLogger(__name__)
 

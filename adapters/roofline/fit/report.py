@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from ..presets import device_presets
 from . import pipeline as P
 from .cv import Score
-from .rows import device_presets
 
 HEADER = ("# The roofline's fitted default (docs/roofline.md, \"The fitted default\"). Written by\n"
           "# `{command}`; do not edit by hand. Every value is fitted on the public measurements named\n"

@@ -17,15 +17,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import yaml
 
 from ..kernels import ATTN, ELEM, GEMM, MOE, SAMPLE, KernelParams, attention_tiles
-
-PRESETS = Path(__file__).resolve().parents[3] / "hub" / "config" / "presets" / "devices.yaml"
+from ..presets import PRESETS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,11 +102,6 @@ def device_figures() -> dict[str, tuple[float, float]]:
         out[entry["name"]] = (float(peak) * 1e12, float(entry["mem_bandwidth_gbps"]) * 1e9)
     return out
 
-
-@functools.cache
-def device_presets() -> dict[str, dict[str, Any]]:
-    """Every device preset's entry (name, aliases, link figures), by name."""
-    return {e["name"]: e for e in yaml.safe_load(PRESETS.read_text())["devices"]}
 
 
 # Shapes of one kernel -------------------------------------------------------------------------

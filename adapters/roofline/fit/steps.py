@@ -36,8 +36,8 @@ from .. import estimator
 from .. import operators as ops
 from ..backend import open_model
 from ..operators import batch_stats
+from ..presets import device_presets
 from . import datasets as D
-from .rows import device_presets
 
 LSS_DECODES = ((1, 128), (1, 2048), (4, 512), (16, 2048), (64, 512), (64, 2048), (256, 128), (256, 1024))
 LSS_PREFILLS = ((16, 0), (256, 0), (1024, 0), (2048, 0), (256, 2048), (1024, 1024))

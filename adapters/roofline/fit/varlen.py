@@ -31,6 +31,7 @@ from scipy.optimize import least_squares
 
 from .. import fitted
 from ..kernels import KERNEL_KEYS, KernelParams
+from ..presets import device_presets
 from ..varlen import VARLEN_PATH, VarlenParams, decode_grid, grid
 from . import rows as R
 from .datasets import canonical_model, llmservingsim_bundles
@@ -88,7 +89,7 @@ def shots(data: Path) -> Shots:
         heads = config["num_attention_heads"] // tp
         kv_heads = max(config["num_key_value_heads"] // tp, 1)
         head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-        sms = int(R.device_presets()[device]["num_sms"])
+        sms = int(device_presets()[device]["num_sms"])
         with open(folder / "attention.csv", newline="") as handle:
             for row in csv.DictReader(handle):
                 pc, kp, nd, kd = (int(row[k]) for k in ("prefill_chunk", "kv_prefill", "n_decode", "kv_decode"))
