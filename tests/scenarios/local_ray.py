@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 # Ray waits a fixed time for its GCS and raylet to start, which a busy 2-core machine can miss.
-STARTUP_FAILURES = ("timed out during startup", "Failed to start GCS")
+STARTUP_FAILURES = ("timed out during startup", "Failed to start GCS", "Timed out waiting for file")
 
 
 @contextmanager
