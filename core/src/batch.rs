@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::sequence::{same, Sequence};
+use crate::timing::StepKey;
 
 fn list<'py>(py: Python<'py>, seqs: &[Py<Sequence>]) -> PyResult<Bound<'py, PyList>> {
     PyList::new(py, seqs.iter().map(|seq| seq.bind(py)))
@@ -282,6 +283,19 @@ impl ScheduledBatch {
             self.pending = false;
         }
         Ok(())
+    }
+
+    /// Its timing key (`signature`'s, read from Rust data; a LoRA step's adapters from Python).
+    pub fn key(&mut self, py: Python<'_>) -> PyResult<StepKey> {
+        self.ensure(py)?;
+        let mut key = StepKey { new: self.num_new.clone(), context: self.context.clone(), fields: Vec::new() };
+        if self.draft_tokens.iter().any(|&d| d != 0) {
+            key.fields.push(("draft_tokens".to_owned(), self.draft_tokens.clone()));
+        }
+        if let Some(lora) = &self.lora {
+            key.extend_fields(&lora.bind(py).getattr(intern!(py, "key"))?)?;
+        }
+        Ok(key)
     }
 
     /// Drops the lists Python saw: the batch changed.

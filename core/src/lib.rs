@@ -23,6 +23,7 @@ pub mod pool;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
+pub mod timing;
 
 use pyo3::prelude::*;
 
@@ -44,6 +45,10 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<scheduler::Scheduler>()?;
     module.add_class::<runs::DecodeRun>()?;
     module.add_class::<forecast::Forecast>()?;
+    module.add_class::<timing::Timing>()?;
+    module.add_class::<timing::TimingCache>()?;
+    module.add_class::<timing::SharedTimings>()?;
+    module.add_class::<timing::RuntimeSessionProxy>()?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;

@@ -19,6 +19,7 @@ use pyo3::types::{PyList, PyTuple};
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::scheduler::Scheduler;
 use crate::sequence::{same, Sequence};
+use crate::timing::StepKey;
 
 /// Steps of one unchanged decode batch whose effects on the sequences are pending.
 ///
@@ -190,6 +191,16 @@ impl DecodeRun {
             lora,
             num_requests: None,
         }))
+    }
+
+    /// The timing key of the run's next step (as its batch's `signature`).
+    pub fn next_key(&self, py: Python<'_>) -> PyResult<StepKey> {
+        let mut key = StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(self.done),
+                                fields: Vec::new() };
+        if let Some(lora) = &self.lora {
+            key.extend_fields(&lora.bind(py).getattr(intern!(py, "key"))?)?;
+        }
+        Ok(key)
     }
 
     /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).

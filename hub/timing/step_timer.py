@@ -197,8 +197,7 @@ class StepTimer:
         the time added here to the backend's, host and swaps, counts at idle power); ``dp_rank_tokens``:
         the tokens of every rank of its data-parallel lock-step group (see :mod:`.lockstep`), if any."""
         ahead = (lambda depth: self._lookahead(batch, self._depth(now_ns, depth))) if self.max_lookahead else None
-        timing = self.session.step_time(batch.num_new, batch.context, now_ns=now_ns, ahead=ahead, rider=self,
-                                        dp_rank_tokens=dp_rank_tokens, fields=batch.fields)
+        timing = self.session.time_batch(batch, now_ns, ahead, self, dp_rank_tokens)
         added_ns = int(batch.swap_bytes / self.host_bandwidth_gbps) if batch.swap_bytes else 0
         if self.drafter is not None:
             drafts = (lambda depth: self._drafts_ahead(batch, now_ns, depth)) if self.max_lookahead else None
@@ -241,12 +240,12 @@ class StepTimer:
         run, session = self._run, self.session
         if run is None:
             return
-        ones, fields = tuple(run.ones), run.lora.key if run.lora is not None else ()
+        ones = run.ones
         while run.steps_left > 1:
-            context = run.next_context()  # as run.step()
-            timing = session.peek(session.key(ones, context, fields=fields))
+            timing = session.peek_run(run)  # the step's batch as run.step() would form it
             if timing is None:
                 break  # the backend is asked, with lookahead, by the step taken one by one
+            context = run.next_context() if self.energy is not None else ()  # only the energy model reads it
             duration = self.step_ns(timing, ones)
             end_ns = start_ns + duration
             if end_ns >= horizon_ns():

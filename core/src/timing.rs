@@ -1,0 +1,549 @@
+//! The timing cache: a runtime session's step timings, keyed by batch signature.
+//!
+//! A client's step is timed by the runtime backend's answer for its batch signature (new and
+//! context tokens per sequence, and the further StepBatch fields: speculative drafts, LoRA
+//! adapters, a data-parallel group's tokens). A [`RuntimeSessionProxy`] answers from its cache
+//! ([`TimingCache`]); on a miss it asks the backend, through the Python `RuntimeClient`
+//! (`step_batch` + `predict_steps`), for the step and the batches predicted to follow (the
+//! caller's `ahead`, the other riders' `top_up`) in one call, and caches every answer. Each step
+//! is still looked up by its exact signature, so results are those of asking step by step; a wrong
+//! prediction only costs backend work. How far to look ahead adapts to how many of a rider's
+//! predictions were used since its last miss.
+//!
+//! Runs of one process that open equal sessions share a cache ([`SharedTimings`]). The common
+//! path, a hit for a batch formed in Rust ([`RuntimeSessionProxy::time_batch`]) or a decode run's
+//! step ([`RuntimeSessionProxy::peek_run`]), builds its key from Rust data and calls no Python.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use crate::batch::ScheduledBatch;
+use crate::runs::DecodeRun;
+
+/// The parts of a StepTiming the hub uses (`energy_j` None: the backend reported none).
+#[pyclass(module = "cosim_core", frozen, get_all, eq)]
+#[derive(Clone, Copy, PartialEq, Debug, Default)]
+pub struct Timing {
+    pub duration_ns: i64,
+    pub energy_j: Option<f64>,
+    pub out_of_range: bool,
+    pub communication_ns: i64,
+    pub compute_ns: i64,
+    pub memory_ns: i64,
+    pub dispatch_ns: i64,
+}
+
+#[pymethods]
+impl Timing {
+    #[new]
+    #[pyo3(signature = (duration_ns, energy_j = None, out_of_range = false, communication_ns = 0, compute_ns = 0,
+                        memory_ns = 0, dispatch_ns = 0))]
+    fn new(duration_ns: i64, energy_j: Option<f64>, out_of_range: bool, communication_ns: i64, compute_ns: i64,
+           memory_ns: i64, dispatch_ns: i64) -> Self {
+        Timing { duration_ns, energy_j, out_of_range, communication_ns, compute_ns, memory_ns, dispatch_ns }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Timing(duration_ns={}, energy_j={:?}, out_of_range={}, communication_ns={}, compute_ns={}, \
+                 memory_ns={}, dispatch_ns={})", self.duration_ns, self.energy_j, self.out_of_range,
+                self.communication_ns, self.compute_ns, self.memory_ns, self.dispatch_ns)
+    }
+}
+
+impl Timing {
+    /// A backend's `StepTiming` (read once per answer).
+    fn from_step_timing(timing: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = timing.py();
+        let energy_j = if timing.call_method1(intern!(py, "HasField"), (intern!(py, "energy_j"),))?.is_truthy()? {
+            Some(timing.getattr(intern!(py, "energy_j"))?.extract()?)
+        } else {
+            None
+        };
+        Ok(Timing {
+            duration_ns: timing.getattr(intern!(py, "duration_ns"))?.extract()?,
+            energy_j,
+            out_of_range: timing.getattr(intern!(py, "out_of_range"))?.extract()?,
+            communication_ns: timing.getattr(intern!(py, "communication_ns"))?.extract()?,
+            compute_ns: timing.getattr(intern!(py, "compute_ns"))?.extract()?,
+            memory_ns: timing.getattr(intern!(py, "memory_ns"))?.extract()?,
+            dispatch_ns: timing.getattr(intern!(py, "dispatch_ns"))?.extract()?,
+        })
+    }
+
+    /// Its duration and the duration's parts times `scale` (a prediction interval's edge, rounded
+    /// as Python's `round`); a reported energy stays the backend's.
+    fn scaled(self, scale: f64) -> Self {
+        let times = |ns: i64| (ns as f64 * scale).round_ties_even() as i64;
+        Timing {
+            duration_ns: times(self.duration_ns),
+            communication_ns: times(self.communication_ns),
+            compute_ns: times(self.compute_ns),
+            memory_ns: times(self.memory_ns),
+            dispatch_ns: times(self.dispatch_ns),
+            ..self
+        }
+    }
+}
+
+/// A batch's signature: what times it (Python's `Signature`: `(new, context, *fields)`).
+#[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
+pub struct StepKey {
+    pub new: Vec<i64>,
+    pub context: Vec<i64>,
+    /// Further StepBatch fields, (name, values), in the signature's order.
+    pub fields: Vec<(String, Vec<i64>)>,
+}
+
+impl StepKey {
+    /// The key of a Python signature tuple.
+    pub fn from_signature(signature: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let parts = signature.downcast::<PyTuple>()?;
+        let mut key = StepKey { new: parts.get_item(0)?.extract()?, context: parts.get_item(1)?.extract()?,
+                                fields: Vec::new() };
+        for field in parts.iter().skip(2) {
+            key.fields.push(field.extract()?);
+        }
+        Ok(key)
+    }
+
+    /// The Python signature tuple of this key.
+    fn to_signature<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let mut parts = vec![PyTuple::new(py, &self.new)?.into_any(), PyTuple::new(py, &self.context)?.into_any()];
+        for (name, values) in &self.fields {
+            parts.push((name.as_str(), PyTuple::new(py, values)?).into_pyobject(py)?.into_any());
+        }
+        PyTuple::new(py, parts)
+    }
+
+    /// Adds the fields `(name, values)` of a Python iterable of pairs.
+    pub fn extend_fields(&mut self, fields: &Bound<'_, PyAny>) -> PyResult<()> {
+        for field in fields.try_iter()? {
+            self.fields.push(field?.extract()?);
+        }
+        Ok(())
+    }
+
+    /// With a data-parallel lock-step group's tokens (none: unchanged), and each context rounded up
+    /// to a multiple of `bucket_tokens` (0: exact).
+    fn finish(mut self, dp_rank_tokens: Vec<i64>, bucket_tokens: i64) -> Self {
+        if !dp_rank_tokens.is_empty() {
+            self.fields.push(("dp_rank_tokens".to_owned(), dp_rank_tokens));
+        }
+        self.bucketed(bucket_tokens)
+    }
+
+    fn bucketed(mut self, bucket_tokens: i64) -> Self {
+        if bucket_tokens > 0 {
+            self.context.iter_mut().for_each(|c| *c = (*c + bucket_tokens - 1).div_euclid(bucket_tokens) * bucket_tokens);
+        }
+        self
+    }
+
+    /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`.
+    fn to_batch<'py>(&self, make: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = make.py();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "new_tokens"), PyTuple::new(py, &self.new)?)?;
+        kwargs.set_item(intern!(py, "context_tokens"), PyTuple::new(py, &self.context)?)?;
+        for (name, values) in &self.fields {
+            kwargs.set_item(name, PyTuple::new(py, values)?)?;
+        }
+        make.call((), Some(&kwargs))
+    }
+}
+
+/// FxHash's mixing (rustc's): cheap and good enough for token counts; the keys are ours, not an attacker's.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            self.add(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+        }
+        for byte in chunks.remainder() {
+            self.add(u64::from(*byte));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, value: u64) {
+        self.add(value);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+pub struct BuildFx;
+
+impl BuildHasher for BuildFx {
+    type Hasher = FxHasher;
+
+    #[inline]
+    fn build_hasher(&self) -> FxHasher {
+        FxHasher::default()
+    }
+}
+
+/// Step timings by batch signature, the oldest stored dropped first past a bound.
+#[pyclass(module = "cosim_core")]
+#[derive(Default)]
+pub struct TimingCache {
+    map: HashMap<Arc<StepKey>, Timing, BuildFx>,
+    /// Keys in the order they were stored.
+    order: VecDeque<Arc<StepKey>>,
+}
+
+#[pymethods]
+impl TimingCache {
+    #[new]
+    fn new() -> Self {
+        TimingCache::default()
+    }
+
+    fn __len__(&self) -> usize {
+        self.map.len()
+    }
+}
+
+impl TimingCache {
+    pub fn get(&self, key: &StepKey) -> Option<Timing> {
+        self.map.get(key).copied()
+    }
+
+    pub fn contains(&self, key: &StepKey) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Stores `timing` under `key` (a key stored already keeps its place), dropping the oldest
+    /// past `max_entries`.
+    pub fn store(&mut self, key: StepKey, timing: Timing, max_entries: usize) {
+        if let Some(old) = self.map.get_mut(&key) {
+            *old = timing;
+            return;
+        }
+        let key = Arc::new(key);
+        self.map.insert(key.clone(), timing);
+        self.order.push_back(key);
+        if self.map.len() > max_entries {
+            if let Some(oldest) = self.order.pop_front() {
+                self.map.remove(&oldest);
+            }
+        }
+    }
+}
+
+/// Step timings kept across the runs of one process, by backend and session spec.
+///
+/// A backend's timings are a function of its session's spec and the batch (what the cache of a
+/// single run relies on already), so runs that open equal sessions, such as the replications and
+/// rates of a goodput search, can share one cache: a run then asks the backend only for the
+/// batches no earlier run timed. Results are the same; only the backend work differs.
+///
+/// Args:
+///     max_sessions: the sessions' caches kept, the least recently used dropped first.
+#[pyclass(module = "cosim_core")]
+pub struct SharedTimings {
+    #[pyo3(get)]
+    max_sessions: usize,
+    /// (key, cache), the least recently used first.
+    caches: Vec<(PyObject, Py<TimingCache>)>,
+}
+
+#[pymethods]
+impl SharedTimings {
+    #[new]
+    #[pyo3(signature = (max_sessions = 16))]
+    fn new(max_sessions: usize) -> Self {
+        SharedTimings { max_sessions, caches: Vec::new() }
+    }
+
+    /// The cache of the sessions identified by `key` (backend and spec), empty at first.
+    fn cache(&mut self, key: &Bound<'_, PyAny>) -> PyResult<Py<TimingCache>> {
+        let py = key.py();
+        let mut found = None;
+        for (i, (known, _)) in self.caches.iter().enumerate() {
+            if known.bind(py).eq(key)? {
+                found = Some(i);
+                break;
+            }
+        }
+        let entry = match found {
+            Some(i) => self.caches.remove(i),
+            None => (key.clone().unbind(), Py::new(py, TimingCache::default())?),
+        };
+        let cache = entry.1.clone_ref(py);
+        self.caches.push(entry);
+        if self.caches.len() > self.max_sessions {
+            self.caches.remove(0);
+        }
+        Ok(cache)
+    }
+}
+
+/// Times the steps of the clients sharing one runtime session, caching by batch signature.
+///
+/// Args:
+///     client: the backend's `RuntimeClient` (its `step_batch` makes a batch, `predict_steps` times them).
+///     session_id: the open session.
+///     client_name: the hub client the session was opened for (named in calls made for no rider).
+///     cache: whether to cache timings (a backend is deterministic per session).
+///     lookahead: whether a miss carries the batches predicted to follow.
+///     max_cache_entries: bound on the cache, so long runs keep bounded memory.
+///     bucket_tokens: time every batch with its contexts rounded up to a multiple of this (0:
+///         exact); the caller checked the backend declares `bucketed_cache_safe`.
+///     shared_cache: the cache to use, shared with earlier runs' proxies of an equal session
+///         (`SharedTimings.cache`); None: its own. It holds the timings as scaled.
+///     scale: every step's duration is the backend's times this (a prediction interval's edge).
+#[pyclass(module = "cosim_core")]
+pub struct RuntimeSessionProxy {
+    #[pyo3(get)]
+    client: PyObject,
+    #[pyo3(get)]
+    session_id: String,
+    #[pyo3(get)]
+    client_name: String,
+    #[pyo3(get)]
+    scale: f64,
+    #[pyo3(get)]
+    use_cache: bool,
+    #[pyo3(get)]
+    lookahead: bool,
+    #[pyo3(get, set)]
+    max_cache_entries: usize,
+    #[pyo3(get)]
+    bucket_tokens: i64,
+    cache: Py<TimingCache>,
+    /// Per rider (its address; 0: none): its own predictions used since its last miss.
+    hits_since_miss: HashMap<usize, i64>,
+    riders: Vec<PyObject>,
+    #[pyo3(get)]
+    num_lookups: i64,
+    #[pyo3(get)]
+    num_hits: i64,
+    #[pyo3(get)]
+    num_out_of_range: i64,
+}
+
+fn rider_id(rider: Option<&Bound<'_, PyAny>>) -> usize {
+    rider.map_or(0, |rider| rider.as_ptr() as usize)
+}
+
+#[pymethods]
+impl RuntimeSessionProxy {
+    /// At least 8: an RPC costs about as much as a dozen predicted batches (docs/performance.md).
+    #[classattr]
+    pub const MIN_LOOKAHEAD: i64 = 8;
+    #[classattr]
+    pub const MAX_LOOKAHEAD: i64 = 256;
+
+    #[new]
+    #[pyo3(signature = (client, session_id, *, client_name = String::new(), cache = true, lookahead = true,
+                        max_cache_entries = 20_000, bucket_tokens = 0, shared_cache = None, scale = 1.0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(py: Python<'_>, client: PyObject, session_id: String, client_name: String, cache: bool, lookahead: bool,
+           max_cache_entries: usize, bucket_tokens: i64, shared_cache: Option<Py<TimingCache>>, scale: f64)
+        -> PyResult<Self> {
+        let cache_store = match shared_cache {
+            Some(shared) => shared,
+            None => Py::new(py, TimingCache::default())?,
+        };
+        Ok(RuntimeSessionProxy {
+            client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache,
+            max_cache_entries, bucket_tokens, cache: cache_store, hits_since_miss: HashMap::new(), riders: Vec::new(),
+            num_lookups: 0, num_hits: 0, num_out_of_range: 0,
+        })
+    }
+
+    /// Adds a client whose top-ups (`rider.top_up(now_ns, depth)`) ride along when another
+    /// client's step misses.
+    fn join(&mut self, rider: PyObject) {
+        self.riders.push(rider);
+    }
+
+    /// Timing of one step of `rider`. On a miss, `ahead(n)` (up to n predicted next batches) and
+    /// the other riders' top-ups ride along in the same call. `dp_rank_tokens`: the tokens of every
+    /// rank of a data-parallel lock-step group; `fields`: the batch's further StepBatch fields,
+    /// (name, values) pairs.
+    #[pyo3(signature = (new_tokens, context_tokens, *, now_ns, ahead = None, rider = None,
+                        dp_rank_tokens = Vec::new(), fields = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn step_time(slf: &Bound<'_, Self>, new_tokens: Vec<i64>, context_tokens: Vec<i64>, now_ns: i64,
+                 ahead: Option<&Bound<'_, PyAny>>, rider: Option<&Bound<'_, PyAny>>, dp_rank_tokens: Vec<i64>,
+                 fields: Option<&Bound<'_, PyAny>>) -> PyResult<Timing> {
+        let mut key = StepKey { new: new_tokens, context: context_tokens, fields: Vec::new() };
+        if let Some(fields) = fields {
+            key.extend_fields(fields)?;
+        }
+        let key = key.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
+        Self::time(slf, key, now_ns, ahead, rider)
+    }
+
+    /// Timing of the step of `batch` (formed in Rust: its key read without Python), as `step_time`.
+    #[pyo3(signature = (batch, now_ns, ahead = None, rider = None, dp_rank_tokens = Vec::new()))]
+    pub fn time_batch(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64,
+                      ahead: Option<&Bound<'_, PyAny>>, rider: Option<&Bound<'_, PyAny>>, dp_rank_tokens: Vec<i64>)
+        -> PyResult<Timing> {
+        let key = batch.borrow_mut().key(slf.py())?.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
+        Self::time(slf, key, now_ns, ahead, rider)
+    }
+
+    /// The cached timing of the decode run's next step, if any, not counted as a lookup.
+    pub fn peek_run(&self, py: Python<'_>, run: &Bound<'_, DecodeRun>) -> PyResult<Option<Timing>> {
+        if !self.use_cache {
+            return Ok(None);
+        }
+        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens);
+        Ok(self.cache.borrow(py).get(&key))
+    }
+
+    /// The cached timing of the batch of signature `signature` (exact, as cached), if any, not
+    /// counted as a lookup.
+    fn peek(&self, py: Python<'_>, signature: &Bound<'_, PyAny>) -> PyResult<Option<Timing>> {
+        if !self.use_cache {
+            return Ok(None);
+        }
+        Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?))
+    }
+
+    /// Counts a lookup that found `hit`: `step_time`'s, or a step taken in bulk after a `peek_run`.
+    #[pyo3(signature = (hit, rider = None))]
+    pub fn count_hit(&mut self, hit: &Timing, rider: Option<&Bound<'_, PyAny>>) {
+        self.num_lookups += 1;
+        self.num_hits += 1;
+        *self.hits_since_miss.entry(rider_id(rider)).or_insert(0) += 1;
+        self.num_out_of_range += i64::from(hit.out_of_range);
+    }
+
+    #[getter]
+    fn hit_rate(&self) -> f64 {
+        if self.num_lookups > 0 { self.num_hits as f64 / self.num_lookups as f64 } else { 0.0 }
+    }
+
+    /// The signatures cached, oldest first (for tests and inspection).
+    fn cached(&self, py: Python<'_>) -> PyResult<Vec<Py<PyTuple>>> {
+        self.cache.borrow(py).order.iter().map(|key| Ok(key.to_signature(py)?.unbind())).collect()
+    }
+}
+
+impl RuntimeSessionProxy {
+    /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call.
+    fn time(slf: &Bound<'_, Self>, key: StepKey, now_ns: i64, ahead: Option<&Bound<'_, PyAny>>,
+            rider: Option<&Bound<'_, PyAny>>) -> PyResult<Timing> {
+        let py = slf.py();
+        {
+            let mut this = slf.borrow_mut();
+            if this.use_cache {
+                let hit = this.cache.borrow(py).get(&key);
+                if let Some(hit) = hit {
+                    this.count_hit(&hit, rider);
+                    return Ok(hit);
+                }
+            }
+            this.num_lookups += 1; // a miss: the backend is asked
+        }
+        let mut keys = vec![key];
+        if slf.borrow().lookahead {
+            let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
+            let this = slf.borrow();
+            let cache = this.cache.borrow(py);
+            let mut seen: HashSet<&StepKey, BuildFx> = HashSet::default();
+            let mut fresh = Vec::new();
+            for k in &predicted {
+                if seen.insert(k) && *k != keys[0] && !cache.contains(k) {
+                    fresh.push(k.clone());
+                }
+            }
+            keys.extend(fresh);
+        }
+        let (client, session_id, name, scale) = {
+            let this = slf.borrow();
+            let name = match rider {
+                Some(rider) => rider.getattr(intern!(py, "name"))?.extract::<String>()?,
+                None => this.client_name.clone(),
+            };
+            (this.client.clone_ref(py), this.session_id.clone(), name, this.scale)
+        };
+        let client = client.bind(py);
+        let make = client.getattr(intern!(py, "step_batch"))?;
+        let batches = PyList::new(py, keys.iter().map(|k| k.to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
+        let kwargs = PyDict::new(py);
+        kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
+        kwargs.set_item(intern!(py, "client"), name)?;
+        kwargs.set_item(intern!(py, "omit_breakdown"), true)?; // the hub reads no breakdown
+        let answers = client.call_method(intern!(py, "predict_steps"), (session_id, batches), Some(&kwargs))?;
+        let mut timings = Vec::with_capacity(keys.len());
+        for answer in answers.try_iter()? {
+            let timing = Timing::from_step_timing(&answer?)?;
+            timings.push(if scale != 1.0 { timing.scaled(scale) } else { timing });
+        }
+        let first = *timings.first().ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err("the backend answered no timing")
+        })?;
+        let mut this = slf.borrow_mut();
+        if this.use_cache {
+            let max_entries = this.max_cache_entries;
+            let mut cache = this.cache.borrow_mut(py);
+            for (k, timing) in keys.into_iter().zip(timings) {
+                cache.store(k, timing, max_entries);
+            }
+        }
+        this.num_out_of_range += i64::from(first.out_of_range); // the steps run, not the batches predicted
+        Ok(first)
+    }
+
+    /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
+    /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
+    fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<&Bound<'_, PyAny>>,
+                 rider: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<StepKey>> {
+        let py = slf.py();
+        let (depth, riders, bucket) = {
+            let mut this = slf.borrow_mut();
+            let used = this.hits_since_miss.remove(&rider_id(rider)).unwrap_or(0);
+            let depth = (2 * used).clamp(Self::MIN_LOOKAHEAD, Self::MAX_LOOKAHEAD);
+            let riders: Vec<PyObject> = this.riders.iter().map(|r| r.clone_ref(py)).collect();
+            (depth, riders, this.bucket_tokens)
+        };
+        let mut predicted = Vec::new();
+        if let Some(ahead) = ahead {
+            for signature in ahead.call1((depth,))?.try_iter()? {
+                predicted.push(StepKey::from_signature(&signature?)?.bucketed(bucket));
+            }
+        }
+        for other in &riders {
+            if rider.is_some_and(|rider| rider.is(other)) {
+                continue;
+            }
+            let top_up = other.bind(py).call_method1(intern!(py, "top_up"), (now_ns, Self::MIN_LOOKAHEAD))?;
+            for signature in top_up.try_iter()? {
+                predicted.push(StepKey::from_signature(&signature?)?.bucketed(bucket));
+            }
+        }
+        Ok(predicted)
+    }
+}
