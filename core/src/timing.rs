@@ -144,12 +144,22 @@ impl StepKey {
         self
     }
 
-    /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`.
-    fn to_batch<'py>(&self, make: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`;
+    /// `signature`: the key's Python signature where one is at hand (its tuples are sent as they are).
+    fn to_batch<'py>(&self, make: &Bound<'py, PyAny>, signature: Option<&Bound<'py, PyTuple>>)
+        -> PyResult<Bound<'py, PyAny>> {
         let py = make.py();
         let kwargs = PyDict::new(py);
-        kwargs.set_item(intern!(py, "new_tokens"), PyTuple::new(py, &self.new)?)?;
-        kwargs.set_item(intern!(py, "context_tokens"), PyTuple::new(py, &self.context)?)?;
+        match signature {
+            Some(parts) => {
+                kwargs.set_item(intern!(py, "new_tokens"), parts.get_item(0)?)?;
+                kwargs.set_item(intern!(py, "context_tokens"), parts.get_item(1)?)?;
+            }
+            None => {
+                kwargs.set_item(intern!(py, "new_tokens"), PyTuple::new(py, &self.new)?)?;
+                kwargs.set_item(intern!(py, "context_tokens"), PyTuple::new(py, &self.context)?)?;
+            }
+        }
         for (name, values) in &self.fields {
             kwargs.set_item(name, PyTuple::new(py, values)?)?;
         }
@@ -467,16 +477,17 @@ impl RuntimeSessionProxy {
             }
             this.num_lookups += 1; // a miss: the backend is asked
         }
-        let mut keys = vec![key];
+        // Each key with its Python signature where one came (its tuples are sent as they are).
+        let mut keys = vec![(key, None)];
         if slf.borrow().lookahead {
             let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
             let this = slf.borrow();
             let cache = this.cache.borrow(py);
             let mut seen: HashSet<&StepKey, BuildFx> = HashSet::default();
             let mut fresh = Vec::new();
-            for k in &predicted {
-                if seen.insert(k) && *k != keys[0] && !cache.contains(k) {
-                    fresh.push(k.clone());
+            for (k, signature) in &predicted {
+                if seen.insert(k) && *k != keys[0].0 && !cache.contains(k) {
+                    fresh.push((k.clone(), signature.clone()));
                 }
             }
             keys.extend(fresh);
@@ -491,7 +502,8 @@ impl RuntimeSessionProxy {
         };
         let client = client.bind(py);
         let make = client.getattr(intern!(py, "step_batch"))?;
-        let batches = PyList::new(py, keys.iter().map(|k| k.to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
+        let batches = PyList::new(py, keys.iter().map(|(k, signature)| k.to_batch(&make, signature.as_ref()))
+            .collect::<PyResult<Vec<_>>>()?)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
         kwargs.set_item(intern!(py, "client"), name)?;
@@ -509,7 +521,7 @@ impl RuntimeSessionProxy {
         if this.use_cache {
             let max_entries = this.max_cache_entries;
             let mut cache = this.cache.borrow_mut(py);
-            for (k, timing) in keys.into_iter().zip(timings) {
+            for ((k, _), timing) in keys.into_iter().zip(timings) {
                 cache.store(k, timing, max_entries);
             }
         }
@@ -519,8 +531,8 @@ impl RuntimeSessionProxy {
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
-    fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<&Bound<'_, PyAny>>,
-                 rider: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<StepKey>> {
+    fn predicted<'py>(slf: &Bound<'py, Self>, now_ns: i64, ahead: Option<&Bound<'py, PyAny>>,
+                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<(StepKey, Option<Bound<'py, PyTuple>>)>> {
         let py = slf.py();
         let (depth, riders, bucket) = {
             let mut this = slf.borrow_mut();
@@ -530,9 +542,18 @@ impl RuntimeSessionProxy {
             (depth, riders, this.bucket_tokens)
         };
         let mut predicted = Vec::new();
+        let mut add = |signature: Bound<'py, PyAny>| -> PyResult<()> {
+            let key = StepKey::from_signature(&signature)?;
+            if bucket > 0 {
+                predicted.push((key.bucketed(bucket), None)); // its contexts differ from the signature's
+            } else {
+                predicted.push((key, Some(signature.downcast_into::<PyTuple>()?)));
+            }
+            Ok(())
+        };
         if let Some(ahead) = ahead {
             for signature in ahead.call1((depth,))?.try_iter()? {
-                predicted.push(StepKey::from_signature(&signature?)?.bucketed(bucket));
+                add(signature?)?;
             }
         }
         for other in &riders {
@@ -541,7 +562,7 @@ impl RuntimeSessionProxy {
             }
             let top_up = other.bind(py).call_method1(intern!(py, "top_up"), (now_ns, Self::MIN_LOOKAHEAD))?;
             for signature in top_up.try_iter()? {
-                predicted.push(StepKey::from_signature(&signature?)?.bucketed(bucket));
+                add(signature?)?;
             }
         }
         Ok(predicted)
