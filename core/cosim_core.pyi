@@ -387,3 +387,94 @@ class Forecast:
         :func:`predict` would give them; None when the forecast does not hold that step."""
     def drafts(self, step: int, count: int) -> list[tuple[Any, ...]]:
         """The drafter's forwards after each of the ``count`` predicted steps after step ``step``."""
+
+class Timing:
+    """The parts of a StepTiming the hub uses (``energy_j`` None: the backend reported none)
+    (core/src/timing.rs)."""
+
+    @property
+    def duration_ns(self) -> int: ...
+    @property
+    def energy_j(self) -> float | None: ...
+    @property
+    def out_of_range(self) -> bool: ...
+    @property
+    def communication_ns(self) -> int: ...
+    @property
+    def compute_ns(self) -> int: ...
+    @property
+    def memory_ns(self) -> int: ...
+    @property
+    def dispatch_ns(self) -> int: ...
+    def __init__(self, duration_ns: int, energy_j: float | None = None, out_of_range: bool = False,
+                 communication_ns: int = 0, compute_ns: int = 0, memory_ns: int = 0, dispatch_ns: int = 0) -> None: ...
+
+class TimingCache:
+    """Step timings by batch signature, the oldest stored dropped first past a bound (core/src/timing.rs)."""
+
+    def __init__(self) -> None: ...
+    def __len__(self) -> int: ...
+
+class SharedTimings:
+    """Step timings kept across the runs of one process, by backend and session spec: runs that open
+    equal sessions share one cache (core/src/timing.rs)."""
+
+    @property
+    def max_sessions(self) -> int: ...
+    def __init__(self, max_sessions: int = 16) -> None: ...
+    def cache(self, key: Hashable) -> TimingCache:
+        """The cache of the sessions identified by ``key`` (backend and spec), empty at first; the
+        least recently used dropped past ``max_sessions``."""
+
+class RuntimeSessionProxy:
+    """Times the steps of the clients sharing one runtime session, caching by batch signature
+    (core/src/timing.rs): on a miss the step, the caller's predicted batches (``ahead``) and the
+    other riders' top-ups go to the backend in one ``client.predict_steps`` call."""
+
+    MIN_LOOKAHEAD: int
+    MAX_LOOKAHEAD: int
+    max_cache_entries: int
+
+    @property
+    def client(self) -> Any: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def client_name(self) -> str: ...
+    @property
+    def scale(self) -> float: ...
+    @property
+    def use_cache(self) -> bool: ...
+    @property
+    def lookahead(self) -> bool: ...
+    @property
+    def bucket_tokens(self) -> int: ...
+    @property
+    def num_lookups(self) -> int: ...
+    @property
+    def num_hits(self) -> int: ...
+    @property
+    def num_out_of_range(self) -> int: ...
+    @property
+    def hit_rate(self) -> float: ...
+    def __init__(self, client: Any, session_id: str, *, client_name: str = "", cache: bool = True,
+                 lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
+                 shared_cache: TimingCache | None = None, scale: float = 1.0) -> None: ...
+    def join(self, rider: Any) -> None:
+        """Adds a client (``name``, ``top_up(now_ns, depth)``) whose top-ups ride along when another misses."""
+    def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
+                  ahead: Callable[[int], Seq[tuple[Any, ...]]] | None = None, rider: Any = None,
+                  dp_rank_tokens: Seq[int] = (), fields: Seq[tuple[str, tuple[int, ...]]] | None = None) -> Timing:
+        """Timing of one step of ``rider``; on a miss ``ahead(n)`` and the other riders' top-ups ride along."""
+    def time_batch(self, batch: ScheduledBatch, now_ns: int,
+                   ahead: Callable[[int], Seq[tuple[Any, ...]]] | None = None, rider: Any = None,
+                   dp_rank_tokens: Seq[int] = ()) -> Timing:
+        """:meth:`step_time` of ``batch``'s step, its key read from the batch (signature and fields)."""
+    def peek_run(self, run: DecodeRun) -> Timing | None:
+        """The cached timing of the decode run's next step, if any, not counted as a lookup."""
+    def peek(self, signature: tuple[Any, ...]) -> Timing | None:
+        """The cached timing of the batch of ``signature``, if any, not counted as a lookup."""
+    def count_hit(self, hit: Timing, rider: Any = None) -> None:
+        """Counts a lookup that found ``hit`` (a step taken in bulk after :meth:`peek_run`)."""
+    def cached(self) -> list[tuple[Any, ...]]:
+        """The signatures cached, oldest first."""

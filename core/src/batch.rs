@@ -298,6 +298,11 @@ impl ScheduledBatch {
         Ok(key)
     }
 
+    /// Whether this is a step of the decode run whose sequences are `seqs` (its batches share the list).
+    pub fn is_step_of(&self, seqs: &Py<PyList>) -> bool {
+        self.seqs_list.as_ref().is_some_and(|list| list.is(seqs))
+    }
+
     /// Drops the lists Python saw: the batch changed.
     fn forget_lists(&mut self) {
         self.seqs_list = None;

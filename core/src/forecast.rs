@@ -72,7 +72,7 @@ pub struct Forecast {
 impl Forecast {
     #[new]
     #[pyo3(signature = (scheduler, in_flight, drafts_of = None))]
-    fn new(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, drafts_of: Option<PyObject>)
+    pub fn new(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, drafts_of: Option<PyObject>)
         -> PyResult<Self> {
         let py = scheduler.py();
         let original = scheduler.borrow();
@@ -103,7 +103,7 @@ impl Forecast {
 
     /// Steps predicted so far.
     #[getter]
-    fn num_steps(&self) -> usize {
+    pub fn num_steps(&self) -> usize {
         self.signatures.len()
     }
 
@@ -143,7 +143,7 @@ impl Forecast {
 
     /// The drafter's forwards after each of the `count` predicted steps after step `step` (those
     /// `after` gave), in order; none without `drafts_of`.
-    fn drafts(&self, py: Python<'_>, step: usize, count: usize) -> Vec<PyObject> {
+    pub fn drafts(&self, py: Python<'_>, step: usize, count: usize) -> Vec<PyObject> {
         let end = (step + count).min(self.drafts.len());
         let start = step.min(end);
         self.drafts[start..end].iter().flatten().map(|forward| forward.clone_ref(py)).collect()

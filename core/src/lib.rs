@@ -23,6 +23,7 @@ pub mod pool;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
+pub mod step_timer;
 pub mod timing;
 
 use pyo3::prelude::*;
@@ -49,6 +50,9 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<timing::TimingCache>()?;
     module.add_class::<timing::SharedTimings>()?;
     module.add_class::<timing::RuntimeSessionProxy>()?;
+    module.add_class::<step_timer::StepTimer>()?;
+    module.add_class::<step_timer::DraftsAhead>()?;
+    module.add_class::<step_timer::RunAhead>()?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;

@@ -36,22 +36,22 @@ pub struct DecodeRun {
     scheduler: Py<Scheduler>,
     seq_handles: Vec<Py<Sequence>>,
     #[pyo3(get)]
-    seqs: Py<PyList>,
+    pub seqs: Py<PyList>,
     #[pyo3(get)]
-    ones: Py<PyList>,
+    pub ones: Py<PyList>,
     /// Each sequence's computed tokens when the pending steps began.
     contexts: Vec<i64>,
     /// KV blocks the batch grows into at each step of the run, in order.
     new_blocks: Vec<i64>,
     queue_stamp: i64,
     #[pyo3(get)]
-    taken: i64,
+    pub taken: i64,
     #[pyo3(get)]
     done: i64,
     #[pyo3(get)]
-    max_gap_ns: i64,
+    pub max_gap_ns: i64,
     #[pyo3(get)]
-    last_ns: i64,
+    pub last_ns: i64,
     #[pyo3(get)]
     lora: Option<Py<PyAny>>,
     /// Counted when first asked: most runs are cut before a step is recorded.
@@ -70,7 +70,7 @@ impl DecodeRun {
 
     /// Requests among its sequences (parallel paths of one count once).
     #[getter]
-    fn num_requests(&mut self, py: Python<'_>) -> usize {
+    pub fn num_requests(&mut self, py: Python<'_>) -> usize {
         let handles = &self.seq_handles;
         *self.num_requests.get_or_insert_with(|| {
             handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect::<HashSet<_>>().len()
@@ -84,7 +84,7 @@ impl DecodeRun {
     }
 
     /// The context of the run's next step: each sequence's tokens in KV.
-    fn next_context(&self) -> Vec<i64> {
+    pub fn next_context(&self) -> Vec<i64> {
         self.contexts_at(self.done)
     }
 
@@ -95,7 +95,7 @@ impl DecodeRun {
     }
 
     /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
-    fn begin(&mut self, py: Python<'_>) -> PyResult<()> {
+    pub fn begin(&mut self, py: Python<'_>) -> PyResult<()> {
         let Some(&blocks) = self.new_blocks.get(self.taken as usize) else {
             return Err(PyIndexError::new_err("no step of the decode run is left to begin"));
         };
@@ -105,14 +105,14 @@ impl DecodeRun {
     }
 
     /// A begun step ended (its effect pending until `settle`).
-    fn end_step(&mut self, start_ns: i64, end_ns: i64) {
+    pub fn end_step(&mut self, start_ns: i64, end_ns: i64) {
         self.done += 1;
         self.max_gap_ns = self.max_gap_ns.max(end_ns - start_ns);
         self.last_ns = end_ns;
     }
 
     /// Work arrived: the run ends after the steps begun.
-    fn cut(&mut self) {
+    pub fn cut(&mut self) {
         self.new_blocks.truncate(self.taken as usize);
     }
 

@@ -90,6 +90,9 @@ impl Timing {
     }
 }
 
+/// Up to `depth` signatures of the batches predicted to follow a step (an iterable of tuples).
+pub type Ahead<'a, 'py> = &'a mut dyn FnMut(i64) -> PyResult<Bound<'py, PyAny>>;
+
 /// A batch's signature: what times it (Python's `Signature`: `(new, context, *fields)`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
 pub struct StepKey {
@@ -130,7 +133,7 @@ impl StepKey {
 
     /// With a data-parallel lock-step group's tokens (none: unchanged), and each context rounded up
     /// to a multiple of `bucket_tokens` (0: exact).
-    fn finish(mut self, dp_rank_tokens: Vec<i64>, bucket_tokens: i64) -> Self {
+    pub fn finish(mut self, dp_rank_tokens: Vec<i64>, bucket_tokens: i64) -> Self {
         if !dp_rank_tokens.is_empty() {
             self.fields.push(("dp_rank_tokens".to_owned(), dp_rank_tokens));
         }
@@ -347,7 +350,7 @@ pub struct RuntimeSessionProxy {
     #[pyo3(get, set)]
     max_cache_entries: usize,
     #[pyo3(get)]
-    bucket_tokens: i64,
+    pub bucket_tokens: i64,
     cache: Py<TimingCache>,
     /// Per rider (its address; 0: none): its own predictions used since its last miss.
     hits_since_miss: HashMap<usize, i64>,
@@ -411,7 +414,8 @@ impl RuntimeSessionProxy {
             key.extend_fields(fields)?;
         }
         let key = key.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
-        Self::time(slf, key, now_ns, ahead, rider)
+        let mut call = |depth: i64| ahead.expect("called only when given").call1((depth,));
+        Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_, '_>), rider)
     }
 
     /// Timing of the step of `batch` (formed in Rust: its key read without Python), as `step_time`.
@@ -420,7 +424,8 @@ impl RuntimeSessionProxy {
                       ahead: Option<&Bound<'_, PyAny>>, rider: Option<&Bound<'_, PyAny>>, dp_rank_tokens: Vec<i64>)
         -> PyResult<Timing> {
         let key = batch.borrow_mut().key(slf.py())?.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
-        Self::time(slf, key, now_ns, ahead, rider)
+        let mut call = |depth: i64| ahead.expect("called only when given").call1((depth,));
+        Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_, '_>), rider)
     }
 
     /// The cached timing of the decode run's next step, if any, not counted as a lookup.
@@ -462,9 +467,10 @@ impl RuntimeSessionProxy {
 }
 
 impl RuntimeSessionProxy {
-    /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call.
-    fn time(slf: &Bound<'_, Self>, key: StepKey, now_ns: i64, ahead: Option<&Bound<'_, PyAny>>,
-            rider: Option<&Bound<'_, PyAny>>) -> PyResult<Timing> {
+    /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call:
+    /// `ahead(depth)`'s signatures (an iterable), then the other riders' top-ups.
+    pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
+                     rider: Option<&Bound<'py, PyAny>>) -> PyResult<Timing> {
         let py = slf.py();
         {
             let mut this = slf.borrow_mut();
@@ -531,7 +537,7 @@ impl RuntimeSessionProxy {
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
-    fn predicted<'py>(slf: &Bound<'py, Self>, now_ns: i64, ahead: Option<&Bound<'py, PyAny>>,
+    fn predicted<'py>(slf: &Bound<'py, Self>, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
                       rider: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<(StepKey, Option<Bound<'py, PyTuple>>)>> {
         let py = slf.py();
         let (depth, riders, bucket) = {
@@ -552,7 +558,7 @@ impl RuntimeSessionProxy {
             Ok(())
         };
         if let Some(ahead) = ahead {
-            for signature in ahead.call1((depth,))?.try_iter()? {
+            for signature in ahead(depth)?.try_iter()? {
                 add(signature?)?;
             }
         }

@@ -85,3 +85,12 @@ def test_a_miss_sends_each_batchs_further_fields_and_plain_batches_without() -> 
     assert [(list(b.new_tokens), list(b.context_tokens), list(b.lora_ranks), list(b.lora_ids)) for b in sent] == [
         ([1], [5], [], []), ([1], [6], [8], [3]), ([1], [7], [], [])]
     assert proxy.peek(lora) is not None and proxy.peek(((1,), (6,))) is None  # keyed with its fields
+
+
+def test_the_cache_drops_the_oldest_stored_past_its_bound_and_a_lookup_does_not_renew_it() -> None:
+    backend = RecordingClient()
+    proxy = RuntimeSessionProxy(backend, "s", lookahead=False, max_cache_entries=2)  # type: ignore[arg-type]
+    for context in (1, 2, 1, 3):  # the second look at (1,) is a hit, which keeps its place
+        proxy.step_time([1], [context], now_ns=0)
+    assert proxy.cached() == [((1,), (2,)), ((1,), (3,))]
+    assert (proxy.num_lookups, proxy.num_hits, len(backend.calls)) == (4, 1, 3)

@@ -1,0 +1,547 @@
+//! A client's step timer: forms its steps (decode runs taken without forming each) and times each
+//! by one formula, asking the runtime session with the lookahead that makes a miss rare.
+//!
+//! A step's time is the runtime backend's answer for its batch signature
+//! ([`crate::timing::RuntimeSessionProxy`]), with the network backend's collectives in place of the
+//! backend's own estimate where one times them, plus what the batch does before its forward pass
+//! (the drafter's proposals, swapped KV copied back, LoRA adapters loaded), plus the host time the
+//! engine loop exposes ([`StepTimer::step_ns`]). Those optional parts, and the energy model, stay
+//! Python objects called only where a config gives them; a cached step of a plain batch calls no
+//! other Python. On a miss the batches that follow if no work arrives ride along: they come from a
+//! [`Forecast`] on a copy of the client's scheduler, kept until work arrives (`interrupt`) or KV is
+//! released (`forget_forecast`), so asking again continues it; when another client of the session
+//! misses, this one's predictions ride along too where they fall short (`top_up`). The predictions
+//! are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
+//! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
+//! while nothing else happens ([`RunAhead`]).
+
+use pyo3::exceptions::PyValueError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::sync::GILOnceCell;
+use pyo3::types::{PyList, PyTuple};
+
+use crate::batch::{ScheduledBatch, StepOutcome};
+use crate::forecast::Forecast;
+use crate::runs::DecodeRun;
+use crate::scheduler::Scheduler;
+use crate::timing::{RuntimeSessionProxy, Timing};
+
+/// A forecast longer than this is made again from the step in flight (bounds its memory).
+const MAX_FORECAST_STEPS: usize = 1024;
+
+/// `cosim.hub.sim.power.StepJoules`: a step's energy without an energy model (what the backend reports).
+fn step_joules(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    static CLASS: GILOnceCell<PyObject> = GILOnceCell::new();
+    CLASS.import(py, "cosim.hub.sim.power", "StepJoules")
+}
+
+/// Steps one client's scheduler and times each step (see the module docs).
+///
+/// Args:
+///     name: the client's name (calls are made for it).
+///     scheduler: the client's scheduler.
+///     session: the runtime session timing its steps (the timer joins it as a rider).
+///     settled: records a decode run's steps on the requests when they are applied
+///         (`settled(seqs, steps, max_gap_ns, last_ns)`).
+///     collectives_ns: the network backend's time of a step's collectives, by its tokens; None:
+///         the runtime backend's own estimate stands.
+///     host_bandwidth_gbps: device-host bandwidth for swapped KV.
+///     next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
+///     energy: how much energy each step uses (`cosim.hub.sim.power.StepEnergy`); None: only what
+///         the backend reports.
+///     max_lookahead: most batches predicted per call (0: none).
+///     decode_runs: take decode runs in bulk; off, every step is formed and updated one by one.
+///     host_time: the host time each step exposes (`cosim.hub.sim.clients.host.HostTime`); None: none.
+///     drafter: the speculative drafter whose proposals each step adds; None: none.
+///     alone: the client steps on its own; in a data-parallel lock-step group a step's time depends
+///         on the other ranks' batches, unknown ahead, so nothing is predicted.
+///     overlapping: the client's steps overlap (pipeline micro-batches): neither predictions nor
+///         decode runs apply.
+#[pyclass(module = "cosim_core", subclass)]
+pub struct StepTimer {
+    #[pyo3(get)]
+    name: String,
+    #[pyo3(get)]
+    scheduler: Py<Scheduler>,
+    #[pyo3(get)]
+    session: Py<RuntimeSessionProxy>,
+    on_settled: PyObject,
+    collectives_ns: Option<PyObject>,
+    host_bandwidth_gbps: f64,
+    next_arrival_ns: Option<PyObject>,
+    energy: Option<PyObject>,
+    #[pyo3(get)]
+    max_lookahead: i64,
+    #[pyo3(get)]
+    decode_runs: bool,
+    host_time: Option<PyObject>,
+    drafter: Option<PyObject>,
+    #[pyo3(get)]
+    overlapping: bool,
+    run: Option<Py<DecodeRun>>,
+    in_flight: Option<Py<ScheduledBatch>>,
+    last_duration_ns: i64,
+    steps_begun: i64,
+    /// The step (counted as `steps_begun`) up to which batches were predicted.
+    predicted_through: i64,
+    /// Kept until the scheduler changes other than by its steps.
+    #[pyo3(get, name = "_forecast")]
+    forecast: Option<Py<Forecast>>,
+    /// The step (counted as `steps_begun`) in flight when it was made.
+    forecast_origin: i64,
+}
+
+#[pymethods]
+impl StepTimer {
+    #[new]
+    #[pyo3(signature = (*, name, scheduler, session, settled, collectives_ns = None, host_bandwidth_gbps = 25.0,
+                        next_arrival_ns = None, energy = None, max_lookahead = 256, decode_runs = true,
+                        host_time = None, drafter = None, alone = true, overlapping = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>, settled: PyObject,
+           collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64, next_arrival_ns: Option<PyObject>,
+           energy: Option<PyObject>, max_lookahead: i64, decode_runs: bool, host_time: Option<PyObject>,
+           drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
+        StepTimer {
+            name, scheduler, session, on_settled: settled, collectives_ns, host_bandwidth_gbps, next_arrival_ns,
+            energy, max_lookahead: if alone && !overlapping { max_lookahead } else { 0 },
+            decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
+            last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
+        }
+    }
+
+    // -- stepping ----------------------------------------------------------------
+
+    /// The next step: a decode run's, else the scheduler's choice; None when nothing can run.
+    fn begin(slf: &Bound<'_, Self>) -> PyResult<Option<Py<ScheduledBatch>>> {
+        let py = slf.py();
+        let run = slf.borrow().run.as_ref().map(|run| run.clone_ref(py));
+        let batch = match run {
+            Some(run) if run.borrow(py).steps_left() > 0 => {
+                let mut run = run.borrow_mut(py);
+                run.begin(py)?;
+                Py::new(py, run.step(py))?
+            }
+            _ => {
+                Self::settle(slf)?;
+                let scheduler = slf.borrow().scheduler.clone_ref(py);
+                let mut scheduler = scheduler.borrow_mut(py);
+                {
+                    let mut this = slf.borrow_mut();
+                    this.run = None;
+                    if !scheduler.waiting.is_empty() {
+                        // Forming the step may write queued sequences, which a forecast's copy shares until
+                        // it writes them itself (Scheduler.copy): a later prediction needs a fresh copy.
+                        this.forecast = None;
+                    }
+                }
+                let mut batch = scheduler.schedule(py)?;
+                while batch.seqs.is_empty() && !batch.preempted.is_empty() {
+                    // A step that only preempted admits no one (as vLLM's); vLLM's engine schedules again
+                    // at once, and admits then. Idle here, no event would ever wake this client.
+                    let mut again = scheduler.schedule(py)?;
+                    let mut preempted = std::mem::take(&mut batch.preempted);
+                    preempted.append(&mut again.preempted);
+                    again.preempted = preempted;
+                    batch = again;
+                }
+                if batch.seqs.is_empty() {
+                    return Ok(None);
+                }
+                Py::new(py, batch)?
+            }
+        };
+        let mut this = slf.borrow_mut();
+        this.in_flight = Some(batch.clone_ref(py));
+        this.steps_begun += 1;
+        Ok(Some(batch))
+    }
+
+    /// Whether `batch` is a decode run's step (its effects are pending, see `settled`).
+    fn in_run(&self, py: Python<'_>, batch: &Bound<'_, ScheduledBatch>) -> bool {
+        self.run.as_ref().is_some_and(|run| batch.borrow().is_step_of(&run.borrow(py).seqs))
+    }
+
+    /// The decode run's sequences and requests (parallel paths of one count once).
+    #[getter]
+    fn run_size(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        let run = self.run.as_ref().ok_or_else(|| PyValueError::new_err("asked while no decode run's step ends"))?;
+        let mut run = run.borrow_mut(py);
+        let seqs = run.seqs.bind(py).len();
+        Ok((seqs, run.num_requests(py)))
+    }
+
+    /// Hands a finished step back to the scheduler; None for a decode run's step (applied later).
+    fn end(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64, end_ns: i64)
+        -> PyResult<Option<Py<StepOutcome>>> {
+        let py = slf.py();
+        let run = {
+            let mut this = slf.borrow_mut();
+            this.in_flight = None;
+            this.run.as_ref().map(|run| run.clone_ref(py))
+        };
+        if let Some(run) = run {
+            if batch.borrow().is_step_of(&run.borrow(py).seqs) {
+                if run.borrow(py).steps_left() > 0 {
+                    run.borrow_mut(py).end_step(start_ns, end_ns);
+                    return Ok(None);
+                }
+                Self::settle(slf)?; // the run's earlier steps; its last is handed back like any other
+                slf.borrow_mut().run = None;
+            }
+        }
+        let scheduler = slf.borrow().scheduler.clone_ref(py);
+        let outcome = scheduler.borrow_mut(py).update(py, batch.borrow_mut())?;
+        let run = if slf.borrow().decode_runs {
+            DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome)?.map(|run| Py::new(py, run)).transpose()?
+        } else {
+            None
+        };
+        slf.borrow_mut().run = run;
+        Ok(Some(Py::new(py, outcome)?))
+    }
+
+    /// Work arrived: the current decode run ends after its steps begun, and the steps after the one
+    /// in flight may now differ from those predicted.
+    fn interrupt(&mut self, py: Python<'_>) {
+        if let Some(run) = &self.run {
+            run.borrow_mut(py).cut();
+        }
+        self.predicted_through = self.steps_begun;
+        self.forecast = None;
+    }
+
+    /// The scheduler changed other than by its steps (KV released): predict from a fresh copy.
+    fn forget_forecast(&mut self) {
+        self.forecast = None;
+    }
+
+    /// The scheduler, every step taken so far applied to its sequences and recorded on the requests
+    /// (a decode run's pending steps): the one view of sequence state to read.
+    fn settled(slf: &Bound<'_, Self>) -> PyResult<Py<Scheduler>> {
+        Self::settle(slf)?;
+        Ok(slf.borrow().scheduler.clone_ref(slf.py()))
+    }
+
+    // -- timing ------------------------------------------------------------------
+
+    /// How long `batch` takes, and the energy it uses (`StepEnergy.step`; the time added here to the
+    /// backend's, host and swaps, counts at idle power); `dp_rank_tokens`: the tokens of every rank of
+    /// its data-parallel lock-step group, if any.
+    #[pyo3(signature = (batch, now_ns, dp_rank_tokens = Vec::new()))]
+    fn duration_ns(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64, dp_rank_tokens: Vec<i64>)
+        -> PyResult<(i64, PyObject)> {
+        let py = slf.py();
+        let (session, predicts, drafter) = {
+            let this = slf.borrow();
+            (this.session.clone_ref(py), this.max_lookahead > 0, this.drafter.as_ref().map(|d| d.clone_ref(py)))
+        };
+        let session = session.bind(py);
+        let key = batch.borrow_mut().key(py)?.finish(dp_rank_tokens, session.borrow().bucket_tokens);
+        let mut ahead = |depth: i64| -> PyResult<Bound<'_, PyAny>> {
+            let depth = slf.borrow().depth(py, now_ns, depth)?;
+            slf.call_method1(intern!(py, "_lookahead"), (batch, depth))
+        };
+        let rider = slf.as_any();
+        let timing = RuntimeSessionProxy::time(session, key, now_ns, predicts.then_some(&mut ahead), Some(rider))?;
+        let (swap_bytes, lora) = {
+            let b = batch.borrow();
+            (b.swap_bytes, b.lora.as_ref().map(|lora| lora.clone_ref(py)))
+        };
+        let bandwidth = slf.borrow().host_bandwidth_gbps;
+        let mut added_ns = if swap_bytes != 0 { (swap_bytes as f64 / bandwidth) as i64 } else { 0 };
+        if let Some(drafter) = drafter {
+            let drafts = if predicts {
+                Some(Py::new(py, DraftsAhead { timer: slf.clone().unbind(), batch: batch.clone().unbind(), now_ns })?)
+            } else {
+                None
+            };
+            added_ns += drafter.bind(py).call_method1(intern!(py, "propose_ns"), (batch, now_ns, drafts))?
+                .extract::<i64>()?;
+        }
+        if let Some(lora) = lora {
+            // adapters copied into GPU slots before the forward pass
+            added_ns += lora.bind(py).getattr(intern!(py, "load_ns"))?.extract::<i64>()?;
+        }
+        let num_new = batch.borrow().num_new.clone();
+        let this = slf.borrow();
+        let lists = StepLists::Batch(batch);
+        let duration = this.step_duration(py, &timing, &num_new, &lists, added_ns)?;
+        let joules = this.joules(py, &timing, duration, &lists)?;
+        drop(this);
+        slf.borrow_mut().last_duration_ns = duration;
+        Ok((duration, joules))
+    }
+
+    /// How long a step takes: the formula for every step applied, one by one or in a decode run.
+    ///
+    /// The runtime backend's time (`timing`), with the network backend's collectives in place of
+    /// the backend's own estimate where one times them, plus what the batch does before its forward
+    /// pass (`added_ns`: the drafter's proposals, swapped KV copied back, LoRA adapters loaded; a
+    /// decode run's steps do none of it), plus the host time the engine loop exposes.
+    #[pyo3(signature = (timing, num_new, added_ns = 0))]
+    fn step_ns(&self, py: Python<'_>, timing: &Timing, num_new: &Bound<'_, PyAny>, added_ns: i64) -> PyResult<i64> {
+        let counts: Vec<i64> = num_new.extract()?;
+        self.step_duration(py, timing, &counts, &StepLists::Given(num_new), added_ns)
+    }
+
+    /// Takes the decode run's next steps back to back from `start_ns`, each as `begin`,
+    /// `duration_ns` and `end` take it, without forming its batch, while: it ends before
+    /// `horizon_ns()` (when anything else next happens in the simulation), its timing is cached,
+    /// and it is not the run's last (handed back like any other). Yields each step's duration and
+    /// energy once it is taken, for the client to record.
+    fn run_ahead(slf: &Bound<'_, Self>, start_ns: i64, horizon_ns: PyObject) -> RunAhead {
+        let run = slf.borrow().run.as_ref().map(|run| run.clone_ref(slf.py()));
+        RunAhead { timer: slf.clone().unbind(), run, start_ns, horizon_ns }
+    }
+
+    /// The batches after the step in flight, when those predicted so far fall short of the
+    /// lookahead horizon; the session asks when another client sharing it makes a call anyway, so
+    /// that this client's next miss, and its round trip, mostly never come.
+    fn top_up<'py>(slf: &Bound<'py, Self>, now_ns: i64, depth: i64) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let (batch, depth) = {
+            let this = slf.borrow();
+            let Some(batch) = this.in_flight.as_ref().filter(|_| this.max_lookahead > 0) else {
+                return Ok(PyList::empty(py).into_any());
+            };
+            let depth = this.depth(py, now_ns, depth)?;
+            if this.predicted_through - this.steps_begun >= depth {
+                return Ok(PyList::empty(py).into_any());
+            }
+            (batch.clone_ref(py), depth)
+        };
+        slf.call_method1(intern!(py, "_lookahead"), (batch, depth))
+    }
+
+    /// The batches after `batch` (in flight), as the kept forecast, or a new one, gives them.
+    fn _lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<PyObject>> {
+        let (_, _, batches) = Self::predicted(slf, batch, depth)?;
+        let mut this = slf.borrow_mut();
+        this.predicted_through = this.steps_begun + batches.len() as i64;
+        Ok(batches)
+    }
+}
+
+/// Where a step's Python lists (`num_new`, `context`) come from, made only if an optional part reads them.
+enum StepLists<'a, 'py> {
+    Batch(&'a Bound<'py, ScheduledBatch>),
+    Run(&'a Bound<'py, DecodeRun>, &'a [i64]),
+    Given(&'a Bound<'py, PyAny>),
+}
+
+impl<'py> StepLists<'_, 'py> {
+    fn num_new(&self) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            StepLists::Batch(batch) => batch.as_any().getattr(intern!(batch.py(), "num_new")),
+            StepLists::Run(run, _) => Ok(run.borrow().ones.bind(run.py()).clone().into_any()),
+            StepLists::Given(num_new) => Ok((*num_new).clone()),
+        }
+    }
+
+    fn context(&self) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            StepLists::Batch(batch) => batch.as_any().getattr(intern!(batch.py(), "context")),
+            StepLists::Run(run, context) => Ok(PyList::new(run.py(), *context)?.into_any()),
+            StepLists::Given(_) => Err(PyValueError::new_err("no context given")),
+        }
+    }
+}
+
+impl StepTimer {
+    /// See `step_ns`.
+    fn step_duration(&self, py: Python<'_>, timing: &Timing, num_new: &[i64], lists: &StepLists<'_, '_>,
+                     added_ns: i64) -> PyResult<i64> {
+        let mut duration = timing.duration_ns + added_ns;
+        if let Some(collectives) = &self.collectives_ns {
+            // The network backend times the TP all-reduces in place of the runtime backend's estimate.
+            let tokens: i64 = num_new.iter().sum();
+            duration += collectives.call1(py, (tokens,))?.extract::<i64>(py)? - timing.communication_ns;
+        }
+        if let Some(host_time) = &self.host_time {
+            duration += host_time.call_method1(py, intern!(py, "exposed_ns"), (lists.num_new()?, duration))?
+                .extract::<i64>(py)?;
+        }
+        Ok(duration)
+    }
+
+    /// The energy of a step of `duration_ns` (`StepEnergy.step`; the time added to the backend's
+    /// counts at idle power), else what the backend reports.
+    fn joules(&self, py: Python<'_>, timing: &Timing, duration_ns: i64, lists: &StepLists<'_, '_>)
+        -> PyResult<PyObject> {
+        match &self.energy {
+            Some(energy) => Ok(energy.call_method1(py, intern!(py, "step"),
+                                                   (*timing, duration_ns, lists.num_new()?, lists.context()?))?),
+            None => Ok(step_joules(py)?.call1((timing.energy_j, 0.0, timing.energy_j.is_some()))?.unbind()),
+        }
+    }
+
+    /// How many batches to predict: about the steps until the next request may arrive here, plus
+    /// two (step times drift), else `depth` (the session's, from how many predictions were used
+    /// lately). Only a hint: predictions are exact or unused. Not while requests wait: an arrival
+    /// then joins the queue's tail, which the predicted steps do not reach.
+    fn depth(&self, py: Python<'_>, now_ns: i64, depth: i64) -> PyResult<i64> {
+        let Some(next_arrival) = &self.next_arrival_ns else {
+            return Ok(depth);
+        };
+        if !self.scheduler.borrow(py).waiting.is_empty() {
+            return Ok(depth);
+        }
+        let arrival: Option<i64> = next_arrival.call1(py, (now_ns,))?.extract(py)?;
+        let last = self.last_duration_ns;
+        match arrival {
+            Some(arrival) if last > 0 => {
+                let steps = -(-(arrival - now_ns)).div_euclid(last) + 2;
+                Ok(steps.min(self.max_lookahead).max(2))
+            }
+            _ => Ok(depth),
+        }
+    }
+
+    /// Applies a decode run's finished steps to its sequences, and has them recorded; idempotent.
+    fn settle(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let py = slf.py();
+        let (run, on_settled) = {
+            let this = slf.borrow();
+            let Some(run) = this.run.as_ref() else {
+                return Ok(());
+            };
+            (run.clone_ref(py), this.on_settled.clone_ref(py))
+        };
+        let (seqs, steps, gap, last) = {
+            let mut run = run.borrow_mut(py);
+            if run.taken == 0 {
+                return Ok(());
+            }
+            let (gap, last) = (run.max_gap_ns, run.last_ns);
+            (run.seqs.clone_ref(py), run.settle(py)?, gap, last)
+        };
+        if steps != 0 {
+            on_settled.call1(py, (seqs, steps, gap, last))?;
+        }
+        Ok(())
+    }
+
+    /// Up to `depth` batches after `batch` (in flight): the kept forecast's where it holds, else a
+    /// new one's; with the forecast and the step in flight's number in it.
+    fn predicted(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
+        -> PyResult<(Py<Forecast>, i64, Vec<PyObject>)> {
+        let py = slf.py();
+        let (forecast, step) = {
+            let this = slf.borrow();
+            (this.forecast.as_ref().map(|f| f.clone_ref(py)), this.steps_begun - this.forecast_origin)
+        };
+        if let Some(forecast) = forecast {
+            let batches = forecast.borrow_mut(py).after(py, step, depth, batch)?;
+            if let Some(batches) = batches {
+                if forecast.borrow(py).num_steps() <= MAX_FORECAST_STEPS {
+                    return Ok((forecast, step, batches));
+                }
+            }
+        }
+        Self::settle(slf)?; // the copy is taken from the sequences' state
+        let (scheduler, drafter) = {
+            let this = slf.borrow();
+            (this.scheduler.clone_ref(py), this.drafter.as_ref().map(|d| d.clone_ref(py)))
+        };
+        let mut drafts_of = None;
+        if let Some(drafter) = drafter {
+            let drafter = drafter.bind(py);
+            if !drafter.getattr(intern!(py, "session"))?.is_none() {
+                drafts_of = Some(drafter.getattr(intern!(py, "forwards"))?.unbind());
+            }
+        }
+        let forecast = Py::new(py, Forecast::new(scheduler.bind(py), batch, drafts_of)?)?;
+        {
+            let mut this = slf.borrow_mut();
+            this.forecast = Some(forecast.clone_ref(py));
+            this.forecast_origin = this.steps_begun;
+        }
+        let batches = forecast.borrow_mut(py).after(py, 0, depth, batch)?
+            .expect("its origin is the step in flight");
+        Ok((forecast, 0, batches))
+    }
+}
+
+/// The drafter's forwards after the steps that follow a step in flight (`Drafter.propose_ns`'s
+/// `ahead`): `depth` (the drafter session's hint) counts forwards, `k` a step.
+#[pyclass(module = "cosim_core")]
+pub struct DraftsAhead {
+    timer: Py<StepTimer>,
+    batch: Py<ScheduledBatch>,
+    now_ns: i64,
+}
+
+#[pymethods]
+impl DraftsAhead {
+    fn __call__(&self, py: Python<'_>, depth: i64) -> PyResult<Vec<PyObject>> {
+        let timer = self.timer.bind(py);
+        let drafter = timer.borrow().drafter.as_ref().map(|d| d.clone_ref(py))
+            .ok_or_else(|| PyValueError::new_err("no drafter"))?;
+        let k: i64 = drafter.bind(py).getattr(intern!(py, "k"))?.extract()?;
+        let steps = timer.borrow().depth(py, self.now_ns, -(-depth).div_euclid(k))?;
+        let (forecast, step, batches) = StepTimer::predicted(timer, self.batch.bind(py), steps)?;
+        let drafts = forecast.borrow(py).drafts(py, step.max(0) as usize, batches.len());
+        Ok(drafts)
+    }
+}
+
+/// A decode run's steps taken back to back (`StepTimer.run_ahead`): an iterator of each step's
+/// duration and energy.
+#[pyclass(module = "cosim_core")]
+pub struct RunAhead {
+    timer: Py<StepTimer>,
+    run: Option<Py<DecodeRun>>,
+    start_ns: i64,
+    horizon_ns: PyObject,
+}
+
+#[pymethods]
+impl RunAhead {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        // Each stop is for good, as for the generator this stands for.
+        let Some(run) = self.run.as_ref().map(|run| run.clone_ref(py)) else {
+            return Ok(None);
+        };
+        let run = run.bind(py);
+        if run.borrow().steps_left() <= 1 {
+            self.run = None;
+            return Ok(None);
+        }
+        let timer = self.timer.bind(py);
+        let session = timer.borrow().session.clone_ref(py);
+        let Some(timing) = session.borrow(py).peek_run(py, run)? else {
+            self.run = None;
+            return Ok(None); // the backend is asked, with lookahead, by the step taken one by one
+        };
+        let context = run.borrow().next_context(); // the step's batch as run.step() would form it
+        let ones = vec![1; context.len()];
+        let lists = StepLists::Run(run, &context);
+        let duration = timer.borrow().step_duration(py, &timing, &ones, &lists, 0)?;
+        let end_ns = self.start_ns + duration;
+        // The horizon may lie past i64 (`Kernel.peek` with nothing pending: MAX_SIM_NS + 1).
+        if i128::from(end_ns) >= self.horizon_ns.call0(py)?.extract::<i128>(py)? {
+            self.run = None;
+            return Ok(None);
+        }
+        session.borrow_mut(py).count_hit(&timing, Some(timer.as_any()));
+        {
+            let mut run = run.borrow_mut();
+            run.begin(py)?;
+            run.end_step(self.start_ns, end_ns);
+        }
+        {
+            let mut this = timer.borrow_mut();
+            this.steps_begun += 1;
+            this.last_duration_ns = duration;
+        }
+        let joules = timer.borrow().joules(py, &timing, duration, &lists)?;
+        self.start_ns = end_ns;
+        Ok(Some(PyTuple::new(py, [duration.into_pyobject(py)?.into_any(), joules.into_bound(py)])?))
+    }
+}
