@@ -15,7 +15,7 @@
 //! step ([`RuntimeSessionProxy::peek_run`]), builds its key from Rust data and calls no Python.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasher, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use pyo3::intern;
@@ -106,12 +106,19 @@ impl StepKey {
     /// The key of a Python signature tuple.
     pub fn from_signature(signature: &Bound<'_, PyAny>) -> PyResult<Self> {
         let parts = signature.downcast::<PyTuple>()?;
-        let mut key = StepKey { new: parts.get_item(0)?.extract()?, context: parts.get_item(1)?.extract()?,
+        let mut key = StepKey { new: ints(&parts.get_item(0)?)?, context: ints(&parts.get_item(1)?)?,
                                 fields: Vec::new() };
         for field in parts.iter().skip(2) {
             key.fields.push(field.extract()?);
         }
         Ok(key)
+    }
+
+    /// With its hash, computed once (a key is looked up, deduplicated and stored).
+    pub fn hashed(self) -> Hashed {
+        let mut hasher = FxHasher::default();
+        self.hash(&mut hasher);
+        Hashed { hash: hasher.finish(), key: self }
     }
 
     /// The Python signature tuple of this key.
@@ -167,6 +174,35 @@ impl StepKey {
             kwargs.set_item(name, PyTuple::new(py, values)?)?;
         }
         make.call((), Some(&kwargs))
+    }
+}
+
+/// Integers of a tuple (the common case, read item by item) or of any sequence.
+fn ints(values: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
+    match values.downcast::<PyTuple>() {
+        Ok(tuple) => tuple.iter_borrowed().map(|value| value.extract()).collect(),
+        Err(_) => values.extract(),
+    }
+}
+
+/// A [`StepKey`] with its hash.
+#[derive(Clone, Debug)]
+pub struct Hashed {
+    hash: u64,
+    key: StepKey,
+}
+
+impl PartialEq for Hashed {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+
+impl Eq for Hashed {}
+
+impl Hash for Hashed {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
     }
 }
 
@@ -227,9 +263,9 @@ impl BuildHasher for BuildFx {
 #[pyclass(module = "cosim_core")]
 #[derive(Default)]
 pub struct TimingCache {
-    map: HashMap<Arc<StepKey>, Timing, BuildFx>,
+    map: HashMap<Arc<Hashed>, Timing, BuildFx>,
     /// Keys in the order they were stored.
-    order: VecDeque<Arc<StepKey>>,
+    order: VecDeque<Arc<Hashed>>,
 }
 
 #[pymethods]
@@ -245,17 +281,17 @@ impl TimingCache {
 }
 
 impl TimingCache {
-    pub fn get(&self, key: &StepKey) -> Option<Timing> {
+    pub fn get(&self, key: &Hashed) -> Option<Timing> {
         self.map.get(key).copied()
     }
 
-    pub fn contains(&self, key: &StepKey) -> bool {
+    pub fn contains(&self, key: &Hashed) -> bool {
         self.map.contains_key(key)
     }
 
     /// Stores `timing` under `key` (a key stored already keeps its place), dropping the oldest
     /// past `max_entries`.
-    pub fn store(&mut self, key: StepKey, timing: Timing, max_entries: usize) {
+    pub fn store(&mut self, key: Hashed, timing: Timing, max_entries: usize) {
         if let Some(old) = self.map.get_mut(&key) {
             *old = timing;
             return;
@@ -433,7 +469,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens);
+        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens).hashed();
         Ok(self.cache.borrow(py).get(&key))
     }
 
@@ -443,7 +479,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?))
+        Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?.hashed()))
     }
 
     /// Counts a lookup that found `hit`: `step_time`'s, or a step taken in bulk after a `peek_run`.
@@ -462,7 +498,7 @@ impl RuntimeSessionProxy {
 
     /// The signatures cached, oldest first (for tests and inspection).
     fn cached(&self, py: Python<'_>) -> PyResult<Vec<Py<PyTuple>>> {
-        self.cache.borrow(py).order.iter().map(|key| Ok(key.to_signature(py)?.unbind())).collect()
+        self.cache.borrow(py).order.iter().map(|key| Ok(key.key.to_signature(py)?.unbind())).collect()
     }
 }
 
@@ -472,6 +508,7 @@ impl RuntimeSessionProxy {
     pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Timing> {
         let py = slf.py();
+        let key = key.hashed();
         {
             let mut this = slf.borrow_mut();
             if this.use_cache {
@@ -489,7 +526,7 @@ impl RuntimeSessionProxy {
             let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
             let this = slf.borrow();
             let cache = this.cache.borrow(py);
-            let mut seen: HashSet<&StepKey, BuildFx> = HashSet::default();
+            let mut seen: HashSet<&Hashed, BuildFx> = HashSet::default();
             let mut fresh = Vec::new();
             for (k, signature) in &predicted {
                 if seen.insert(k) && *k != keys[0].0 && !cache.contains(k) {
@@ -508,7 +545,7 @@ impl RuntimeSessionProxy {
         };
         let client = client.bind(py);
         let make = client.getattr(intern!(py, "step_batch"))?;
-        let batches = PyList::new(py, keys.iter().map(|(k, signature)| k.to_batch(&make, signature.as_ref()))
+        let batches = PyList::new(py, keys.iter().map(|(k, signature)| k.key.to_batch(&make, signature.as_ref()))
             .collect::<PyResult<Vec<_>>>()?)?;
         let kwargs = PyDict::new(py);
         kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
@@ -538,7 +575,7 @@ impl RuntimeSessionProxy {
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
     fn predicted<'py>(slf: &Bound<'py, Self>, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
-                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<(StepKey, Option<Bound<'py, PyTuple>>)>> {
+                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<(Hashed, Option<Bound<'py, PyTuple>>)>> {
         let py = slf.py();
         let (depth, riders, bucket) = {
             let mut this = slf.borrow_mut();
@@ -551,9 +588,9 @@ impl RuntimeSessionProxy {
         let mut add = |signature: Bound<'py, PyAny>| -> PyResult<()> {
             let key = StepKey::from_signature(&signature)?;
             if bucket > 0 {
-                predicted.push((key.bucketed(bucket), None)); // its contexts differ from the signature's
+                predicted.push((key.bucketed(bucket).hashed(), None)); // its contexts differ from the signature's
             } else {
-                predicted.push((key, Some(signature.downcast_into::<PyTuple>()?)));
+                predicted.push((key.hashed(), Some(signature.downcast_into::<PyTuple>()?)));
             }
             Ok(())
         };
