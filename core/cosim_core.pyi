@@ -1,6 +1,6 @@
 """cosim's compiled simulation core (Rust, PyO3): the types mypy sees (core/src has the docs)."""
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from collections.abc import Sequence as Seq
 from typing import Any
 
@@ -478,3 +478,58 @@ class RuntimeSessionProxy:
         """Counts a lookup that found ``hit`` (a step taken in bulk after :meth:`peek_run`)."""
     def cached(self) -> list[tuple[Any, ...]]:
         """The signatures cached, oldest first."""
+
+class StepTimer:
+    """Steps one client's scheduler and times each step (core/src/step_timer.rs): decode runs taken
+    without forming each, one step-time formula (:meth:`step_ns`), and on a miss the forecast's
+    predicted batches (and the other riders' top-ups) timed in the same call. The optional parts
+    (``collectives_ns``, ``host_time``, ``energy``, ``drafter``, a batch's LoRA loads) are Python
+    objects called where given."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def scheduler(self) -> Scheduler: ...
+    @property
+    def session(self) -> RuntimeSessionProxy: ...
+    @property
+    def max_lookahead(self) -> int: ...
+    @property
+    def decode_runs(self) -> bool: ...
+    @property
+    def overlapping(self) -> bool: ...
+    @property
+    def _forecast(self) -> Forecast | None:
+        """The kept forecast, if any."""
+    def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy,
+                 settled: Callable[[list[Sequence], int, int, int], None],
+                 collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
+                 next_arrival_ns: Callable[[int], int | None] | None = None, energy: Any = None,
+                 max_lookahead: int = 256, decode_runs: bool = True, host_time: Any = None, drafter: Any = None,
+                 alone: bool = True, overlapping: bool = False) -> None: ...
+    def begin(self) -> ScheduledBatch | None:
+        """The next step: a decode run's, else the scheduler's choice; None when nothing can run."""
+    def in_run(self, batch: ScheduledBatch) -> bool:
+        """Whether ``batch`` is a decode run's step (its effects pending until :meth:`settled`)."""
+    @property
+    def run_size(self) -> tuple[int, int]:
+        """The decode run's sequences and requests (parallel paths of one count once)."""
+    def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None:
+        """Hands a finished step back to the scheduler; None for a decode run's step (applied later)."""
+    def interrupt(self) -> None:
+        """Work arrived: the decode run ends after its steps begun; predictions start afresh."""
+    def forget_forecast(self) -> None:
+        """The scheduler changed other than by its steps (KV released): predict from a fresh copy."""
+    def settled(self) -> Scheduler:
+        """The scheduler, every step taken so far applied and recorded."""
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> tuple[int, Any]:
+        """How long ``batch`` takes, and the energy it uses (a ``StepJoules``)."""
+    def step_ns(self, timing: Timing, num_new: Seq[int], added_ns: int = 0) -> int:
+        """How long a step takes: the formula for every step, one by one or in a decode run."""
+    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, Any]]:
+        """The decode run's next steps taken back to back while each ends before ``horizon_ns()``
+        and its timing is cached: each one's duration and energy."""
+    def top_up(self, now_ns: int, depth: int) -> list[tuple[Any, ...]]:
+        """The batches after the step in flight, where those predicted so far fall short."""
+    def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
+        """The batches after ``batch`` (in flight), the kept forecast's or a new one's."""
