@@ -18,6 +18,7 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyList, PyTuple};
 
@@ -109,6 +110,26 @@ impl StepTimer {
             decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
             last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
         }
+    }
+
+    // The client's callbacks and the session (whose riders include this timer) hold it back: the
+    // garbage collector sees those cycles through these.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.scheduler)?;
+        visit.call(&self.session)?;
+        visit.call(&self.on_settled)?;
+        for callback in [&self.collectives_ns, &self.next_arrival_ns, &self.energy, &self.host_time, &self.drafter] {
+            visit.call(callback)?;
+        }
+        visit.call(&self.run)?;
+        visit.call(&self.in_flight)?;
+        visit.call(&self.forecast)
+    }
+
+    fn __clear__(&mut self) {
+        self.on_settled = Python::with_gil(|py| py.None());
+        (self.collectives_ns, self.next_arrival_ns, self.energy, self.host_time, self.drafter) = (None, None, None, None, None);
+        (self.run, self.in_flight, self.forecast) = (None, None, None);
     }
 
     // -- stepping ----------------------------------------------------------------

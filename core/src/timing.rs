@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::batch::ScheduledBatch;
@@ -427,6 +428,19 @@ impl RuntimeSessionProxy {
             max_cache_entries, bucket_tokens, cache: cache_store, hits_since_miss: HashMap::new(), riders: Vec::new(),
             num_lookups: 0, num_hits: 0, num_out_of_range: 0,
         })
+    }
+
+    // The riders (step timers) hold the proxy: the garbage collector sees the cycle through these.
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        visit.call(&self.client)?;
+        for rider in &self.riders {
+            visit.call(rider)?;
+        }
+        Ok(())
+    }
+
+    fn __clear__(&mut self) {
+        self.riders.clear();
     }
 
     /// Adds a client whose top-ups (`rider.top_up(now_ns, depth)`) ride along when another

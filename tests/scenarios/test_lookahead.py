@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,6 +52,22 @@ def test_lookahead_sends_fewer_rpcs_than_steps() -> None:
     step_by_step = cosim.run(config(lookahead=False)).summary["backends"]
     assert with_lookahead["steps_timed"] == step_by_step["steps_timed"]
     assert with_lookahead["rpcs"] < 0.5 * step_by_step["rpcs"]
+
+
+def test_a_runs_step_timers_are_collected_after_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timer, its session (whose riders include it) and its client's callbacks form cycles through
+    the core's objects; the garbage collector frees them once the run is done."""
+    timers: list[weakref.ref[StepTimer]] = []
+    init = StepTimer.__init__
+
+    def tracked(self: StepTimer, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        timers.append(weakref.ref(self))
+
+    monkeypatch.setattr(StepTimer, "__init__", tracked)
+    cosim.run(config())
+    gc.collect()
+    assert len(timers) == 4 and all(timer() is None for timer in timers)
 
 
 @pytest.mark.parametrize("rate", [20, 4000], ids=["mostly_alone", "bursty"])

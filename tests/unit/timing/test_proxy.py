@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Sequence
 
 from cosim.hub.sim.scheduling import Signature
@@ -94,3 +96,15 @@ def test_the_cache_drops_the_oldest_stored_past_its_bound_and_a_lookup_does_not_
         proxy.step_time([1], [context], now_ns=0)
     assert proxy.cached() == [((1,), (2,)), ((1,), (3,))]
     assert (proxy.num_lookups, proxy.num_hits, len(backend.calls)) == (4, 1, 3)
+
+
+def test_a_proxy_and_a_rider_holding_it_are_collected_together() -> None:
+    """A step timer holds its session, which holds its riders: the garbage collector sees the cycle."""
+    proxy = RuntimeSessionProxy(RecordingClient(), "s")  # type: ignore[arg-type]
+    rider = Rider("a", [])
+    rider.session = proxy  # type: ignore[attr-defined]
+    proxy.join(rider)
+    gone = weakref.ref(rider)
+    del proxy, rider
+    gc.collect()
+    assert gone() is None
