@@ -466,16 +466,8 @@ class RuntimeSessionProxy:
                   ahead: Callable[[int], Seq[tuple[Any, ...]]] | None = None, rider: Any = None,
                   dp_rank_tokens: Seq[int] = (), fields: Seq[tuple[str, tuple[int, ...]]] | None = None) -> Timing:
         """Timing of one step of ``rider``; on a miss ``ahead(n)`` and the other riders' top-ups ride along."""
-    def time_batch(self, batch: ScheduledBatch, now_ns: int,
-                   ahead: Callable[[int], Seq[tuple[Any, ...]]] | None = None, rider: Any = None,
-                   dp_rank_tokens: Seq[int] = ()) -> Timing:
-        """:meth:`step_time` of ``batch``'s step, its key read from the batch (signature and fields)."""
-    def peek_run(self, run: DecodeRun) -> Timing | None:
-        """The cached timing of the decode run's next step, if any, not counted as a lookup."""
     def peek(self, signature: tuple[Any, ...]) -> Timing | None:
         """The cached timing of the batch of ``signature``, if any, not counted as a lookup."""
-    def count_hit(self, hit: Timing, rider: Any = None) -> None:
-        """Counts a lookup that found ``hit`` (a step taken in bulk after :meth:`peek_run`)."""
     def cached(self) -> list[tuple[Any, ...]]:
         """The signatures cached, oldest first."""
 

@@ -11,8 +11,9 @@
 //! predictions were used since its last miss.
 //!
 //! Runs of one process that open equal sessions share a cache ([`SharedTimings`]). The common
-//! path, a hit for a batch formed in Rust ([`RuntimeSessionProxy::time_batch`]) or a decode run's
-//! step ([`RuntimeSessionProxy::peek_run`]), builds its key from Rust data and calls no Python.
+//! path, a hit for a batch the step timer formed (`crate::step_timer`, through
+//! [`RuntimeSessionProxy::time`]) or a decode run's step ([`RuntimeSessionProxy::peek_run`]),
+//! builds its key from Rust data and calls no Python.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher};
@@ -23,7 +24,6 @@ use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::batch::ScheduledBatch;
 use crate::runs::DecodeRun;
 
 /// The parts of a StepTiming the hub uses (`energy_j` None: the backend reported none).
@@ -468,25 +468,6 @@ impl RuntimeSessionProxy {
         Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_, '_>), rider)
     }
 
-    /// Timing of the step of `batch` (formed in Rust: its key read without Python), as `step_time`.
-    #[pyo3(signature = (batch, now_ns, ahead = None, rider = None, dp_rank_tokens = Vec::new()))]
-    pub fn time_batch(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64,
-                      ahead: Option<&Bound<'_, PyAny>>, rider: Option<&Bound<'_, PyAny>>, dp_rank_tokens: Vec<i64>)
-        -> PyResult<Timing> {
-        let key = batch.borrow_mut().key(slf.py())?.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
-        let mut call = |depth: i64| ahead.expect("called only when given").call1((depth,));
-        Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_, '_>), rider)
-    }
-
-    /// The cached timing of the decode run's next step, if any, not counted as a lookup.
-    pub fn peek_run(&self, py: Python<'_>, run: &Bound<'_, DecodeRun>) -> PyResult<Option<Timing>> {
-        if !self.use_cache {
-            return Ok(None);
-        }
-        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens).hashed();
-        Ok(self.cache.borrow(py).get(&key))
-    }
-
     /// The cached timing of the batch of signature `signature` (exact, as cached), if any, not
     /// counted as a lookup.
     fn peek(&self, py: Python<'_>, signature: &Bound<'_, PyAny>) -> PyResult<Option<Timing>> {
@@ -494,15 +475,6 @@ impl RuntimeSessionProxy {
             return Ok(None);
         }
         Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?.hashed()))
-    }
-
-    /// Counts a lookup that found `hit`: `step_time`'s, or a step taken in bulk after a `peek_run`.
-    #[pyo3(signature = (hit, rider = None))]
-    pub fn count_hit(&mut self, hit: &Timing, rider: Option<&Bound<'_, PyAny>>) {
-        self.num_lookups += 1;
-        self.num_hits += 1;
-        *self.hits_since_miss.entry(rider_id(rider)).or_insert(0) += 1;
-        self.num_out_of_range += i64::from(hit.out_of_range);
     }
 
     #[getter]
@@ -517,6 +489,23 @@ impl RuntimeSessionProxy {
 }
 
 impl RuntimeSessionProxy {
+    /// The cached timing of the decode run's next step, if any, not counted as a lookup.
+    pub fn peek_run(&self, py: Python<'_>, run: &Bound<'_, DecodeRun>) -> PyResult<Option<Timing>> {
+        if !self.use_cache {
+            return Ok(None);
+        }
+        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens).hashed();
+        Ok(self.cache.borrow(py).get(&key))
+    }
+
+    /// Counts a lookup that found `hit`: `step_time`'s, or a step taken in bulk after a `peek_run`.
+    pub fn count_hit(&mut self, hit: &Timing, rider: Option<&Bound<'_, PyAny>>) {
+        self.num_lookups += 1;
+        self.num_hits += 1;
+        *self.hits_since_miss.entry(rider_id(rider)).or_insert(0) += 1;
+        self.num_out_of_range += i64::from(hit.out_of_range);
+    }
+
     /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call:
     /// `ahead(depth)`'s signatures (an iterable), then the other riders' top-ups.
     pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
