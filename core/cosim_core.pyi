@@ -422,6 +422,8 @@ class SharedTimings:
     @property
     def max_sessions(self) -> int: ...
     def __init__(self, max_sessions: int = 16) -> None: ...
+    def __len__(self) -> int:
+        """The sessions' caches kept."""
     def cache(self, key: Hashable) -> TimingCache:
         """The cache of the sessions identified by ``key`` (backend and spec), empty at first; the
         least recently used dropped past ``max_sessions``."""

@@ -333,6 +333,11 @@ impl SharedTimings {
         SharedTimings { max_sessions, caches: Vec::new() }
     }
 
+    /// The sessions' caches kept.
+    fn __len__(&self) -> usize {
+        self.caches.len()
+    }
+
     /// The cache of the sessions identified by `key` (backend and spec), empty at first.
     fn cache(&mut self, key: &Bound<'_, PyAny>) -> PyResult<Py<TimingCache>> {
         let py = key.py();

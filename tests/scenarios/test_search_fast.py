@@ -194,7 +194,7 @@ def test_replications_share_step_timings_and_get_the_same_statistics(monkeypatch
     monkeypatch.setattr(InProcessRuntimeClient, "predict_steps", counting)
     monkeypatch.setattr(sc, "SHARED_TIMINGS", shared)
     together = [sc.Replicator(sc.with_rate(data, rate), ".")(seed) for rate in (2.0, 4.0) for seed in seeds]
-    assert len(shared._caches) == 1
+    assert len(shared) == 1
     timed_together = sum(predicted)
     predicted.clear()
     monkeypatch.setattr(sc, "SHARED_TIMINGS", None)
