@@ -16,13 +16,14 @@
 //! builds its key from Rust data and calls no Python.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
+use rustc_hash::{FxBuildHasher, FxHasher};
 
 use crate::runs::DecodeRun;
 
@@ -207,64 +208,10 @@ impl Hash for Hashed {
     }
 }
 
-/// FxHash's mixing (rustc's): cheap and good enough for token counts; the keys are ours, not an attacker's.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            self.add(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
-        }
-        for byte in chunks.remainder() {
-            self.add(u64::from(*byte));
-        }
-    }
-
-    #[inline]
-    fn write_u64(&mut self, value: u64) {
-        self.add(value);
-    }
-
-    #[inline]
-    fn write_usize(&mut self, value: usize) {
-        self.add(value as u64);
-    }
-}
-
-#[derive(Default, Clone, Copy)]
-pub struct BuildFx;
-
-impl BuildHasher for BuildFx {
-    type Hasher = FxHasher;
-
-    #[inline]
-    fn build_hasher(&self) -> FxHasher {
-        FxHasher::default()
-    }
-}
-
-/// Step timings by batch signature, the oldest stored dropped first past a bound.
 #[pyclass(module = "cosim_core")]
 #[derive(Default)]
 pub struct TimingCache {
-    map: HashMap<Arc<Hashed>, Timing, BuildFx>,
+    map: HashMap<Arc<Hashed>, Timing, FxBuildHasher>,
     /// Keys in the order they were stored.
     order: VecDeque<Arc<Hashed>>,
 }
@@ -534,7 +481,7 @@ impl RuntimeSessionProxy {
             let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
             let this = slf.borrow();
             let cache = this.cache.borrow(py);
-            let mut seen: HashSet<&Hashed, BuildFx> = HashSet::default();
+            let mut seen: HashSet<&Hashed, FxBuildHasher> = HashSet::default();
             let mut fresh = Vec::new();
             for (k, signature) in &predicted {
                 if seen.insert(k) && *k != keys[0].0 && !cache.contains(k) {
