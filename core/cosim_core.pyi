@@ -18,6 +18,18 @@ def blocks_for(num_tokens: int, block_size: int) -> int:
 def set_block_hasher(hasher: Callable[[Sequence, int, int], list[bytes]]) -> None:
     """Registers the block hash chain (``block_hash.block_hashes``) the prefix cache keys blocks by."""
 
+def record_start(batch: ScheduledBatch, now_ns: int) -> None:
+    """Records that ``batch``'s step began at ``now_ns`` (core/src/records.rs): its admitted sequences'
+    cached prompt tokens, its stages' ``start_ns`` where unset, a preemption per sequence it preempted."""
+
+def record_tokens(outcome: StepOutcome, now_ns: int, token_gaps: dict[int, int], keep_itls: bool,
+                  begin_decode: Callable[[Sequence, int], None]) -> int:
+    """Records the tokens ``outcome`` sampled at ``now_ns`` on their requests and the gaps in ``token_gaps``,
+    calling ``begin_decode(seq, now_ns)`` at a first token the sequence decodes on from; the tokens timed now."""
+
+def record_run(seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
+    """Records a decode run's ``steps`` applied steps on its sequences' requests."""
+
 class BlockManager:
     """Paged KV blocks of one client, with vLLM V1's prefix cache (core/src/manager.rs)."""
 

@@ -8,7 +8,8 @@
 //! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
-//! step's successors on a scheduler copy ([`forecast::Forecast`]).
+//! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
+//! its requests ([`records`]).
 
 pub mod batch;
 pub mod cow_map;
@@ -20,6 +21,7 @@ pub mod manager;
 pub mod packing;
 pub mod policies;
 pub mod pool;
+pub mod records;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
@@ -45,6 +47,9 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<runs::DecodeRun>()?;
     module.add_class::<forecast::Forecast>()?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
+    module.add_function(wrap_pyfunction!(records::record_start, module)?)?;
+    module.add_function(wrap_pyfunction!(records::record_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(records::record_run, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())
