@@ -399,3 +399,18 @@ class Forecast:
         :func:`predict` would give them; None when the forecast does not hold that step."""
     def drafts(self, step: int, count: int) -> list[tuple[Any, ...]]:
         """The drafter's forwards after each of the ``count`` predicted steps after step ``step``."""
+
+class RowBuffer:
+    """The in-memory part of a table of fixed-width integer rows (core/src/rows.rs): rows packed
+    little-endian as they are appended, handed to ``spill`` as bytes each time ``capacity`` bytes are held."""
+
+    def __init__(self, widths: list[int], capacity: int, spill: Callable[[bytes], object], held: bytes = b"") -> None:
+        """``widths``: each column's bytes (8, 4 or 1); ``held``: whole rows to start with (never spilled)."""
+    def append(self, *values: int) -> None:
+        """Adds one row, spilling the held rows once they fill the buffer."""
+    def held(self) -> bytes:
+        """The rows held (not yet spilled)."""
+    def clear(self) -> None:
+        """Drops the rows held and forgets the count."""
+    def __len__(self) -> int:
+        """Rows appended in all, spilled ones included."""
