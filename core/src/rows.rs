@@ -34,10 +34,10 @@ impl RowBuffer {
             return Err(PyValueError::new_err(format!("no integer column of {width} bytes")));
         }
         let row_bytes: usize = widths.iter().sum();
-        if row_bytes == 0 || held.len() % row_bytes != 0 {
-            return Err(PyValueError::new_err("the held bytes are not whole rows"));
+        let rows = held.len().checked_div(row_bytes).unwrap_or(0);
+        if row_bytes == 0 || rows * row_bytes != held.len() {
+            return Err(PyValueError::new_err("no columns, or the held bytes are not whole rows"));
         }
-        let rows = held.len() / row_bytes;
         Ok(RowBuffer { widths, bytes: held, capacity, spill, rows })
     }
 
