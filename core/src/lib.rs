@@ -9,7 +9,7 @@
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
-//! its requests ([`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]).
+//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]).
 
 pub mod batch;
 pub mod cow_map;
@@ -21,6 +21,7 @@ pub mod manager;
 pub mod packing;
 pub mod policies;
 pub mod pool;
+pub mod recording;
 pub mod records;
 pub mod rows;
 pub mod runs;
@@ -48,10 +49,12 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<runs::DecodeRun>()?;
     module.add_class::<forecast::Forecast>()?;
     module.add_class::<rows::RowBuffer>()?;
+    module.add_class::<records::RequestRecord>()?;
+    module.add_class::<records::StageRecord>()?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
-    module.add_function(wrap_pyfunction!(records::record_start, module)?)?;
-    module.add_function(wrap_pyfunction!(records::record_tokens, module)?)?;
-    module.add_function(wrap_pyfunction!(records::record_run, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_start, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_run, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())
