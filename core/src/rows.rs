@@ -71,7 +71,7 @@ impl RowBuffer {
         self.rows += 1;
         if self.bytes.len() >= self.capacity {
             self.spill.call1(py, (PyBytes::new(py, &self.bytes),))?;
-            self.bytes.clear(); // once written: a failed write keeps them
+            self.bytes = Vec::new(); // once written (a failed write keeps them); its memory goes back
         }
         Ok(())
     }
