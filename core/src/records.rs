@@ -64,8 +64,8 @@ impl StageRecord {
 
     /// Its fields' names, in order (as a dataclass's `__match_args__`).
     #[classattr]
-    fn __match_args__() -> [&'static str; 6] {
-        STAGE_FIELDS
+    fn __match_args__(py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        Ok(PyTuple::new(py, STAGE_FIELDS)?.unbind())
     }
 
     /// Its fields' values, in order.
@@ -102,7 +102,8 @@ impl StageRecord {
 /// `client_first_token_ns`, `client_last_token_ns` (-1 without one; `arrival_ns` is then when the
 /// engine got it). Every gap between its consecutive tokens (ns), at the engine and at its client,
 /// where the run keeps them (output.benchmark_details: vllm bench serve's per-request itls):
-/// `itl_ns`, `client_itl_ns`; None otherwise.
+/// `itl_ns`, `client_itl_ns`; None otherwise. Built as the dataclass was (None given for `template`,
+/// `pipeline`, `data_at` or `stages` gives the default, a fresh list of stages for each record).
 #[pyclass(module = "cosim_core", get_all, set_all)]
 pub struct RequestRecord {
     /// The request's id.
@@ -224,8 +225,8 @@ impl RequestRecord {
 
     /// Its fields' names, in order (as a dataclass's `__match_args__`).
     #[classattr]
-    fn __match_args__() -> [&'static str; 38] {
-        REQUEST_FIELDS
+    fn __match_args__(py: Python<'_>) -> PyResult<Py<PyTuple>> {
+        Ok(PyTuple::new(py, REQUEST_FIELDS)?.unbind())
     }
 
     /// Its fields' values, in order.
