@@ -7,16 +7,109 @@ from typing import Any
 import numpy as np
 
 from cosim.hub.config.scheduler import SchedulerConfig
-from cosim.hub.sim.records import RequestRecord, StageRecord
 from cosim.hub.sim.scheduling.lora import LoraSlots, LoraStep
 from cosim.hub.sim.scheduling.offload import OffloadTier
 from cosim.hub.sim.scheduling.speculative import SpecStats, Speculation
+from cosim.hub.sim.workload.token_ids import SegmentIds
 
 def blocks_for(num_tokens: int, block_size: int) -> int:
     """Blocks needed to hold ``num_tokens`` tokens."""
 
 def set_block_hasher(hasher: Callable[[Sequence, int, int], list[bytes]]) -> None:
     """Registers the block hash chain (``block_hash.block_hashes``) the prefix cache keys blocks by."""
+
+class StageRecord:
+    """One stage of one request (prefill, decode, rag, ...) (core/src/records.rs): ``enqueue_ns`` the stage
+    was handed to the client (after any transfer), ``start_ns`` the client first scheduled it, ``end_ns`` it
+    finished it (-1: not yet), ``transfer_ns`` the time spent moving its input before ``enqueue_ns``."""
+
+    __match_args__: tuple[str, ...]
+    kind: str
+    client: str
+    enqueue_ns: int
+    start_ns: int
+    end_ns: int
+    transfer_ns: int
+    def __init__(self, kind: str, client: str, enqueue_ns: int, start_ns: int = -1, end_ns: int = -1,
+                 transfer_ns: int = 0) -> None: ...
+    def values(self) -> tuple[Any, ...]:
+        """Its fields' values, in order."""
+
+class RequestRecord:
+    """One request from arrival to its last token (core/src/records.rs has the fields' meanings).
+
+    Built as the dataclass it replaces (the same fields, order and defaults; None for ``template``,
+    ``pipeline``, ``data_at`` or ``stages`` gives the default); compared field by field; pickled with its fields.
+    """
+
+    __match_args__: tuple[str, ...]
+    id: int
+    model: str
+    arrival_ns: int
+    input_tokens: int
+    output_tokens: int
+    generated_tokens: int
+    first_token_ns: int
+    finish_ns: int
+    max_tbt_ns: int
+    last_token_ns: int
+    preemptions: int
+    cached_tokens: int
+    prefix_id: str | None
+    prefix_tokens: int
+    prompt_token_ids: Seq[int] | np.ndarray | SegmentIds | None
+    template: str
+    branches: int
+    branches_done: int
+    pipeline: tuple[str, ...]
+    stage_index: int
+    retrieved_tokens: int
+    retrieved_at_decode: bool
+    context_bytes: int
+    data_at: str
+    stages: list[StageRecord]
+    lora: str | None
+    lora_rank: int
+    cls: str | None
+    priority: int
+    deadline_ns: int
+    session: int
+    turn: int
+    output_token_ids: np.ndarray | SegmentIds | None
+    client_send_ns: int
+    client_first_token_ns: int
+    client_last_token_ns: int
+    itl_ns: list[int] | None
+    client_itl_ns: list[int] | None
+    def __init__(self, id: int, model: str, arrival_ns: int, input_tokens: int, output_tokens: int,
+                 generated_tokens: int = ..., first_token_ns: int = ..., finish_ns: int = ...,
+                 max_tbt_ns: int = ..., last_token_ns: int = ..., preemptions: int = ..., cached_tokens: int = ...,
+                 prefix_id: str | None = ..., prefix_tokens: int = ...,
+                 prompt_token_ids: Seq[int] | np.ndarray | SegmentIds | None = ..., template: str = ...,
+                 branches: int = ..., branches_done: int = ..., pipeline: tuple[str, ...] = ...,
+                 stage_index: int = ..., retrieved_tokens: int = ..., retrieved_at_decode: bool = ...,
+                 context_bytes: int = ..., data_at: str = ..., stages: list[StageRecord] = ...,
+                 lora: str | None = ..., lora_rank: int = ..., cls: str | None = ..., priority: int = ...,
+                 deadline_ns: int = ..., session: int = ..., turn: int = ...,
+                 output_token_ids: np.ndarray | SegmentIds | None = ..., client_send_ns: int = ...,
+                 client_first_token_ns: int = ..., client_last_token_ns: int = ...,
+                 itl_ns: list[int] | None = ..., client_itl_ns: list[int] | None = ...) -> None: ...
+    @property
+    def is_finished(self) -> bool: ...
+    def values(self) -> tuple[Any, ...]:
+        """Its fields' values, in order."""
+
+def record_start(batch: ScheduledBatch, now_ns: int) -> None:
+    """Records that ``batch``'s step began at ``now_ns`` (core/src/recording.rs): its admitted sequences'
+    cached prompt tokens, its stages' ``start_ns`` where unset, a preemption per sequence it preempted."""
+
+def record_tokens(outcome: StepOutcome, now_ns: int, token_gaps: dict[int, int], keep_itls: bool,
+                  begin_decode: Callable[[Sequence, int], None]) -> int:
+    """Records the tokens ``outcome`` sampled at ``now_ns`` on their requests and the gaps in ``token_gaps``,
+    calling ``begin_decode(seq, now_ns)`` at a first token the sequence decodes on from; the tokens timed now."""
+
+def record_run(seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
+    """Records a decode run's ``steps`` applied steps on its sequences' requests."""
 
 class BlockManager:
     """Paged KV blocks of one client, with vLLM V1's prefix cache (core/src/manager.rs)."""
@@ -527,3 +620,18 @@ class StepTimer:
         """The batches after the step in flight, where those predicted so far fall short."""
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
         """The batches after ``batch`` (in flight), the kept forecast's or a new one's."""
+
+class RowBuffer:
+    """The in-memory part of a table of fixed-width integer rows (core/src/rows.rs): rows packed
+    little-endian as they are appended, handed to ``spill`` as bytes each time ``capacity`` bytes are held."""
+
+    def __init__(self, widths: list[int], capacity: int, spill: Callable[[bytes], object], held: bytes = b"") -> None:
+        """``widths``: each column's bytes (8, 4 or 1); ``held``: whole rows to start with (never spilled)."""
+    def append(self, *values: int) -> None:
+        """Adds one row, spilling the held rows once they fill the buffer."""
+    def held(self) -> bytes:
+        """The rows held (not yet spilled)."""
+    def clear(self) -> None:
+        """Drops the rows held and forgets the count."""
+    def __len__(self) -> int:
+        """Rows appended in all, spilled ones included."""

@@ -8,7 +8,8 @@
 //! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
-//! step's successors on a scheduler copy ([`forecast::Forecast`]).
+//! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
+//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]).
 
 pub mod batch;
 pub mod cow_map;
@@ -20,6 +21,9 @@ pub mod manager;
 pub mod packing;
 pub mod policies;
 pub mod pool;
+pub mod recording;
+pub mod records;
+pub mod rows;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
@@ -53,7 +57,13 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<step_timer::StepTimer>()?;
     module.add_class::<step_timer::DraftsAhead>()?;
     module.add_class::<step_timer::RunAhead>()?;
+    module.add_class::<rows::RowBuffer>()?;
+    module.add_class::<records::RequestRecord>()?;
+    module.add_class::<records::StageRecord>()?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_start, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_tokens, module)?)?;
+    module.add_function(wrap_pyfunction!(recording::record_run, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
     Ok(())

@@ -1,95 +1,29 @@
 """What a run records: per request, per stage, per client step.
 
-These plain records are what the coordinator fills in and what
+These records are what the coordinator fills in and what
 :mod:`cosim.hub.metrics` turns into summary.json, CSVs, traces and plots.
 Times are simulated integer nanoseconds; -1 means "did not happen".
+A request's and a stage's (:class:`RequestRecord`, :class:`StageRecord`) are the compiled core's
+(core/src/records.rs), which writes each step's tokens and times on them natively
+(core/src/recording.rs); they read, write, compare and pickle as the dataclasses they were.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+from cosim_core import RequestRecord, StageRecord
 
 from .power import DevicePower, StepJoules
 from .spill import INT64, SpillRows
 
+__all__ = ["ClientInfo", "ClientTimeline", "Reporting", "RequestRecord", "StageRecord"]
+
 if TYPE_CHECKING:
     from .scheduling.lora import LoraStats
     from .scheduling.speculative import SpecStats
-    from .workload.token_ids import SegmentIds
-
-
-@dataclass(slots=True)
-class StageRecord:
-    """One stage of one request (prefill, decode, rag, ...)."""
-
-    kind: str
-    client: str
-    enqueue_ns: int  # the stage was handed to the client (after any transfer)
-    start_ns: int = -1  # the client first scheduled it
-    end_ns: int = -1  # the client finished it
-    transfer_ns: int = 0  # time spent moving its input (KV, context) before enqueue_ns
-
-
-@dataclass(slots=True)
-class RequestRecord:
-    """One request from arrival to its last token.
-
-    TTFT is ``first_token_ns - arrival_ns``; TPOT is
-    ``(finish_ns - first_token_ns) / (output_tokens / branches - 1)`` (one
-    path's output tokens after the first, as vLLM reports it; parallel paths
-    decode side by side); E2E is ``finish_ns - arrival_ns``.
-    """
-
-    id: int
-    model: str
-    arrival_ns: int
-    input_tokens: int
-    output_tokens: int  # tokens asked for
-    generated_tokens: int = 0  # tokens produced
-    first_token_ns: int = -1
-    finish_ns: int = -1
-    max_tbt_ns: int = 0  # longest gap between consecutive output tokens
-    last_token_ns: int = -1
-    preemptions: int = 0
-    cached_tokens: int = 0  # prompt tokens served from a prefix cache
-    prefix_id: str | None = None
-    prefix_tokens: int = 0
-    prompt_token_ids: Sequence[int] | np.ndarray | SegmentIds | None = None  # the prompt's ids, where known
-    template: str = "chat"
-    branches: int = 1  # parallel reasoning paths; output_tokens counts all of them
-    branches_done: int = 0
-    pipeline: tuple[str, ...] = ("prefill", "decode")
-    stage_index: int = 0  # next pipeline stage to push
-    retrieved_tokens: int = 0  # prompt tokens whose KV a kv_retrieval stage fetched
-    retrieved_at_decode: bool = False  # that KV was fetched to the decode side too (no P->D copy needed)
-    context_bytes: int = 0  # retrieved text a RAG stage sends on to prefill
-    data_at: str = ""  # client holding data the next stage needs
-    stages: list[StageRecord] = field(default_factory=list)
-    lora: str | None = None  # the LoRA adapter it names (None: the base model)
-    lora_rank: int = 0  # that adapter's rank
-    cls: str | None = None  # its request class (workload.classes), if any
-    priority: int = 0  # vLLM's request priority (lower first)
-    deadline_ns: int = 2**62  # when its first token is due (earliest deadline first); none: never
-    session: int = -1  # the session it is a turn of (hub/sim/conversations.py); -1: none
-    turn: int = -1  # its turn's index in that session
-    output_token_ids: np.ndarray | SegmentIds | None = None  # its output's ids, where a later turn reuses them
-    # As its client saw it, through the API server (hub/sim/frontend.py); -1 without one. arrival_ns is then
-    # when the engine got it, and client_send_ns when the client sent it.
-    client_send_ns: int = -1
-    client_first_token_ns: int = -1
-    client_last_token_ns: int = -1
-    # Every gap between its consecutive tokens (ns), at the engine and at its client, where the run keeps
-    # them (output.benchmark_details: vllm bench serve's per-request itls); None otherwise.
-    itl_ns: list[int] | None = None
-    client_itl_ns: list[int] | None = None
-
-    @property
-    def is_finished(self) -> bool:
-        return self.finish_ns >= 0
 
 
 @dataclass(slots=True)

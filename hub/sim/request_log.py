@@ -28,8 +28,8 @@ from .spill import INT64, SpillRows
 # Runs of up to this many requests keep their finished records in memory (see RequestLog).
 KEEP_IN_MEMORY = 20_000
 
-_FIELDS = tuple(name for name in RequestRecord.__slots__ if name != "stages")
-_STAGE_FIELDS = tuple(StageRecord.__slots__)
+_FIELDS = tuple(name for name in RequestRecord.__match_args__ if name != "stages")
+_STAGE_FIELDS = StageRecord.__match_args__
 
 
 def _encode(record: RequestRecord) -> bytes:

@@ -12,24 +12,56 @@ Main names: :class:`SpillRows`, :data:`INT64`, :data:`INT32`, :data:`INT8`.
 
 from __future__ import annotations
 
-import struct
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 import numpy as np
+from cosim_core import RowBuffer
 
-# Field types: (struct code, numpy code), little-endian and unpadded in both.
-INT64 = ("q", "i8")
-INT32 = ("i", "i4")
-INT8 = ("b", "i1")
+# Field types (numpy codes): signed integers, stored little-endian and unpadded.
+INT64 = "i8"
+INT32 = "i4"
+INT8 = "i1"
 
 DEFAULT_BUFFER_BYTES = 256 * 1024  # per table: a fleet of a hundred clients buffers 25 MB at most
 
 
+class _SpillFile:
+    """A table's anonymous temporary file, made at its first write (the system removes it when it is
+    closed or the process ends); closed when collected at the latest, without a ``ResourceWarning``."""
+
+    def __init__(self) -> None:
+        self.file: IO[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        """Appends ``data``."""
+        if self.file is None:
+            # open until close(): the file is the table's storage; closed with the table at the latest
+            self.file = tempfile.TemporaryFile(prefix="cosim-spill-")  # noqa: SIM115
+            weakref.finalize(self, self.file.close)
+        self.file.seek(0, 2)
+        self.file.write(data)
+
+    def read(self) -> bytes:
+        """Everything written."""
+        if self.file is None:
+            return b""
+        self.file.seek(0)
+        return self.file.read()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
 class SpillRows:
     """An append-only table of integer rows, buffered in memory and spilled to a temporary file.
+
+    The rows in memory are packed in the compiled core (:class:`cosim_core.RowBuffer`), which hands
+    each full buffer to the table's file.
 
     Args:
         fields: (name, type) per column, types from :data:`INT64`, :data:`INT32`, :data:`INT8`.
@@ -37,41 +69,28 @@ class SpillRows:
             :data:`DEFAULT_BUFFER_BYTES`, read when the table is made).
     """
 
-    def __init__(self, fields: Sequence[tuple[str, tuple[str, str]]], *, buffer_bytes: int | None = None) -> None:
+    append: Callable[..., None]
+    """Adds one row (values in column order): the buffer's own method, called without a Python frame."""
+
+    def __init__(self, fields: Sequence[tuple[str, str]], *, buffer_bytes: int | None = None) -> None:
         self.names = tuple(name for name, _ in fields)
-        self._struct = struct.Struct("<" + "".join(code for _, (code, _) in fields))
-        self.dtype = np.dtype([(name, "<" + kind) for name, (_, kind) in fields])
-        assert self.dtype.itemsize == self._struct.size
-        self._buffer_bytes = max(buffer_bytes or DEFAULT_BUFFER_BYTES, self._struct.size)
-        self._buffer = bytearray()
-        self._file: IO[bytes] | None = None
-        self._num_rows = 0
+        self.dtype = np.dtype([(name, "<" + kind) for name, kind in fields])
+        self._buffer_bytes = max(buffer_bytes or DEFAULT_BUFFER_BYTES, self.dtype.itemsize)
+        self._start()
 
-    def append(self, *values: int) -> None:
-        """Adds one row (values in column order)."""
-        self._buffer += self._struct.pack(*values)
-        self._num_rows += 1
-        if len(self._buffer) >= self._buffer_bytes:
-            self._spill()
-
-    def _spill(self) -> None:
-        if self._file is None:
-            # open until close(): the file is the table's storage; closed with the table at the latest
-            self._file = tempfile.TemporaryFile(prefix="cosim-spill-")  # noqa: SIM115
-            weakref.finalize(self, self._file.close)
-        self._file.seek(0, 2)
-        self._file.write(self._buffer)
-        self._buffer = bytearray()
+    def _start(self, held: bytes = b"") -> None:
+        """A fresh file and buffer (holding ``held``, whole rows)."""
+        self._file = _SpillFile()
+        widths = [self.dtype[name].itemsize for name in self.names]
+        self._buffer = RowBuffer(widths, self._buffer_bytes, self._file.write, held)
+        self.append = self._buffer.append
 
     def __len__(self) -> int:
-        return self._num_rows
+        return len(self._buffer)
 
     def _raw(self) -> bytes:
         """Every row's bytes, spilled ones first."""
-        if self._file is None:
-            return bytes(self._buffer)
-        self._file.seek(0)
-        return self._file.read() + self._buffer
+        return self._file.read() + self._buffer.held()
 
     def rows(self) -> np.ndarray:
         """Every row as one structured array, in append order."""
@@ -84,21 +103,15 @@ class SpillRows:
 
     def close(self) -> None:
         """Drops the rows and removes the temporary file."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        self._buffer, self._num_rows = bytearray(), 0
+        self._file.close()
+        self._buffer.clear()
 
-    # A table crosses processes (pickle) with its rows, not its file.
+    # A table crosses processes (pickle) with its rows, not its file (nor its buffer's bound method).
     def __getstate__(self) -> dict[str, Any]:
-        return {"raw": self._raw(), "dtype": self.dtype.descr, "format": self._struct.format,
-                "buffer_bytes": self._buffer_bytes}
+        return {"raw": self._raw(), "dtype": self.dtype.descr, "buffer_bytes": self._buffer_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.names = tuple(name for name, _ in state["dtype"])
-        self._struct = struct.Struct(state["format"])
         self.dtype = np.dtype(state["dtype"])
+        self.names = tuple(self.dtype.names or ())
         self._buffer_bytes = state["buffer_bytes"]
-        self._buffer = bytearray(state["raw"])
-        self._file = None
-        self._num_rows = len(self._buffer) // self._struct.size
+        self._start(state["raw"])

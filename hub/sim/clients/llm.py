@@ -19,6 +19,8 @@ from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
 from typing import Protocol
 
+from cosim_core import record_run, record_start, record_tokens
+
 from ...config.choices import LOAD_METRICS as CONFIG_LOAD_METRICS
 from ..admission import ClientLimits
 from ..frontend import FrontEnd
@@ -86,7 +88,7 @@ class LLMClient:
         # steps may be pending on them.
         self.scheduler: UnsettledScheduler = scheduler
         forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
-        self.timer = clock(scheduler=scheduler, settled=self._record_run, next_arrival_ns=forecast,
+        self.timer = clock(scheduler=scheduler, settled=record_run, next_arrival_ns=forecast,
                            alone=group is None, overlapping=self.micro_batches > 1)
         self.timeline = ClientTimeline()
         if scheduler.speculation is not None:
@@ -212,16 +214,8 @@ class LLMClient:
         batch = self.timer.begin()
         if batch is None:
             return None
-        now = self.kernel.now_ns
         if not self.timer.in_run(batch):  # a run's sequences have all started
-            for seq, cached in batch.cache_hits:
-                if seq.stage.start_ns < 0:  # a readmission after a preemption is not a prompt's hit
-                    seq.request.cached_tokens += cached
-            for seq in batch.seqs:
-                if seq.stage.start_ns < 0:
-                    seq.stage.start_ns = now
-            for seq in batch.preempted:
-                seq.request.preemptions += 1
+            record_start(batch, self.kernel.now_ns)
         if batch.lora is not None and self.timeline.lora is not None:
             self.timeline.lora.record(batch.lora)  # the adapters it loads (a run's steps load none)
         self.busy = True
@@ -277,28 +271,7 @@ class LLMClient:
 
     def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
         """Records a step's tokens, forks and finished stages on the requests."""
-        gaps = self.timeline.token_gaps
-        timed = 0  # requests that got a token now (a benchmark client's token times)
-        for seq in outcome.sampled:  # a hot loop
-            request = seq.request
-            request.generated_tokens += 1
-            if request.first_token_ns < 0:
-                request.first_token_ns = now
-                timed += 1
-                if self.keep_itls:
-                    request.itl_ns = []
-                if seq.target_generated > 1:
-                    self._begin_decode_stage(seq, now)
-            else:
-                gap = now - request.last_token_ns
-                if gap > request.max_tbt_ns:
-                    request.max_tbt_ns = gap
-                if gap:  # parallel paths of a request sampling in one step count once: one path's ITL, as TPOT
-                    gaps[gap] = gaps.get(gap, 0) + 1
-                    timed += 1
-                    if request.itl_ns is not None:
-                        request.itl_ns.append(gap)
-            request.last_token_ns = now
+        timed = record_tokens(outcome, now, self.timeline.token_gaps, self.keep_itls, self._begin_decode_stage)
         if self.frontend is not None:
             self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
@@ -328,15 +301,6 @@ class LLMClient:
             self.timer.forget_forecast()  # predicted with those blocks held
             self.wake()  # the freed blocks may admit a waiting prompt
         return release
-
-    def _record_run(self, seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
-        """Records a decode run's applied steps: each sequence sampled a token per step."""
-        for seq in seqs:
-            request = seq.request
-            request.generated_tokens += steps
-            if max_gap_ns > request.max_tbt_ns:
-                request.max_tbt_ns = max_gap_ns
-            request.last_token_ns = last_ns
 
     def settle(self) -> None:
         """Applies pending decode-run steps, so that the records are complete (end of a run)."""

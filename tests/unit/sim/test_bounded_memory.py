@@ -47,6 +47,18 @@ def test_spilled_rows_read_back_in_order_and_cross_processes() -> None:
     assert len(copy) == 11 and len(rows) == 10
 
 
+def test_a_row_that_does_not_fit_is_refused_whole() -> None:
+    rows = SpillRows([("t", INT64), ("flag", INT8)], buffer_bytes=27)
+    rows.append(1, 1)
+    with pytest.raises(OverflowError):
+        rows.append(2, 300)  # its first value packed, its second too large for a byte
+    with pytest.raises(ValueError):
+        rows.append(3)
+    rows.append(4, -1)
+    columns = rows.columns()
+    assert len(rows) == 2 and columns["t"].tolist() == [1, 4] and columns["flag"].tolist() == [1, -1]
+
+
 def test_a_run_that_spills_its_requests_writes_the_same_folder_and_records(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     kept = cosim.run(chat(), output_dir=tmp_path / "kept")
