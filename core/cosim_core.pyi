@@ -1,6 +1,6 @@
 """cosim's compiled simulation core (Rust, PyO3): the types mypy sees (core/src has the docs)."""
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from collections.abc import Sequence as Seq
 from typing import Any
 
@@ -570,8 +570,8 @@ class StepTimer:
     """Steps one client's scheduler and times each step (core/src/step_timer.rs): decode runs taken
     without forming each, one step-time formula (:meth:`step_ns`), and on a miss the forecast's
     predicted batches (and the other riders' top-ups) timed in the same call. The optional parts
-    (``collectives_ns``, ``host_time``, ``energy``, ``drafter``, a batch's LoRA loads) are Python
-    objects called where given."""
+    (``collectives_ns``, ``host_time``, ``drafter``, a batch's LoRA loads) are Python objects called
+    where given; ``energy`` is the core's :class:`StepEnergy`."""
 
     @property
     def name(self) -> str: ...
@@ -591,7 +591,7 @@ class StepTimer:
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy,
                  settled: Callable[[list[Sequence], int, int, int], None],
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,
-                 next_arrival_ns: Callable[[int], int | None] | None = None, energy: Any = None,
+                 next_arrival_ns: Callable[[int], int | None] | None = None, energy: StepEnergy | None = None,
                  max_lookahead: int = 256, decode_runs: bool = True, host_time: Any = None, drafter: Any = None,
                  alone: bool = True, overlapping: bool = False) -> None: ...
     def begin(self) -> ScheduledBatch | None:
@@ -609,11 +609,11 @@ class StepTimer:
         """The scheduler changed other than by its steps (KV released): predict from a fresh copy."""
     def settled(self) -> Scheduler:
         """The scheduler, every step taken so far applied and recorded."""
-    def duration_ns(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> tuple[int, Any]:
-        """How long ``batch`` takes, and the energy it uses (a ``StepJoules``)."""
+    def duration_ns(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]:
+        """How long ``batch`` takes, and the energy it uses."""
     def step_ns(self, timing: Timing, num_new: Seq[int], added_ns: int = 0) -> int:
         """How long a step takes: the formula for every step, one by one or in a decode run."""
-    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, Any]]:
+    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, StepJoules]]:
         """The decode run's next steps taken back to back while each ends before ``horizon_ns()``
         and its timing is cached: each one's duration and energy."""
     def top_up(self, now_ns: int, depth: int) -> list[tuple[Any, ...]]:
@@ -635,3 +635,74 @@ class RowBuffer:
         """Drops the rows held and forgets the count."""
     def __len__(self) -> int:
         """Rows appended in all, spilled ones included."""
+
+IDLE_FRACTION: float
+MEMORY_BOUND_FRACTION: float
+
+class StepJoules:
+    """What one step used (core/src/power.rs): ``joules`` on the client's devices (None: unknown),
+    ``device_s`` the device-seconds it kept busy, ``reported`` whether the backend reported ``joules``."""
+
+    @property
+    def joules(self) -> float | None: ...
+    @property
+    def device_s(self) -> float: ...
+    @property
+    def reported(self) -> bool: ...
+    def __init__(self, joules: float | None, device_s: float, reported: bool = False) -> None: ...
+
+class DevicePower:
+    """One device's power, watts (core/src/power.rs); figures out of order raise ValueError."""
+
+    @property
+    def idle_w(self) -> float: ...
+    @property
+    def memory_bound_w(self) -> float: ...
+    @property
+    def peak_w(self) -> float: ...
+    def __init__(self, *, idle_w: float, memory_bound_w: float, peak_w: float) -> None: ...
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, float]) -> DevicePower | None:
+        """The power of a ``HardwareSpec.extra``'s figures; None without ``tdp_w``."""
+    def power_w(self, u_compute: float, u_memory: float) -> float:
+        """Power of one device whose step is ``u_compute`` compute-bound and ``u_memory`` memory-bound."""
+    def as_dict(self) -> dict[str, float]:
+        """The figures under their config names (for summary.json)."""
+
+class Intensity:
+    """A batch's roofline times from the model's shape, for the split of a step's busy time where the
+    backend reports none (core/src/power.rs)."""
+
+    @property
+    def flops_per_token(self) -> float: ...
+    @property
+    def flops_per_pair(self) -> float: ...
+    @property
+    def weight_bytes(self) -> float: ...
+    @property
+    def kv_bytes_per_token(self) -> float: ...
+    @property
+    def peak_flops(self) -> float: ...
+    @property
+    def mem_bytes_per_s(self) -> float: ...
+    def __init__(self, *, flops_per_token: float, flops_per_pair: float, weight_bytes: float,
+                 kv_bytes_per_token: float, peak_flops: float, mem_bytes_per_s: float) -> None: ...
+    def shares(self, num_new: Seq[int], context: Seq[int]) -> tuple[float, float]:
+        """(compute, memory) time of the batch, each over the larger of the two."""
+
+class StepEnergy:
+    """The energy of one client's steps (core/src/power.rs)."""
+
+    @property
+    def power(self) -> DevicePower | None: ...
+    @property
+    def intensity(self) -> Intensity | None: ...
+    @property
+    def active_devices(self) -> float: ...
+    def __init__(self, *, power: DevicePower | None, num_devices: int, stages: int = 1,
+                 intensity: Intensity | None = None) -> None: ...
+    def utilization(self, timing: Timing, duration_ns: int, num_new: Seq[int],
+                    context: Seq[int]) -> tuple[float, float]:
+        """(u_compute, u_memory): the shares of ``duration_ns`` bound by arithmetic and by memory."""
+    def step(self, timing: Timing, duration_ns: int, num_new: Seq[int], context: Seq[int]) -> StepJoules:
+        """The energy of one step lasting ``duration_ns``: the backend's ``energy_j`` where set, else the model's."""

@@ -9,7 +9,8 @@
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
-//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]).
+//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]);
+//! and each step's energy ([`power::StepEnergy`]).
 
 pub mod batch;
 pub mod cow_map;
@@ -21,6 +22,7 @@ pub mod manager;
 pub mod packing;
 pub mod policies;
 pub mod pool;
+pub mod power;
 pub mod recording;
 pub mod records;
 pub mod rows;
@@ -60,6 +62,12 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<rows::RowBuffer>()?;
     module.add_class::<records::RequestRecord>()?;
     module.add_class::<records::StageRecord>()?;
+    module.add_class::<power::StepJoules>()?;
+    module.add_class::<power::DevicePower>()?;
+    module.add_class::<power::Intensity>()?;
+    module.add_class::<power::StepEnergy>()?;
+    module.add("IDLE_FRACTION", power::IDLE_FRACTION)?;
+    module.add("MEMORY_BOUND_FRACTION", power::MEMORY_BOUND_FRACTION)?;
     module.add_function(wrap_pyfunction!(forecast::predict, module)?)?;
     module.add_function(wrap_pyfunction!(recording::record_start, module)?)?;
     module.add_function(wrap_pyfunction!(recording::record_tokens, module)?)?;

@@ -5,9 +5,9 @@
 //! ([`crate::timing::RuntimeSessionProxy`]), with the network backend's collectives in place of the
 //! backend's own estimate where one times them, plus what the batch does before its forward pass
 //! (the drafter's proposals, swapped KV copied back, LoRA adapters loaded), plus the host time the
-//! engine loop exposes ([`StepTimer::step_ns`]). Those optional parts, and the energy model, stay
-//! Python objects called only where a config gives them; a cached step of a plain batch calls no
-//! other Python. On a miss the batches that follow if no work arrives ride along: they come from a
+//! engine loop exposes ([`StepTimer::step_ns`]). Those optional parts stay Python objects called
+//! only where a config gives them; the energy model is the core's ([`StepEnergy`]), so a cached step
+//! of a plain batch calls no other Python. On a miss the batches that follow if no work arrives ride along: they come from a
 //! [`Forecast`] on a copy of the client's scheduler, kept until work arrives (`interrupt`) or KV is
 //! released (`forget_forecast`), so asking again continues it; when another client of the session
 //! misses, this one's predictions ride along too where they fall short (`top_up`). The predictions
@@ -19,23 +19,17 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
-use pyo3::sync::GILOnceCell;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::forecast::Forecast;
+use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::timing::{RuntimeSessionProxy, Timing};
 
 /// A forecast longer than this is made again from the step in flight (bounds its memory).
 const MAX_FORECAST_STEPS: usize = 1024;
-
-/// `cosim.hub.sim.power.StepJoules`: a step's energy without an energy model (what the backend reports).
-fn step_joules(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    static CLASS: GILOnceCell<PyObject> = GILOnceCell::new();
-    CLASS.import(py, "cosim.hub.sim.power", "StepJoules")
-}
 
 /// Steps one client's scheduler and times each step (see the module docs).
 ///
@@ -49,7 +43,7 @@ fn step_joules(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 ///         the runtime backend's own estimate stands.
 ///     host_bandwidth_gbps: device-host bandwidth for swapped KV.
 ///     next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
-///     energy: how much energy each step uses (`cosim.hub.sim.power.StepEnergy`); None: only what
+///     energy: how much energy each step uses ([`StepEnergy`]); None: only what
 ///         the backend reports.
 ///     max_lookahead: most batches predicted per call (0: none).
 ///     decode_runs: take decode runs in bulk; off, every step is formed and updated one by one.
@@ -71,7 +65,7 @@ pub struct StepTimer {
     collectives_ns: Option<PyObject>,
     host_bandwidth_gbps: f64,
     next_arrival_ns: Option<PyObject>,
-    energy: Option<PyObject>,
+    energy: Option<Py<StepEnergy>>,
     #[pyo3(get)]
     max_lookahead: i64,
     #[pyo3(get)]
@@ -102,7 +96,7 @@ impl StepTimer {
     #[allow(clippy::too_many_arguments)]
     fn new(name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>, settled: PyObject,
            collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64, next_arrival_ns: Option<PyObject>,
-           energy: Option<PyObject>, max_lookahead: i64, decode_runs: bool, host_time: Option<PyObject>,
+           energy: Option<Py<StepEnergy>>, max_lookahead: i64, decode_runs: bool, host_time: Option<PyObject>,
            drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
         StepTimer {
             name, scheduler, session, on_settled: settled, collectives_ns, host_bandwidth_gbps, next_arrival_ns,
@@ -118,7 +112,7 @@ impl StepTimer {
         visit.call(&self.scheduler)?;
         visit.call(&self.session)?;
         visit.call(&self.on_settled)?;
-        for callback in [&self.collectives_ns, &self.next_arrival_ns, &self.energy, &self.host_time, &self.drafter] {
+        for callback in [&self.collectives_ns, &self.next_arrival_ns, &self.host_time, &self.drafter] {
             visit.call(callback)?;
         }
         visit.call(&self.run)?;
@@ -252,7 +246,7 @@ impl StepTimer {
     /// its data-parallel lock-step group, if any.
     #[pyo3(signature = (batch, now_ns, dp_rank_tokens = Vec::new()))]
     fn duration_ns(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64, dp_rank_tokens: Vec<i64>)
-        -> PyResult<(i64, PyObject)> {
+        -> PyResult<(i64, Py<StepJoules>)> {
         let py = slf.py();
         let (session, predicts, drafter) = {
             let this = slf.borrow();
@@ -345,7 +339,8 @@ impl StepTimer {
     }
 }
 
-/// Where a step's Python lists (`num_new`, `context`) come from, made only if an optional part reads them.
+/// Where a step's lists (`num_new`, `context`) come from; the Python list of `num_new` is made only if
+/// an optional part reads it.
 enum StepLists<'a, 'py> {
     Batch(&'a Bound<'py, ScheduledBatch>),
     Run(&'a Bound<'py, DecodeRun>, &'a [i64]),
@@ -358,14 +353,6 @@ impl<'py> StepLists<'_, 'py> {
             StepLists::Batch(batch) => batch.as_any().getattr(intern!(batch.py(), "num_new")),
             StepLists::Run(run, _) => Ok(run.borrow().ones.bind(run.py()).clone().into_any()),
             StepLists::Given(num_new) => Ok((*num_new).clone()),
-        }
-    }
-
-    fn context(&self) -> PyResult<Bound<'py, PyAny>> {
-        match self {
-            StepLists::Batch(batch) => batch.as_any().getattr(intern!(batch.py(), "context")),
-            StepLists::Run(run, context) => Ok(PyList::new(run.py(), *context)?.into_any()),
-            StepLists::Given(_) => Err(PyValueError::new_err("no context given")),
         }
     }
 }
@@ -387,15 +374,25 @@ impl StepTimer {
         Ok(duration)
     }
 
-    /// The energy of a step of `duration_ns` (`StepEnergy.step`; the time added to the backend's
+    /// The energy of a step of `duration_ns` ([`StepEnergy`]; the time added to the backend's
     /// counts at idle power), else what the backend reports.
     fn joules(&self, py: Python<'_>, timing: &Timing, duration_ns: i64, lists: &StepLists<'_, '_>)
-        -> PyResult<PyObject> {
-        match &self.energy {
-            Some(energy) => Ok(energy.call_method1(py, intern!(py, "step"),
-                                                   (*timing, duration_ns, lists.num_new()?, lists.context()?))?),
-            None => Ok(step_joules(py)?.call1((timing.energy_j, 0.0, timing.energy_j.is_some()))?.unbind()),
-        }
+        -> PyResult<Py<StepJoules>> {
+        let joules = match &self.energy {
+            Some(energy) => {
+                let energy = energy.get();
+                match lists {
+                    StepLists::Batch(batch) => {
+                        let batch = batch.borrow();
+                        energy.joules_of(timing, duration_ns, &batch.num_new, &batch.context)
+                    }
+                    StepLists::Run(_, context) => energy.joules_of(timing, duration_ns, &vec![1; context.len()], context),
+                    StepLists::Given(_) => return Err(PyValueError::new_err("no context given")),
+                }
+            }
+            None => StepJoules { joules: timing.energy_j, device_s: 0.0, reported: timing.energy_j.is_some() },
+        };
+        Py::new(py, joules)
     }
 
     /// How many batches to predict: about the steps until the next request may arrive here, plus
@@ -563,6 +560,6 @@ impl RunAhead {
         }
         let joules = timer.borrow().joules(py, &timing, duration, &lists)?;
         self.start_ns = end_ns;
-        Ok(Some(PyTuple::new(py, [duration.into_pyobject(py)?.into_any(), joules.into_bound(py)])?))
+        Ok(Some(PyTuple::new(py, [duration.into_pyobject(py)?.into_any(), joules.into_bound(py).into_any()])?))
     }
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 from pydantic import ValidationError
 
@@ -13,6 +16,7 @@ from cosim.hub.sim.power import (
     DevicePower,
     Intensity,
     StepEnergy,
+    StepJoules,
     model_intensity,
 )
 from cosim.hub.studies.search.report import rank
@@ -114,3 +118,14 @@ def test_search_ranks_by_tokens_per_joule() -> None:
     ranked = rank(rows, "tokens_per_j")
     assert [r["label"] for r in ranked] == ["b", "a", "c", "d"]  # d has no goodput: after the live ones
     assert [r["rank"] for r in ranked] == [1, 2, 3, None]
+
+
+def test_the_power_models_values_pickle_and_copy_by_their_fields() -> None:
+    """They live in the core now; a run's client records (which hold a DevicePower) still cross processes."""
+    intensity = Intensity(flops_per_token=1e9, flops_per_pair=2.0, weight_bytes=1e9, kv_bytes_per_token=3.0,
+                          peak_flops=1e12, mem_bytes_per_s=1e12)
+    for value in (H100, intensity, StepJoules(0.5, 2.0, reported=True), StepJoules(None, 1.0)):
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value
+    assert DevicePower(idle_w=75, memory_bound_w=380, peak_w=699) != H100
+    assert repr(StepJoules(0.5, 2.0)) == "StepJoules(joules=0.5, device_s=2.0, reported=False)"
