@@ -706,3 +706,35 @@ class StepEnergy:
         """(u_compute, u_memory): the shares of ``duration_ns`` bound by arithmetic and by memory."""
     def step(self, timing: Timing, duration_ns: int, num_new: Seq[int], context: Seq[int]) -> StepJoules:
         """The energy of one step lasting ``duration_ns``: the backend's ``energy_j`` where set, else the model's."""
+
+MAX_SIM_NS: int
+
+class Kernel:
+    """The discrete-event kernel: a clock and a heap of events ``fn(*args)`` ordered by time, priority
+    and scheduling order (core/src/kernel.rs)."""
+
+    @property
+    def now_ns(self) -> int:
+        """The simulated time of the event being handled."""
+    @now_ns.setter
+    def now_ns(self, value: int) -> None: ...
+    @property
+    def num_events(self) -> int:
+        """Events handled so far."""
+    @property
+    def log_limit(self) -> int: ...
+    @property
+    def log(self) -> list[tuple[int, str]]:
+        """(time_ns, description) of the first ``log_limit`` events handled."""
+    @property
+    def num_pending(self) -> int:
+        """Events scheduled and not yet handled."""
+    def __init__(self, *, log_limit: int = 0) -> None: ...
+    def call_at(self, time_ns: int, priority: int, fn: Callable[..., object], *args: object, label: str = "") -> None:
+        """Schedules ``fn(*args)`` at ``time_ns`` (never in the past)."""
+    def peek(self) -> int:
+        """When the next event is handled (``now_ns`` when the run stops first; past MAX_SIM_NS if none)."""
+    def advance(self, time_ns: int, label: str) -> None:
+        """Handles an event its caller handles itself, at ``time_ns`` (one before :meth:`peek`)."""
+    def run(self, *, stop: Callable[[], bool] | None = None) -> None:
+        """Handles events in order until the heap is empty or ``stop()`` is true."""

@@ -10,13 +10,14 @@
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
 //! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]);
-//! and each step's energy ([`power::StepEnergy`]).
+//! and each step's energy ([`power::StepEnergy`]); and the event loop ([`kernel::Kernel`]).
 
 pub mod batch;
 pub mod cow_map;
 pub mod forecast;
 pub mod free_queue;
 pub mod hasher;
+pub mod kernel;
 pub mod key;
 pub mod manager;
 pub mod packing;
@@ -62,6 +63,8 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<rows::RowBuffer>()?;
     module.add_class::<records::RequestRecord>()?;
     module.add_class::<records::StageRecord>()?;
+    module.add_class::<kernel::Kernel>()?;
+    module.add("MAX_SIM_NS", kernel::MAX_SIM_NS)?;
     module.add_class::<power::StepJoules>()?;
     module.add_class::<power::DevicePower>()?;
     module.add_class::<power::Intensity>()?;
