@@ -85,9 +85,9 @@ def test_native_runs_write_the_same_bytes_as_pure_python(name: str, venv: Path, 
 def test_a_compiled_module_whose_source_changed_is_refused_by_name(native_venv: Path, tmp_path: Path) -> None:
     site = Path(run_in(native_venv, tmp_path, "python", "-c", "import sysconfig; print(sysconfig.get_paths()"
                                                               "['platlib'])").stdout.strip())
-    kernel = site / "cosim" / "hub" / "sim" / "kernel.py"
-    assert kernel.with_suffix(extension_suffix()).exists()
-    kernel.write_text(kernel.read_text() + "\n# edited after the build\n")
+    coordinator = site / "cosim" / "hub" / "sim" / "coordinator.py"
+    assert coordinator.with_suffix(extension_suffix()).exists()
+    coordinator.write_text(coordinator.read_text() + "\n# edited after the build\n")
     proc = run_in(native_venv, tmp_path, "cosim", "--help")
     assert proc.returncode != 0
-    assert "native build is older than its source: hub/sim/kernel.py changed" in proc.stderr, proc.stderr[-2000:]
+    assert "native build is older than its source: hub/sim/coordinator.py changed" in proc.stderr, proc.stderr[-2000:]
