@@ -248,3 +248,37 @@ pub fn block_hashes<'py>(seq: &Bound<'py, Sequence>, num_blocks: i64, block_size
     extend(py, &s, &mut chain, num_blocks, block_size)?;
     PyList::new(py, chain.iter().take(num_blocks.max(0) as usize).map(|hash| PyBytes::new(py, hash)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prefix_chain(prefix: &str, num_blocks: i64) -> Vec<BlockHash> {
+        let mut chain = Vec::new();
+        push_prefix_chain(&mut chain, prefix, num_blocks, 4);
+        chain
+    }
+
+    #[test]
+    fn a_block_hash_is_sha256_of_its_parent_and_content() {
+        // sha256(b"cosim-kv-root" + b"prefix p 0:4;"), as Python's hashlib gives it
+        let hash = chained(ROOT, b"prefix p 0:4;");
+        let hex: String = hash[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+        assert_eq!(hex, "ccc5c83d3803a896");
+        assert_eq!(prefix_chain("p", 1), vec![hash]);
+    }
+
+    #[test]
+    fn prefix_chains_are_kept_for_the_most_recently_used_prefixes_only() {
+        let first = prefix_chain("first", 3);
+        for i in 0..2 * MAX_PREFIX_CHAINS {
+            prefix_chain(&format!("other {i}"), 2);
+        }
+        let cache = PREFIX_CHAINS.lock().unwrap();
+        assert!(cache.chains.len() <= MAX_PREFIX_CHAINS);
+        assert!(!cache.chains.contains_key(&("first".to_owned(), 4)));
+        drop(cache);
+        assert_eq!(prefix_chain("first", 3), first); // hashed again, the same
+        assert_eq!(prefix_chain("first", 2), first[..2]);
+    }
+}
