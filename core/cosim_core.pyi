@@ -15,8 +15,9 @@ from cosim.hub.sim.workload.token_ids import SegmentIds
 def blocks_for(num_tokens: int, block_size: int) -> int:
     """Blocks needed to hold ``num_tokens`` tokens."""
 
-def set_block_hasher(hasher: Callable[[Sequence, int, int], list[bytes]]) -> None:
-    """Registers the block hash chain (``block_hash.block_hashes``) the prefix cache keys blocks by."""
+def block_hashes(seq: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
+    """The hashes of ``seq``'s first ``num_blocks`` full blocks (core/src/hasher.rs: the chain the prefix
+    cache and the offload tiers key blocks by)."""
 
 class StageRecord:
     """One stage of one request (prefill, decode, rag, ...) (core/src/records.rs): ``enqueue_ns`` the stage
@@ -188,8 +189,9 @@ class Sequence:
     swapped_bytes: int
     prompt_tokens: int
     """Tokens it did not generate itself."""
-    block_hashes: list[bytes]
-    """Its full blocks' content hashes, as far as asked (see ``block_hash``)."""
+    @property
+    def block_hashes(self) -> list[bytes]:
+        """Its full blocks' content hashes, as far as hashed so far (a new list)."""
     drafts: int
     """Speculative draft tokens to verify at its next step."""
     spec_draws: np.ndarray | None

@@ -1,7 +1,7 @@
 //! Keys of the block pool: a cached block's content hash, or an integer id.
 //!
 //! With prefix caching a cached block is known by its SHA-256 chain hash (32 bytes, from
-//! Python's `block_hash` module); runs of uncached free blocks, and blocks shared by forks
+//! [`crate::hasher`]); runs of uncached free blocks, and blocks shared by forks
 //! without prefix caching, are known by integer ids the pool hands out.
 
 use std::hash::{BuildHasher, Hash, Hasher};

@@ -76,6 +76,6 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(recording::record_tokens, module)?)?;
     module.add_function(wrap_pyfunction!(recording::record_run, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
-    module.add_function(wrap_pyfunction!(hasher::set_block_hasher, module)?)?;
+    module.add_function(wrap_pyfunction!(hasher::block_hashes, module)?)?;
     Ok(())
 }

@@ -8,8 +8,8 @@
 //!
 //! With prefix caching on, the pool behaves as vLLM V1's block pool:
 //!
-//! - a full block is known by the hash of its tokens and its parent's (Python's `block_hash`
-//!   module, registered with [`crate::set_block_hasher`]) and is cached as soon as it is
+//! - a full block is known by the hash of its tokens and its parent's ([`crate::hasher`]) and is
+//!   cached as soon as it is
 //!   allocated for computing (vLLM caches blocks in `allocate_slots`, before the step runs), so a
 //!   request admitted later, in the same step or after, reuses it;
 //! - a sequence being admitted reuses the longest run of cached blocks that match its leading
@@ -27,7 +27,7 @@ use pyo3::exceptions::{PyKeyError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::hasher::block_hashes;
+use crate::hasher;
 use crate::key::Key;
 use crate::pool::BlockPool;
 use crate::sequence::{Sequence, State};
@@ -216,9 +216,10 @@ impl BlockManager {
             return Ok(());
         }
         let keys: Vec<Key> = if self.pool.caching {
-            // the hasher reads the sequence: no borrow of it is held across the call
-            let chain = block_hashes(seq.as_any(), full, self.block_size)?;
-            keys_of(&chain.get_slice(start as usize, full as usize))?
+            let s = seq.borrow();
+            let mut chain = s.chain.lock();
+            hasher::extend(seq.py(), &s, &mut chain, full, self.block_size)?;
+            chain[start as usize..full as usize].iter().map(|hash| Key::Hash(*hash)).collect()
         } else {
             // shared by forks, never found by content
             self.pool.new_ids(full - start).map(Key::Id).collect()
@@ -269,30 +270,26 @@ impl BlockManager {
 
     /// :meth:`cache_hit`'s blocks.
     pub fn hit(&self, seq: &Bound<'_, Sequence>) -> PyResult<Vec<Key>> {
-        let py = seq.py();
         let mut hit = Vec::new();
-        let (most, chain) = {
-            let s = seq.borrow();
-            if !self.pool.caching || s.num_blocks != 0 || s.prefix_blocks != 0 || s.state == State::Swapped {
-                return Ok(hit);
-            }
-            let most = if s.num_computed == 0 {
-                (s.num_tokens - 1).div_euclid(self.block_size)
-            } else if s.num_computed >= s.prompt_tokens {
-                (s.prompt_tokens - 1).div_euclid(self.block_size)
-            } else {
-                return Ok(hit); // part of a prompt retrieved from a KV store: the rest is computed after it
-            };
-            (most, s.block_hashes.clone_ref(py).into_bound(py))
+        let s = seq.borrow();
+        if !self.pool.caching || s.num_blocks != 0 || s.prefix_blocks != 0 || s.state == State::Swapped {
+            return Ok(hit);
+        }
+        let most = if s.num_computed == 0 {
+            (s.num_tokens - 1).div_euclid(self.block_size)
+        } else if s.num_computed >= s.prompt_tokens {
+            (s.prompt_tokens - 1).div_euclid(self.block_size)
+        } else {
+            return Ok(hit); // part of a prompt retrieved from a KV store: the rest is computed after it
         };
         // walk the chain while it hits, hashing it further where the sequence has not yet: ahead in
-        // doubling chunks, not a block per call (a long prompt's ids cost a slice per call)
-        let mut chain = chain;
+        // doubling chunks, not a block at a time (a long prompt's ids cost a slice per extension)
+        let mut chain = s.chain.lock();
         for i in 0..most {
             if i >= chain.len() as i64 {
-                chain = block_hashes(seq.as_any(), most.min(i + i.max(16)), self.block_size)?;
+                hasher::extend(seq.py(), &s, &mut chain, most.min(i + i.max(16)), self.block_size)?;
             }
-            let key = Key::from_py(&chain.get_item(i as usize)?)?;
+            let key = Key::Hash(chain[i as usize]);
             if !self.pool.is_cached(&key) {
                 break;
             }

@@ -187,7 +187,7 @@ mod tests {
             fields.set_item("priority", priority).unwrap();
             fields.set_item("deadline_ns", deadline_ns).unwrap();
             let request = namespace.call((), Some(&fields)).unwrap().unbind();
-            let mut seq = Sequence::new(py, request, py.None(), 10, 0, 1, 0, None, 0, 0);
+            let mut seq = Sequence::new(request, py.None(), 10, 0, 1, 0, None, 0, 0);
             seq.order = order as i64;
             Py::new(py, seq).unwrap()
         }).collect()

@@ -605,7 +605,7 @@ impl Scheduler {
         };
         let mut children = Vec::with_capacity(forks.max(0) as usize);
         for _ in 0..forks {
-            let mut child = Sequence::new(py, request.clone_ref(py), stage.clone_ref(py), input_tokens + 1,
+            let mut child = Sequence::new(request.clone_ref(py), stage.clone_ref(py), input_tokens + 1,
                                           input_tokens, target, 0, prefix_id.as_ref().map(|id| id.clone_ref(py)), 1, 0);
             if let Some(k) = k {
                 // branches share the parent's draws and propose drafts of their own

@@ -14,8 +14,9 @@
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyBytes, PyList};
 
+use crate::hasher::Chain;
 use crate::key::Key;
 
 /// Where a sequence is in its client's scheduler.
@@ -99,10 +100,9 @@ pub struct Sequence {
     /// Tokens it did not generate itself.
     #[pyo3(get, set)]
     pub prompt_tokens: i64,
-    /// Its full blocks' content hashes, as far as asked (Python's `block_hash`; a copy shares the
-    /// list: the chain is a pure function of the sequence).
-    #[pyo3(get, set)]
-    pub block_hashes: Py<PyList>,
+    /// Its full blocks' content hashes, as far as asked ([`crate::hasher`]; a copy shares them:
+    /// the chain is a pure function of the sequence).
+    pub chain: Chain,
     /// Speculative draft tokens to verify at its next step.
     #[pyo3(get, set)]
     pub drafts: i64,
@@ -123,9 +123,9 @@ impl Sequence {
     #[pyo3(signature = (request, stage, *, num_tokens, num_computed, target_generated, order = 0, prefix_id = None,
                         generated = 0, forks = 0))]
     #[allow(clippy::too_many_arguments)]
-    fn py_new(py: Python<'_>, request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64,
+    fn py_new(request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64,
               target_generated: i64, order: i64, prefix_id: Option<Py<PyAny>>, generated: i64, forks: i64) -> Self {
-        Sequence::new(py, request, stage, num_tokens, num_computed, target_generated, order, prefix_id, generated,
+        Sequence::new(request, stage, num_tokens, num_computed, target_generated, order, prefix_id, generated,
                       forks)
     }
 
@@ -145,6 +145,12 @@ impl Sequence {
     #[getter]
     fn cached<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.cached.iter().map(|key| key.to_py(py)).collect::<PyResult<Vec<_>>>()?)
+    }
+
+    /// Its full blocks' content hashes, as far as hashed so far (a new list).
+    #[getter]
+    fn block_hashes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.chain.lock().iter().map(|hash| PyBytes::new(py, hash)))
     }
 
     /// Tokens still to schedule before the next sample (speculative drafts included).
@@ -176,12 +182,12 @@ impl Sequence {
 impl Sequence {
     /// A sequence waiting, holding no blocks (see the class).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(py: Python<'_>, request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64,
-               target_generated: i64, order: i64, prefix_id: Option<Py<PyAny>>, generated: i64, forks: i64) -> Self {
+    pub fn new(request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64, target_generated: i64,
+               order: i64, prefix_id: Option<Py<PyAny>>, generated: i64, forks: i64) -> Self {
         Sequence {
             request, stage, num_tokens, num_computed, target_generated, num_blocks: 0, prefix_blocks: 0, prefix_id,
             order, generated, forks, swapped_blocks: 0, swapped_bytes: 0, prompt_tokens: num_tokens - generated,
-            block_hashes: PyList::empty(py).unbind(), drafts: 0, spec_draws: None, spec_step: 0, cached: Vec::new(),
+            chain: Chain::default(), drafts: 0, spec_draws: None, spec_step: 0, cached: Vec::new(),
             state: State::Waiting,
         }
     }
@@ -203,7 +209,7 @@ impl Sequence {
             swapped_blocks: self.swapped_blocks,
             swapped_bytes: self.swapped_bytes,
             prompt_tokens: self.prompt_tokens,
-            block_hashes: self.block_hashes.clone_ref(py),
+            chain: self.chain.clone(),
             drafts: self.drafts,
             spec_draws: self.spec_draws.as_ref().map(|d| d.clone_ref(py)),
             spec_step: self.spec_step,

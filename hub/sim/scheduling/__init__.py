@@ -2,9 +2,9 @@
 
 The scheduler and its sequences are compiled, in cosim's Rust core (``cosim_core``; core/src/
 ``scheduler.rs``, ``sequence.rs``, ``batch.rs``, ``policies.rs``, ``packing.rs``, ``manager.rs``,
-whose doc comments give their semantics); LoRA slots (:mod:`.lora`), the KV offload tier
-(:mod:`.offload`), speculative decoding (:mod:`.speculative`) and the block hash chain
-(:mod:`.block_hash`) are Python, called by the core where a config enables them.
+and ``hasher.rs``, the block hash chain, whose doc comments give their semantics); LoRA slots
+(:mod:`.lora`), the KV offload tier (:mod:`.offload`) and speculative decoding (:mod:`.speculative`)
+are Python, called by the core where a config enables them.
 """
 
 from typing import Any

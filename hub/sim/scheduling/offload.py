@@ -36,9 +36,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from cosim_core import Sequence
+from cosim_core import Sequence, block_hashes
 
-from .block_hash import block_hashes
 from .kv import BlockManager
 
 NS_PER_S = 1_000_000_000
@@ -192,7 +191,7 @@ class OffloadTier:
         most = (seq.num_tokens - 1) // size  # at least one token is left to compute, as for a GPU hit
         if most <= len(hit):
             return False
-        chain = block_hashes(seq, most, size)[:most]
+        chain = block_hashes(seq, most, size)
         known = self._known_by()
         self._cpu.touch(chain)
         found: list[bytes] = []
@@ -273,7 +272,7 @@ class OffloadTier:
             start = self._stored[key][1] if key in self._stored else 0
             if full <= start:
                 continue
-            chain = block_hashes(seq, full, size)[:full]
+            chain = block_hashes(seq, full, size)
             new = [block for block in chain[start:] if block not in self._cpu.blocks]
             evicted = self._cpu.make_room(len(new), now)
             if evicted is None:

@@ -1,6 +1,6 @@
 """Synthesized token ids, built from segments, that make equal content equal ids.
 
-Prefix caching by content (:mod:`cosim.hub.sim.scheduling.block_hash`) compares token ids. Where a
+Prefix caching by content (the block hash chain, core/src/hasher.rs) compares token ids. Where a
 workload has no real ids but knows which parts of two prompts are the same (a Mooncake trace's
 ``hash_ids``, a session's history), :class:`SegmentIds` gives a prompt ids that agree exactly where
 the content does: a prompt is a list of segments, each a run of tokens named by a key, and token

@@ -6,8 +6,12 @@ from __future__ import annotations
 import hashlib
 import time
 
+import numpy as np
+from cosim_core import block_hashes
+
 from cosim.hub.sim.records import RequestRecord, StageRecord
-from cosim.hub.sim.scheduling import BlockManager, Sequence, block_hash
+from cosim.hub.sim.scheduling import BlockManager, Sequence
+from cosim.hub.sim.workload.token_ids import SegmentIds, block_key
 
 
 def seq(prompt: int, *, prefix: tuple[str, int] | None = None, rid: int = 0,
@@ -59,47 +63,94 @@ def test_declared_prefixes_give_identical_leading_blocks_without_token_ids() -> 
     assert kv.cache_hit(seq(20, prefix=("doc", 6), rid=3)) == []
 
 
-def test_a_declared_prefix_is_hashed_once_and_chains_as_its_contents_do() -> None:
-    """The prefix's chain, shared by every request naming it (block_hash._PREFIX_CHAINS), is the
-    chain of the same contents hashed one by one; the request's own tokens chain on from it."""
-    block_hash._PREFIX_CHAINS.clear()
-    first = block_hash.block_hashes(seq(50, prefix=("doc", 37), rid=1), 1, 8)[:]
-    assert len(block_hash._PREFIX_CHAINS[("doc", 8)]) == 4  # 37 tokens: 4 full blocks, computed at once
-    second = seq(50, prefix=("doc", 37), rid=2)
-    chain, parent = [], block_hash.ROOT
-    for i in range(6):
-        parent = hashlib.sha256(parent + block_hash._content(second, 8 * i, 8 * i + 8)).digest()
-        chain.append(parent)
-    assert block_hash.block_hashes(second, 6, 8) == chain
-    assert first == chain[:4]
-    other = block_hash.block_hashes(seq(50, prefix=("doc", 37), rid=3), 5, 8)
-    assert other[:4] == chain[:4] and other[4] != chain[4]  # block 4 holds each request's own tokens
+ROOT = b"cosim-kv-root"  # the parent hash of a sequence's first block (core/src/hasher.rs)
+
+
+def _content(s: Sequence, start: int, stop: int) -> bytes:
+    """The tokens ``start:stop`` of ``s`` as bytes, as core/src/hasher.rs defines them (the Python
+    block_hash module's ``_content`` the core replaced, kept here as the specification)."""
+    request, prompt = s.request, s.prompt_tokens
+    parts = []
+    if start < prompt:
+        end = min(stop, prompt)
+        ids = request.prompt_token_ids
+        if ids is not None and end <= len(ids):
+            parts.append(np.asarray(ids[start:end], dtype=np.int64).tobytes())
+        else:
+            shared = request.prefix_tokens if s.prefix_id is not None else 0
+            if s.prefix_id is not None and start < shared:
+                parts.append(f"prefix {s.prefix_id} {start}:{min(end, shared)};".encode())
+            if end > shared:
+                parts.append(f"request {request.id} {max(start, shared)}:{end};".encode())
+    if stop > prompt:
+        out, first = request.output_token_ids, max(start, prompt)
+        if out is not None and request.branches == 1 and stop - prompt <= len(out):
+            parts.append(np.asarray(out[first - prompt:stop - prompt], dtype=np.int64).tobytes())
+        else:
+            parts.append(f"generated {request.id}#{s.order} {first}:{stop};".encode())
+    return b"".join(parts)
 
 
 def _chain_by_content(s: Sequence, num_blocks: int, block_size: int) -> list[bytes]:
-    """The chain of ``s``'s blocks hashed one by one from block_hash._content (what block_hashes means)."""
-    chain, parent = [], block_hash.ROOT
+    """The chain of ``s``'s blocks hashed one by one from :func:`_content` (what block_hashes means)."""
+    chain, parent = [], ROOT
     for i in range(num_blocks):
-        parent = hashlib.sha256(parent + block_hash._content(s, i * block_size, (i + 1) * block_size)).digest()
+        parent = hashlib.sha256(parent + _content(s, i * block_size, (i + 1) * block_size)).digest()
         chain.append(parent)
     return chain
 
 
+def test_a_declared_prefix_is_hashed_at_once_and_chains_as_its_contents_do() -> None:
+    """The prefix's chain, shared by every request naming it, is the chain of the same contents
+    hashed one by one; the request's own tokens chain on from it."""
+    first = seq(50, prefix=("doc", 37), rid=1)
+    assert block_hashes(first, 1, 8) == first.block_hashes[:1]
+    assert len(first.block_hashes) == 4  # 37 tokens: the prefix's 4 full blocks, taken at once
+    second = seq(50, prefix=("doc", 37), rid=2)
+    chain = _chain_by_content(second, 6, 8)
+    assert block_hashes(second, 6, 8) == chain
+    assert first.block_hashes == chain[:4]
+    other = block_hashes(seq(50, prefix=("doc", 37), rid=3), 5, 8)
+    assert other[:4] == chain[:4] and other[4] != chain[4]  # block 4 holds each request's own tokens
+
+
 def test_block_hashes_in_any_steps_are_the_chain_of_each_block_s_content() -> None:
     """Synthesized prompts (with and without a declared prefix, blocks straddling its end and the
-    prompt's), generated tokens, a session turn's output ids and prompt ids, asked for a few blocks at
-    a time as the cache does: the chain of each block's ``_content`` hashed in turn."""
-    block_hash._PREFIX_CHAINS.clear()
+    prompt's), generated tokens, a session turn's output ids (and a multi-path request's, which are
+    not reused), prompt ids as a list, an array or segments (and ids shorter than the prompt), asked for
+    a few blocks at a time as the cache does: the chain of each block's content hashed in turn."""
     cases = [seq(45, rid=1), seq(45, prefix=("doc", 21), rid=2), seq(48, prefix=("doc", 21), rid=3),
-             seq(40, ids=list(range(100, 137)), rid=4)]
+             seq(40, ids=list(range(100, 137)), rid=4), seq(40, ids=list(range(100, 140)), rid=6),
+             seq(19, prefix=("doc", 21), rid=7)]
+    as_array = seq(40, rid=8)
+    as_array.request.prompt_token_ids = np.arange(100, 140, dtype=np.int32)
+    as_segments = seq(40, rid=9)
+    as_segments.request.prompt_token_ids = SegmentIds([block_key(3), block_key(5)], [16, 24])
     turn = seq(24, rid=5)
     turn.request.output_token_ids = [7] * 40
-    cases.append(turn)
-    for s in cases:
+    branched = seq(24, rid=10)
+    branched.request.output_token_ids, branched.request.branches = [7] * 40, 2
+    for s in [*cases, as_array, as_segments, turn, branched]:
         s.num_tokens += 30  # generated tokens past the prompt
+        s.order = s.request.id % 3
         for asked in (1, 3, 4, 9, 9):
-            block_hash.block_hashes(s, asked, 8)
+            assert block_hashes(s, asked, 8) == s.block_hashes[:asked]
         assert s.block_hashes == _chain_by_content(s, 9, 8), s
+    assert cases[4].block_hashes[:5] == as_array.block_hashes[:5]  # the same ids, the same blocks
+
+
+def test_a_sequence_s_copies_share_its_chain() -> None:
+    s = seq(40, ids=list(range(40)), rid=1)
+    copy = s.clone()
+    block_hashes(copy, 3, 8)
+    assert s.block_hashes == copy.block_hashes == _chain_by_content(s, 3, 8)
+
+
+def test_prefix_chains_beyond_those_kept_are_hashed_again_the_same() -> None:
+    """The process keeps the chains of the 256 prefixes used last; one dropped is hashed again."""
+    chains = [block_hashes(seq(20, prefix=(f"p{i}", 16), rid=i), 2, 8) for i in range(300)]
+    again = seq(20, prefix=("p0", 16), rid=0)
+    assert block_hashes(again, 2, 8) == chains[0] == _chain_by_content(again, 2, 8)
 
 
 def test_the_free_queue_evicts_least_recently_freed_blocks_tail_first() -> None:
