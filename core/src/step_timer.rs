@@ -395,10 +395,12 @@ impl StepTimer {
         Py::new(py, joules)
     }
 
-    /// How many batches to predict: about the steps until the next request may arrive here, plus
-    /// two (step times drift), else `depth` (the session's, from how many predictions were used
-    /// lately). Only a hint: predictions are exact or unused. Not while requests wait: an arrival
-    /// then joins the queue's tail, which the predicted steps do not reach.
+    /// How many batches to predict: the steps that begin before the next request may arrive here
+    /// and the first after it (step times drift; at least two), else `depth` (the session's, from how many predictions
+    /// were used lately). Only a hint: predictions are exact or unused, and those past an arrival
+    /// are mostly unused (an arrival changes the batch); a hint that comes early costs a call. Not
+    /// while requests wait: an arrival then joins the queue's tail, which the predicted steps do not
+    /// reach.
     fn depth(&self, py: Python<'_>, now_ns: i64, depth: i64) -> PyResult<i64> {
         let Some(next_arrival) = &self.next_arrival_ns else {
             return Ok(depth);
@@ -410,7 +412,7 @@ impl StepTimer {
         let last = self.last_duration_ns;
         match arrival {
             Some(arrival) if last > 0 => {
-                let steps = -(-(arrival - now_ns)).div_euclid(last) + 2;
+                let steps = -(-(arrival - now_ns)).div_euclid(last);
                 Ok(steps.min(self.max_lookahead).max(2))
             }
             _ => Ok(depth),

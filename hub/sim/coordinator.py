@@ -19,6 +19,7 @@ after the KV transfer.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING, Protocol
@@ -48,10 +49,52 @@ if TYPE_CHECKING:
 FORECAST_ARRIVALS = 8
 
 
-class TransferService(Protocol):
-    """Moves data between two clients: ``on_done(duration_ns)`` runs when it arrives."""
+# A decode client's next KV transfer, where none is in flight, is expected after this share of the
+# mean gap between transfers to it: the median wait were they a Poisson stream (ln 2). The median
+# rather than the mean: predictions past an arrival are wasted, and one that comes later costs a call.
+MEDIAN_GAP_SHARE = 0.69
+# The weight of each new gap in that mean (a moving average, so that it follows the load).
+GAP_WEIGHT = 0.2
 
-    def start(self, src: str, dst: str, size_bytes: int, on_done: Callable[[int], None]) -> None: ...
+
+class TransferService(Protocol):
+    """Moves data between two clients: ``on_done(duration_ns)`` runs when it arrives; ``start``
+    returns when that is expected (a lookahead hint)."""
+
+    def start(self, src: str, dst: str, size_bytes: int, on_done: Callable[[int], None]) -> int: ...
+
+
+class Landings:
+    """The KV transfers to a decode client, as its next-arrival hint: its requests come from prefill
+    clients, so no arrival schedule says when."""
+
+    __slots__ = ("ends", "gap_ns", "last_start_ns", "duration_ns")
+
+    def __init__(self) -> None:
+        self.ends: list[int] = []  # the expected ends of those in flight (a heap)
+        self.gap_ns: float | None = None  # the mean gap between their starts
+        self.last_start_ns: int | None = None
+        self.duration_ns = 0  # how long the last one is expected to take
+
+    def started(self, now_ns: int, end_ns: int) -> None:
+        """A transfer to the client started at ``now_ns``, expected to end at ``end_ns``."""
+        heapq.heappush(self.ends, end_ns)
+        self.duration_ns = end_ns - now_ns
+        if self.last_start_ns is not None:
+            gap = now_ns - self.last_start_ns
+            self.gap_ns = gap if self.gap_ns is None else self.gap_ns + GAP_WEIGHT * (gap - self.gap_ns)
+        self.last_start_ns = now_ns
+
+    def next_at(self, now_ns: int) -> int | None:
+        """When the next transfer may land: the first in flight, else after the median gap (no
+        sooner than a transfer takes); None before the gap is known."""
+        while self.ends and self.ends[0] <= now_ns:
+            heapq.heappop(self.ends)
+        if self.ends:
+            return self.ends[0]
+        if self.gap_ns is None:
+            return None
+        return now_ns + max(int(MEDIAN_GAP_SHARE * self.gap_ns), self.duration_ns)
 
 
 class Coordinator:
@@ -83,6 +126,7 @@ class Coordinator:
         self.log = RequestLog(spill=False)
         self.columns = RequestColumns()
         self._arrivals: dict[str, np.ndarray] = {}  # per model, sorted arrival times
+        self._landings: dict[str, Landings] = {}  # per decode client, the KV transfers to it
         self.num_finished = 0
         self.transfer_bytes = 0
 
@@ -170,9 +214,13 @@ class Coordinator:
         return self.columns.table(self.unfinished())
 
     def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
-        """When the next request may reach ``client`` (a lookahead hint): the first of the next
-        few arrivals of its model that the router's forecast sends there, else the last of
-        them; where the router cannot forecast, the next arrival's wait times the candidates."""
+        """When the next request may reach ``client`` (a lookahead hint): for a client serving
+        prompts, the first of the next few arrivals of its model that the router's forecast sends
+        there, else the last of them, and where the router cannot forecast, the next arrival's wait
+        times the candidates; for a decode client, when the next KV transfer to it may land."""
+        if "prefill" not in client.serves:
+            landings = self._landings.get(client.name)
+            return landings.next_at(now) if landings is not None else None
         times = self._arrivals.get(client.info.model)
         if times is None:
             return None
@@ -290,7 +338,8 @@ class Coordinator:
         def copied(duration_ns: int) -> None:
             release_kv()
             self._start_decode(decode, client, duration_ns)
-        self.transfers.start(seq.stage.client, client.name, size, copied)
+        end = self.transfers.start(seq.stage.client, client.name, size, copied)
+        self._landings.setdefault(client.name, Landings()).started(self.kernel.now_ns, end)
 
     def _decode_sequence(self, request: RequestRecord, client: LLMClient) -> Sequence:
         """The sequence that decodes ``request`` on ``client``: its prompt computed (transferred, or

@@ -2,9 +2,11 @@
 
 Every transfer service has ``start(src, dst, size_bytes, on_done)``: the
 transfer starts now and ``on_done(duration_ns)`` runs at its completion, as a
-kernel event. The time-synchronized service keeps the backend's clock in
-step with the hub's: it schedules the backend's ``next_event_ns`` as an event
-and calls ``Advance`` there (conservative synchronization).
+kernel event; ``start`` returns when that is expected (exact, but for a
+time-synchronized session: the backend's provisional end), a lookahead hint.
+The time-synchronized service keeps the backend's clock in step with the
+hub's: it schedules the backend's ``next_event_ns`` as an event and calls
+``Advance`` there (conservative synchronization).
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ class LinkTransfers:
         self.bytes_per_ns = link.bandwidth_gbps  # GB/s (decimal) is bytes per ns
         self.latency_ns = int(round(link.latency_s * 1e9))
 
-    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
+    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> int:
         duration = self.latency_ns + int(size_bytes / self.bytes_per_ns)
         self.kernel.call_at(self.kernel.now_ns + duration, DONE, on_done, duration, label=f"transfer done {dst}")
+        return self.kernel.now_ns + duration
 
 
 class NetworkTransfers:
@@ -51,7 +54,7 @@ class NetworkTransfers:
         self._collectives: dict[tuple[str, int], int] = {}
         self._sync = TimeSync(kernel, client, session_id) if time_synchronized else None
 
-    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> None:
+    def start(self, src: str, dst: str, size_bytes: int, on_done: OnDone) -> int:
         now = self.kernel.now_ns
         transfer = net_pb.PointToPoint(id=next(self._ids), src=src, dst=dst, size_bytes=max(1, size_bytes),
                                        layers=self.layers, now_ns=now)
@@ -62,6 +65,7 @@ class NetworkTransfers:
                                 label=f"transfer done {dst}")
         else:
             self._sync.submitted(transfer.id, now + result.duration_ns, on_done)
+        return now + result.duration_ns
 
     def all_reduce_ns(self, endpoint: str, size_bytes: int) -> int:
         """Time of one all-reduce over an endpoint's NPUs (predict mode), cached by size."""

@@ -87,8 +87,8 @@ class LLMClient:
         # Its running sequences are read through the clock (self.timer.settled()): a decode run's
         # steps may be pending on them.
         self.scheduler: UnsettledScheduler = scheduler
-        forecast = (lambda now: sink.next_arrival_at(self, now)) if "prefill" in serves else None
-        self.timer = clock(scheduler=scheduler, settled=record_run, next_arrival_ns=forecast,
+        self.timer = clock(scheduler=scheduler, settled=record_run,
+                           next_arrival_ns=lambda now: sink.next_arrival_at(self, now),
                            alone=group is None, overlapping=self.micro_batches > 1)
         self.timeline = ClientTimeline()
         if scheduler.speculation is not None:

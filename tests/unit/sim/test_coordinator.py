@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import cosim
+from cosim.hub.config.sections import LinkConfig
+from cosim.hub.sim.coordinator import GAP_WEIGHT, MEDIAN_GAP_SHARE, Landings
+from cosim.hub.sim.kernel import Kernel
+from cosim.hub.sim.transfers import LinkTransfers
 from tests.scenarios.helpers import client, scenario
 
 
@@ -44,3 +48,25 @@ def test_stages_go_to_the_least_loaded_client_and_every_client_ends_empty() -> N
     result = cosim.run(raw)
     assert [r.stages[0].client for r in result.requests] == ["a", "b", "c", "a", "b", "c"]
     assert all(r.generated_tokens == 50 for r in result.requests)
+
+
+def test_a_decode_clients_arrival_hint_is_its_next_kv_transfer() -> None:
+    landings = Landings()
+    assert landings.next_at(0) is None  # nothing known yet: the session's own depth applies
+    landings.started(0, 500)
+    landings.started(100, 400)
+    assert landings.next_at(100) == 400  # the first of those in flight to land
+    assert landings.next_at(400) == 500
+    # none in flight: the median of the gaps between transfers (ln 2 of 100 ns), but no sooner than one takes
+    assert landings.next_at(500) == 500 + 300
+    landings.started(1100, 1110)  # gaps 100 then 1000: their moving average is 280
+    assert landings.next_at(1200) == 1200 + int(MEDIAN_GAP_SHARE * (100 + GAP_WEIGHT * 900))
+
+
+def test_a_link_transfer_says_when_it_lands() -> None:
+    kernel = Kernel()
+    link = LinkTransfers(kernel, LinkConfig(bandwidth_gbps=10, latency_s=1e-6))
+    landed: list[int] = []
+    end = link.start("p", "d", 10_000, landed.append)
+    kernel.run()
+    assert end == kernel.now_ns == 1000 + 1000 and landed == [2000]
