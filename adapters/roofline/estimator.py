@@ -175,7 +175,7 @@ def _stage_ns(pre: list[tuple[float, float]], layer: list[tuple[float, float]], 
     return overlap * overlapped + (1.0 - overlap) * serial
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class DeviceTimes:
     """Device-side times of one step, before the dispatch overlap (ns).
 
@@ -241,7 +241,7 @@ def _rates(m: SessionModel, prefill_share: float) -> tuple[tuple[float, float, f
     return rates
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class _Fixed:
     """What every step with the same token and sequence counts and prefill group shares
     (:func:`_fixed_times`).
