@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import OrderedDict
 from typing import Any
@@ -152,26 +151,28 @@ class RooflineBackend(RuntimeBackend):
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         state: _State = session.state
-        padded = max(batch.dp_rank_tokens, default=0)  # DP lock-step: vLLM pads every rank's forward to the most
+        ranks = batch.dp_rank_tokens
+        padded = max(ranks) if ranks else 0  # DP lock-step: vLLM pads every rank's forward to the most
         slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
         new, context = batch.new_tokens[:], batch.context_tokens[:]  # a message field is slow to iterate: lists
         drafts = tuple(batch.draft_tokens)
         if drafts and len(drafts) != len(new):
             raise InvalidArgument("batch.draft_tokens", len(drafts), f"values, but the batch has {len(new)} sequences")
         # Decodes only (as batch_stats tells them, for new tokens > 0), by the quickest tests in C.
-        decodes = new.count(1) == len(new) and 0 not in context and not batch.lora_ranks and not any(drafts)
+        seqs = len(new)
+        decodes = new.count(1) == seqs and 0 not in context and not batch.lora_ranks and not any(drafts)
         if decodes:
             context_sum = sum(context)
-            key: tuple[object, ...] = (len(new), context_sum, padded, slim)  # decodes: timed by count and sum
+            key: tuple[object, ...] = (seqs, context_sum, padded, slim)  # decodes: timed by count and sum
         else:
             key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids), drafts)
         timing = state.cache.get(key)
         if timing is None:
-            stats = decode_stats(len(new), context_sum) if decodes else batch_stats(new, context, drafts)
+            stats = decode_stats(seqs, context_sum) if decodes else batch_stats(new, context, drafts)
             if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
-                stats = dataclasses.replace(stats, tokens=float(padded))
+                stats = stats._replace(tokens=float(padded))
             if batch.lora_ranks:
-                stats = dataclasses.replace(stats, lora=_lora(batch))
+                stats = stats._replace(lora=_lora(batch))
             timing = estimate(state.model, stats, with_breakdown=not slim)
             state.cache[key] = timing
             if len(state.cache) > CACHE_SIZE:

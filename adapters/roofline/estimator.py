@@ -58,15 +58,15 @@ class Device:
 class SessionModel:
     """What ``open_session`` precomputes: shape, parameters and device.
 
-    ``memo`` keeps the device times of the operators a decode run leaves
-    unchanged (see :func:`device_times`), and ``rates`` the groups' rates by
-    prefill share; neither is part of the model.
+    ``memo`` keeps what a decode run leaves unchanged (:class:`_Fixed`, see
+    :func:`_fixed_times`), and ``rates`` the groups' rates by prefill share;
+    neither is part of the model.
     """
 
     shape: Shape
     params: Params
     device: Device
-    memo: dict[tuple[float, int, Group], DeviceTimes] = dataclasses.field(
+    memo: dict[tuple[float, int, Group], _Fixed] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
     rates: dict[float, tuple[tuple[float, float, float], tuple[float, float, float]]] = dataclasses.field(
         default_factory=dict, compare=False, repr=False)
@@ -202,19 +202,18 @@ class DeviceTimes:
         return self.totals[1]
 
 
-def _add_ops(m: SessionModel, times: DeviceTimes, op_list: list[ops.Op], mult: int,
-             rate_c: tuple[float, float, float], rate_m: tuple[float, float, float], *,
-             with_breakdown: bool = True) -> None:
-    """Adds each operator's time to ``times`` (``mult`` instances in the step): the adapted
-    roofline at its phase's rates, or the fitted kernel model; ``with_breakdown=False`` leaves
-    ``times.breakdown`` alone."""
-    busy, breakdown, totals = times.busy, times.breakdown, times.totals
+def _add_ops(m: SessionModel, busy: list[float], breakdown: dict[str, float] | None, totals: list[float],
+             op_list: list[ops.Op], mult: int, rate_c: tuple[float, float, float],
+             rate_m: tuple[float, float, float]) -> None:
+    """Adds each operator's time to a :class:`DeviceTimes`' ``busy``, ``breakdown`` (a defaultdict;
+    None: none kept) and ``totals`` (``mult`` instances in the step): the adapted roofline at its
+    phase's rates, or the fitted kernel model."""
     if m.params.op_model == "fitted":
         k, peak, bw = m.params.kernel, m.device.peak_flops, m.device.mem_bw
         for module, key, work, traffic, _, kind, rows, span in op_list:
             t, compute_bound = kernel_ns(kind, work, traffic, rows, k, peak, bw, span)
             busy[module] += t
-            if with_breakdown:
+            if breakdown is not None:
                 breakdown[key] += t * mult
             totals[not compute_bound] += t * mult
         return
@@ -222,7 +221,7 @@ def _add_ops(m: SessionModel, times: DeviceTimes, op_list: list[ops.Op], mult: i
         t_c, t_m = work / rate_c[group] * NS, traffic / rate_m[group] * NS
         t = t_c if t_c >= t_m else t_m
         busy[module] += t
-        if with_breakdown:
+        if breakdown is not None:
             breakdown[key] += t * mult
         totals[t_c < t_m] += t * mult
 
@@ -242,26 +241,45 @@ def _rates(m: SessionModel, prefill_share: float) -> tuple[tuple[float, float, f
     return rates
 
 
-def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
-    """Device times of every operator but the decodes' attention core, and the collectives'
-    times per layer (``comm_attn``, ``comm_mlp``; not yet in ``busy``).
+@dataclasses.dataclass
+class _Fixed:
+    """What every step with the same token and sequence counts and prefill group shares
+    (:func:`_fixed_times`).
 
-    They depend only on the token and sequence counts and the prefill group (the prefill share
+    Attributes:
+        times: device times of every operator but the attention core that :func:`.operators.core_ops`
+            gives, with the collectives' times per layer (``comm_attn``, ``comm_mlp``; not yet in ``busy``).
+        comm: the collectives' time over the step's layers (pipeline sends aside).
+        host: the host costs of :func:`_host_ns`.
+    """
+
+    times: DeviceTimes
+    comm: float
+    host: tuple[float, float, float, float, float]
+
+
+def _fixed_times(m: SessionModel, b: BatchStats) -> _Fixed:
+    """The step's :class:`_Fixed` part, memoized in ``m.memo``.
+
+    It depends only on the token and sequence counts and the prefill group (the prefill share
     is the prefill group's tokens over the step's), so every step of a decode run (the same
-    sequences, contexts one longer) shares them.
+    sequences, contexts one longer) shares it, and a step timed after it adds only its attention
+    core and Algorithm 1 (:func:`estimate`).
     """
     key = (b.tokens, b.seqs, b.prefill)
     fixed = m.memo.get(key)
     if fixed is None:
         s = m.shape
-        fixed = DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
+        times = DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
         rate_c, rate_m = _rates(m, b.prefill_share)
         embed, head = ops.head_ops(s, b)
         layer_ops = (ops.norm_ops(NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_core=False)
                      + ops.norm_ops(NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
         for op_list, mult in ((layer_ops, s.layers_per_stage * s.pp), (embed, 1), (head, 1)):
-            _add_ops(m, fixed, op_list, mult, rate_c, rate_m)
-        fixed.comm_attn, fixed.comm_mlp = _comm_ns(m, b, _comm_eff(m.params, b))
+            _add_ops(m, times.busy, times.breakdown, times.totals, op_list, mult, rate_c, rate_m)
+        times.comm_attn, times.comm_mlp = _comm_ns(m, b, _comm_eff(m.params, b))
+        comm = (times.comm_attn + times.comm_mlp) * s.layers_per_stage * s.pp
+        fixed = _Fixed(times, comm, _host_ns(m.params, b))
         if len(m.memo) >= MEMO_SIZE:
             m.memo.clear()
         m.memo[key] = fixed
@@ -271,25 +289,32 @@ def _fixed_times(m: SessionModel, b: BatchStats) -> DeviceTimes:
 def device_times(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> DeviceTimes:
     """Times every operator of a step by the adapted roofline (``with_breakdown=False``: all but
     the breakdown per operator, left empty)."""
+    fixed = _fixed_times(m, b).times
+    busy, totals, breakdown = _step_times(m, b, fixed, with_breakdown)
+    return DeviceTimes(busy, fixed.comm_attn, fixed.comm_mlp, {} if breakdown is None else breakdown, totals)
+
+
+def _step_times(m: SessionModel, b: BatchStats, fixed: DeviceTimes,
+                with_breakdown: bool) -> tuple[list[float], list[float], dict[str, float] | None]:
+    """:func:`device_times`' busy, totals and breakdown (None unless ``with_breakdown``) from the
+    step's fixed part: a copy of it plus the attention core (and LoRA), then the collectives, in
+    that order (the order of the float additions is the result's)."""
     s = m.shape
     num_layers = s.layers_per_stage * s.pp
-    fixed = _fixed_times(m, b)
-    times = DeviceTimes(list(fixed.busy), 0.0, 0.0,
-                        defaultdict(float, fixed.breakdown) if with_breakdown else defaultdict(float),
-                        list(fixed.totals))
+    busy, totals = fixed.busy[:], fixed.totals[:]
+    breakdown = defaultdict(float, fixed.breakdown) if with_breakdown else None
     rate_c, rate_m = _rates(m, b.prefill_share)
-    _add_ops(m, times, ops.core_ops(s, b), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
+    _add_ops(m, busy, breakdown, totals, ops.core_ops(s, b), num_layers, rate_c, rate_m)
     if b.lora:
-        _add_ops(m, times, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m, with_breakdown=with_breakdown)
+        _add_ops(m, busy, breakdown, totals, ops.lora_ops(s, b.lora), num_layers, rate_c, rate_m)
     comm_attn, comm_mlp = fixed.comm_attn, fixed.comm_mlp
-    times.comm_attn, times.comm_mlp = comm_attn, comm_mlp
-    times.busy[ATTENTION] += comm_attn
-    times.busy[MLP] += comm_mlp
-    if with_breakdown and comm_attn:
-        times.breakdown["allreduce"] += comm_attn * num_layers
-    if with_breakdown and comm_mlp:
-        times.breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
-    return times
+    busy[ATTENTION] += comm_attn
+    busy[MLP] += comm_mlp
+    if breakdown is not None and comm_attn:
+        breakdown["allreduce"] += comm_attn * num_layers
+    if breakdown is not None and comm_mlp:
+        breakdown["all_to_all" if s.num_experts and s.ep > 1 else "allreduce"] += comm_mlp * num_layers
+    return busy, totals, breakdown
 
 
 def _host_ns(p: Params, b: BatchStats) -> tuple[float, float, float, float, float]:
@@ -313,11 +338,10 @@ def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> 
     """Times one step; see the module docstring for the model. ``with_breakdown=False`` leaves
     StepTiming.breakdown empty (a caller that reads none saves building it)."""
     s, p, dev = m.shape, m.params, m.device
-    times = device_times(m, b, with_breakdown=with_breakdown)
-    busy, breakdown = times.busy, times.breakdown
-    comm = (times.comm_attn + times.comm_mlp) * s.layers_per_stage * s.pp
-    comm_eff = _comm_eff(p, b)
-    d_norm, d_attn, d_mlp, d_head, overhead = _host_ns(p, b)
+    fixed = _fixed_times(m, b)
+    busy, (compute, memory), breakdown = _step_times(m, b, fixed.times, with_breakdown)
+    comm = fixed.comm
+    d_norm, d_attn, d_mlp, d_head, overhead = fixed.host
     layer = [(d_norm, busy[NORM_IN]), (d_attn, busy[ATTENTION]), (d_norm, busy[NORM_POST]), (d_mlp, busy[MLP])]
     first, last = [(0.0, busy[EMBED])], [(d_head, busy[HEAD])]
     overlap = p.eager_overlap if p.execution == "eager" else 1.0
@@ -325,22 +349,24 @@ def estimate(m: SessionModel, b: BatchStats, *, with_breakdown: bool = True) -> 
         total = _stage_ns(first, layer, s.layers_per_stage, last, overlap)
     else:
         # One microbatch through every stage in turn (see docs/roofline.md).
-        send = p.p2p_latency_us * 1e3 + s.ba * b.tokens * s.h / (comm_eff * dev.pp_link) * NS
+        send = p.p2p_latency_us * 1e3 + s.ba * b.tokens * s.h / (_comm_eff(p, b) * dev.pp_link) * NS
         total = (_stage_ns(first, layer, s.layers_per_stage, [], overlap)
                  + (s.pp - 2) * _stage_ns([], layer, s.layers_per_stage, [], overlap)
                  + _stage_ns([], layer, s.layers_per_stage, last, overlap) + (s.pp - 1) * send)
         comm += (s.pp - 1) * send
-        breakdown["pp_send"] = (s.pp - 1) * send
+        if breakdown is not None:
+            breakdown["pp_send"] = (s.pp - 1) * send
 
-    exposed = max(total - times.compute - times.memory - comm, 0.0)
-    breakdown["dispatch"] = exposed
-    if overhead:
-        breakdown["step_overhead"] = overhead
+    exposed = max(total - compute - memory - comm, 0.0)
+    if breakdown is not None:
+        breakdown["dispatch"] = exposed
+        if overhead:
+            breakdown["step_overhead"] = overhead
     duration = total + overhead
     timing = pb.StepTiming(
-        duration_ns=round(duration), compute_ns=round(times.compute), memory_ns=round(times.memory),
+        duration_ns=round(duration), compute_ns=round(compute), memory_ns=round(memory),
         communication_ns=round(comm), dispatch_ns=round(exposed + overhead),
-        breakdown=breakdown if with_breakdown else None)
+        breakdown=breakdown)
     if p.tdp_w:  # unset otherwise: the hub's power model weighs compute_ns and memory_ns
         timing.energy_j = p.tdp_w * dev.num_devices * duration / NS
     return timing

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from cosim.v1 import types_pb2 as pb
 
@@ -103,9 +104,9 @@ def make_shape(model: pb.ModelSpec, par: pb.Parallelism, *, act_bytes: float, fu
         bkv=model.bytes_per_kv_element or 2.0, ba=act_bytes, fused=fused, fitted=fitted)
 
 
-@dataclasses.dataclass(frozen=True)
-class Group:
-    """Sums over the sequences of one attention group."""
+class Group(NamedTuple):
+    """Sums over the sequences of one attention group (a named tuple: built for every step timed,
+    and part of the estimator's memo keys, so cheap to build and to hash)."""
 
     seqs: int = 0
     new: float = 0.0      # sum n
@@ -118,9 +119,9 @@ class Group:
 NO_PREFILL = Group()
 
 
-@dataclasses.dataclass(frozen=True)
-class BatchStats:
-    """One step: token counts and attention groups.
+class BatchStats(NamedTuple):
+    """One step: token counts and attention groups (a named tuple, as :class:`Group`; ``_replace``
+    makes a changed copy).
 
     ``decode`` holds the sequences that generate: one new token after a
     cached context, or (speculative decoding) that token and the drafts it
@@ -139,8 +140,8 @@ def decode_stats(seqs: int, context_sum: int) -> BatchStats:
     """A step of ``seqs`` decodes whose contexts sum to ``context_sum`` (all :func:`batch_stats`
     reads of such a batch)."""
     ctx = float(context_sum + seqs)
-    return BatchStats(tokens=float(seqs), seqs=seqs, prefill_share=0.0, prefill=NO_PREFILL,
-                      decode=Group(seqs, float(seqs), ctx, ctx, ctx))
+    # tokens, seqs, prefill_share, prefill, decode: positional, as every decode-only step builds one
+    return BatchStats(float(seqs), seqs, 0.0, NO_PREFILL, Group(seqs, float(seqs), ctx, ctx, ctx))
 
 
 def batch_stats(new_tokens: Sequence[int], context_tokens: Sequence[int],

@@ -31,7 +31,7 @@ from cosim.v1 import types_pb2 as pb
 
 from .backend import Backend, MemoryBackend, NetworkBackend, PlainBatch, RuntimeBackend, Session
 from .errors import BackendFault, InvalidArgument, SessionNotFound, fault_summary
-from .validation import validate_batch, validate_memory_spec, validate_network_spec, validate_session_spec
+from .validation import validate_batches, validate_memory_spec, validate_network_spec, validate_session_spec
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +149,7 @@ class RuntimeServicer(_Sessions[RuntimeBackend], rt_grpc.RuntimeBackendServiceSe
         session = self._get(session_id)
         if not batches:
             raise InvalidArgument("batches", [], "must hold at least one batch")
-        for i, batch in enumerate(batches):
-            validate_batch(batch, field=f"batches[{i}]")
+        validate_batches(batches)
         session.omit_breakdown = omit_breakdown
         try:
             # Plain batches come only for a backend that declared it takes them (plain_batches).

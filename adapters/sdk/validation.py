@@ -6,6 +6,8 @@ backend never sees a malformed request.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cosim.v1 import memory_service_pb2 as mem_pb
 from cosim.v1 import network_service_pb2 as net_pb
 from cosim.v1 import types_pb2 as pb
@@ -57,6 +59,16 @@ def validate_session_spec(spec: pb.SessionSpec, *, field: str = "spec") -> None:
     if tp * pp * dp > hw.count:
         raise InvalidArgument(f"{field}.hardware.count", hw.count,
                               f"is fewer than tensor x pipeline x data = {tp * pp * dp} devices")
+
+
+def validate_batches(batches: Sequence[pb.StepBatch | PlainBatch], *, field: str = "batches") -> None:
+    """Checks each step batch as :func:`validate_batch` does; the quick test runs for every batch of
+    every call, so it names no field unless one fails."""
+    for i, batch in enumerate(batches):
+        new = batch.new_tokens
+        n = len(new)
+        if not n or len(batch.context_tokens) != n or min(new) == 0:
+            validate_batch(batch, field=f"{field}[{i}]")
 
 
 def validate_batch(batch: pb.StepBatch | PlainBatch, *, field: str) -> None:

@@ -109,7 +109,8 @@ def predict_ms(step: Step, options: Mapping[str, Any], cache: dict[Any, Any] | N
         layer = (ops.norm_ops(ops.NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_core=False)
                  + ops.norm_ops(ops.NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
         times = estimator.DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
-        estimator._add_ops(m, times, [op for op in layer if op[1] in LAYER_KEYS], 1, *estimator._rates(m, 0.0))
+        estimator._add_ops(m, times.busy, times.breakdown, times.totals, [op for op in layer if op[1] in LAYER_KEYS],
+                           1, *estimator._rates(m, 0.0))
         return sum(times.busy) * s.layers_per_stage / 1e6
     timing = estimator.estimate(m, b)
     if step.kind == "device":

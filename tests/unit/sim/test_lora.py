@@ -3,7 +3,6 @@ sizes and the KV they take, the workload's adapters, config checks, and the roof
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -259,8 +258,8 @@ def test_a_mixed_adapter_batch_costs_one_more_adapter_weights_read_per_layer() -
     spec.options.update({"profile": "bestserve"})
     model = open_model(spec)
     base = batch_stats([1, 1], [500, 700])
-    single = dataclasses.replace(base, lora=lora_adapters([1, 1], [16, 16], [1, 1]))
-    mixed = dataclasses.replace(base, lora=lora_adapters([1, 1], [16, 16], [1, 2]))
+    single = base._replace(lora=lora_adapters([1, 1], [16, 16], [1, 1]))
+    mixed = base._replace(lora=lora_adapters([1, 1], [16, 16], [1, 2]))
     assert single.lora == ((16, 2.0),) and mixed.lora == ((16, 1.0), (16, 1.0))
     t_base, t_single, t_mixed = (estimate(model, b).duration_ns for b in (base, single, mixed))
     assert t_base < t_single < t_mixed

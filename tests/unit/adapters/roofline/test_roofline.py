@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from cosim.adapters.roofline import RooflineBackend, estimator, open_model
+from cosim.adapters.roofline import RooflineBackend, batch_stats, estimate, estimator, open_model
+from cosim.adapters.roofline.operators import lora_adapters
 from cosim.adapters.sdk import InvalidArgument, Session
 from cosim.v1 import types_pb2 as pb
 from tests.unit.adapters.roofline.roofline_helpers import LLAMA2_70B, make_model, make_spec, time_step
@@ -231,3 +232,27 @@ def test_memoized_collectives_follow_each_steps_tokens(profile: str) -> None:
         assert again.breakdown["allreduce"] == fresh.breakdown["allreduce"]
     eight, sixteen = (time_step(warm, [(1, 500)] * n).communication_ns for n in (8, 16))
     assert 0 < eight < sixteen
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(tp=2, options={"profile": "bestserve"}),
+    dict(tp=2, options={"profile": "auto"}),  # the fitted default: CUDA graphs, piecewise when mixed
+    dict(tp=2, pp=2, options={"profile": "auto", "execution": "eager", "eager_seq_us": 3.0}),
+    dict(pp=2, options={"profile": "bestserve", "tdp_w": 700.0}),
+])
+def test_a_warm_model_times_each_step_as_a_fresh_one_with_or_without_its_breakdown(kwargs: dict) -> None:
+    """The memo keeps a step's whole fixed part (device times, collectives, host costs) by tokens,
+    sequences and prefill group: a model that timed other steps first gives every step the message
+    a fresh model gives, and leaving the breakdown out leaves every other field as it was."""
+    batches = [[(1, 500)] * 8, [(1, 700)] * 16, [(1, 501)] * 8, [(64, 0), (1, 900), (1, 30)],
+               [(64, 10), (1, 900), (1, 30)], [(1, 900)] * 16, [(1, 20)] * 3]
+    warm = make_model(**kwargs)
+    for i, batch in enumerate(batches):
+        stats = batch_stats([n for n, _ in batch], [c for _, c in batch])
+        if i == len(batches) - 1:
+            stats = stats._replace(lora=lora_adapters([1, 1, 1], [16, 16, 8], [1, 1, 2]))
+        fresh = estimate(make_model(**kwargs), stats)
+        assert estimate(warm, stats) == fresh and fresh.breakdown
+        slim = estimate(warm, stats, with_breakdown=False)
+        fresh.ClearField("breakdown")
+        assert slim == fresh
