@@ -18,14 +18,11 @@ use pyo3::types::{PyFloat, PyInt, PyList, PyString, PyTuple};
 /// Simulated times are int64 nanoseconds on the wire and in numpy (292 years).
 pub const MAX_SIM_NS: i64 = i64::MAX;
 
-/// An error class of `cosim.hub.errors`.
-fn hub_error<'py>(py: Python<'py>, name: &'static str) -> PyResult<&'py Bound<'py, PyAny>> {
-    static HUB: GILOnceCell<PyObject> = GILOnceCell::new();
-    static SCENARIO: GILOnceCell<PyObject> = GILOnceCell::new();
-    match name {
-        "HubError" => HUB.import(py, "cosim.hub.errors", "HubError"),
-        _ => SCENARIO.import(py, "cosim.hub.errors", "ScenarioError"),
-    }
+/// The error class `name` of `cosim.hub.errors` (imported once).
+fn hub_error<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    static ERRORS: GILOnceCell<Py<PyModule>> = GILOnceCell::new();
+    let errors = ERRORS.get_or_try_init(py, || py.import("cosim.hub.errors").map(Bound::unbind))?;
+    errors.bind(py).getattr(name)
 }
 
 /// A call of `fn(*args)` at a simulated time, with a label saying what it is.
