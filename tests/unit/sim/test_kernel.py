@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cosim.hub.errors import HubError
+from cosim.hub.errors import HubError, ScenarioError
 from cosim.hub.sim.kernel import ARRIVAL, DONE, MAX_SIM_NS, WAKE, Kernel
 from cosim.hub.sim.records import RequestRecord
 
@@ -74,3 +74,11 @@ def test_peek_says_when_the_next_event_comes_and_advance_handles_one_in_place() 
     assert (kernel.now_ns, kernel.num_events, kernel.log) == (3, 1, [(3, "inline")])
     kernel.run(stop=lambda: bool(finished))
     assert peeked == [9, 5] and kernel.num_events == 2 and kernel.peek() == 9
+
+
+def test_an_event_past_the_int64_clock_is_the_scenarios_error() -> None:
+    kernel = Kernel()
+    with pytest.raises(ScenarioError, match=r"simulated time: event 'step done c0' would happen at 9\.223e\+09 s"):
+        kernel.call_at(MAX_SIM_NS + 1, DONE, lambda: None, label="step done c0")
+    kernel.call_at(MAX_SIM_NS, DONE, lambda: None)  # the last representable time is fine
+    assert kernel.num_pending == 1
