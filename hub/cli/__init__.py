@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import CosimError, RunFolderTaken, ScenarioError
 from ..studies.interrupts import exit_code, signal_name, sigterm_raises
+from .collector import tuned_collector
 
 # Command modules, in the order `cosim --help` lists them.
 COMMAND_MODULES = (
@@ -70,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     level = (logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:
-        with sigterm_raises():  # SIGTERM unwinds like Ctrl-C: partial run folders, backends stopped
+        # SIGTERM unwinds like Ctrl-C: partial run folders, backends stopped
+        with sigterm_raises(), tuned_collector():
             code = int(args.handler(args) or 0)
     except ScenarioError as err:
         print(f"error: {err.on_command_line() if isinstance(err, RunFolderTaken) else err}", file=sys.stderr)
