@@ -554,9 +554,12 @@ class RuntimeSessionProxy:
     def num_out_of_range(self) -> int: ...
     @property
     def hit_rate(self) -> float: ...
+    @property
+    def native(self) -> bool:
+        """Whether misses are timed by the backend's compiled model (``native``: a RooflineModel), in process."""
     def __init__(self, client: Any, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
-                 shared_cache: TimingCache | None = None, scale: float = 1.0) -> None: ...
+                 shared_cache: TimingCache | None = None, scale: float = 1.0, native: object | None = None) -> None: ...
     def join(self, rider: Any) -> None:
         """Adds a client (``name``, ``top_up(now_ns, depth)``) whose top-ups ride along when another misses."""
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,

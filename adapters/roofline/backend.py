@@ -126,11 +126,12 @@ class RooflineBackend(RuntimeBackend):
         mape, basis = declared
         return pb.StepError(low=-mape, high=mape, basis=basis)
 
-    def native_model(self, session: Session[pb.SessionSpec]) -> RooflineModel:
+    def native_model(self, session: Session[pb.SessionSpec]) -> RooflineModel | None:
         """The session's compiled model, whose ``predict`` the hub's timing cache calls directly in
-        process (with this backend's timing cache and checks)."""
+        process (with this backend's timing cache and checks); none for a subclass, which may time
+        steps its own way."""
         model: SessionModel = session.state
-        return model.native
+        return model.native if type(self) is RooflineBackend else None
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         """Times a batch (decodes by their count and context sum, DP padding, drafts, LoRA adapters),

@@ -12,7 +12,7 @@ finished.
 
 With ``op_model: fitted`` (the default profile) each operator is timed by the
 fitted kernel model instead (:mod:`.kernels`), and the host follows the
-execution mode (:func:`_host_ns`): vLLM V1 replays a decode-only step as one
+execution mode (the host costs of ``host_ns`` in the core): vLLM V1 replays a decode-only step as one
 CUDA graph and runs other steps as piecewise graphs, so Algorithm 1's eager
 per-module dispatch applies only under ``execution: eager``.
 

@@ -27,7 +27,7 @@ gate_up GEMM and a fused SiLU-and-mul.
 
 With the fitted kernel model (``Shape.fitted``, :mod:`.kernels`) the
 attention core is one FlashAttention varlen call over every sequence of the
-step (:func:`core_ops`), as vLLM V1 issues it, and the head adds the sampler.
+step (the core's ``core_ops``), as vLLM V1 issues it, and the head adds the sampler.
 
 Per module (the compiled core lists them: ``core/src/roofline/operators.rs``):
 

@@ -100,3 +100,23 @@ pub fn path_all_to_all_ns(size_bytes: f64, ranks: i64, link: &PathLink) -> f64 {
     }
     link.fastest_ns(size_bytes, ranks - 1, (ranks - 1) as f64 / ranks as f64).0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_all_reduce_by_hand() {
+        // 4 ranks: 10 µs + 6 hops of 1 µs, then 2 x 3/4 of 1 MB at 100 GB/s = 15 µs
+        let t = all_reduce_ns(1e6, 4, 100e9, 10.0, 1.0, Formula::Ring);
+        assert!((t - 31_000.0).abs() < 1e-6);
+        assert_eq!(all_reduce_ns(1e6, 1, 100e9, 10.0, 1.0, Formula::Ring), 0.0);
+    }
+
+    #[test]
+    fn nccl_picks_ll_for_small_messages_and_simple_for_large_ones() {
+        let link = PathLink { bus_gbps: 42.88, latency_us: 20.0 };
+        assert_eq!(link.fastest_ns(163_840.0, 2, 1.0).1, 0);
+        assert_eq!(link.fastest_ns(1_310_720.0, 2, 1.0).1, 1);
+    }
+}

@@ -386,3 +386,22 @@ pub fn stage_ns(pre: &[(f64, f64)], layer: &[(f64, f64)], num_layers: i64, post:
     let serial = sum(pre) + num_layers as f64 * sum(layer) + sum(post);
     overlap * overlapped + (1.0 - overlap) * serial
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithm_1_by_hand() {
+        // dispatch bound: the host's 20 per layer; compute bound: the device's 20; mixed: the lag repeats
+        assert_eq!(run_stage(&[], &[(10.0, 1.0), (10.0, 1.0)], 3, &[]), 61.0);
+        assert_eq!(run_stage(&[], &[(1.0, 10.0), (1.0, 10.0)], 3, &[]), 61.0);
+        assert_eq!(run_stage(&[], &[(5.0, 1.0), (1.0, 10.0)], 3, &[]), 38.0);
+    }
+
+    #[test]
+    fn a_host_that_takes_turns_with_the_device_adds_everything() {
+        let layer = [(5.0, 1.0), (1.0, 10.0)];
+        assert_eq!(stage_ns(&[(2.0, 3.0)], &layer, 3, &[(1.0, 1.0)], 0.0), 5.0 + 3.0 * 17.0 + 2.0);
+    }
+}

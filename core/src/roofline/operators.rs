@@ -86,7 +86,9 @@ fn attention_core(ops: &mut Vec<Op>, s: &Shape, g: &Group, group: usize) {
     }
     // Eager attention repeats the KV heads (repeat_kv), so K and V are read q wide.
     let scores = heads * g.pairs;
-    let op = |key, work, traffic, kind, rows| Op { module: ATTENTION, key, work, traffic, group, kind, rows, span: 0.0 };
+    let op = |key, work, traffic, kind, rows| {
+        Op { module: ATTENTION, key, work, traffic, group, kind, rows, span: 0.0 }
+    };
     ops.extend([op("attn_qk", 2.0 * g.pairs * q, ba * g.new * q + bkv * g.ctx * q + ba * scores, Kind::Gemm, g.new),
                 op("attn_softmax", scores, 2.0 * ba * scores, Kind::Elem, 0.0),                   // div by sqrt(d)
                 op("attn_softmax", scores, ba * (2.0 * scores + g.pairs), Kind::Elem, 0.0),       // mask add
@@ -217,7 +219,8 @@ pub fn lora_ops(ops: &mut Vec<Op>, s: &Shape, adapters: &[(i64, f64)]) {
     let ranks: i64 = adapters.iter().map(|&(rank, _)| rank).sum();
     let tokens = adapters.iter().fold(0.0, |sum, &(_, tokens)| sum + tokens);
     for (module, width) in groups {
-        ops.push(Op { module, key: "lora", work: 2.0 * rank_tokens * width, traffic: s.ba * (ranks as f64 + tokens) * width,
+        ops.push(Op { module, key: "lora", work: 2.0 * rank_tokens * width,
+                      traffic: s.ba * (ranks as f64 + tokens) * width,
                       group: BLEND, kind: Kind::Gemm, rows: tokens, span: 0.0 });
     }
 }

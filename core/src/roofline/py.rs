@@ -63,7 +63,8 @@ impl BatchError {
 pub fn check_batch(sequences: usize, drafts: usize, lora_ranks: usize, lora_ids: usize) -> Result<(), BatchError> {
     for (field, len) in [("draft_tokens", drafts), ("lora_ranks", lora_ranks), ("lora_ids", lora_ids)] {
         if len != 0 && len != sequences {
-            return Err(BatchError { field, value: len, message: format!("values, but the batch has {sequences} sequences") });
+            let message = format!("values, but the batch has {sequences} sequences");
+            return Err(BatchError { field, value: len, message });
         }
     }
     Ok(())
@@ -114,7 +115,8 @@ impl RooflineModel {
     /// Times one step: (duration, compute, memory, communication, dispatch ns, breakdown or None,
     /// energy_j or None).
     #[pyo3(signature = (stats, with_breakdown = true))]
-    fn estimate<'py>(&mut self, py: Python<'py>, stats: &BatchStats, with_breakdown: bool) -> PyResult<TimingTuple<'py>> {
+    fn estimate<'py>(&mut self, py: Python<'py>, stats: &BatchStats, with_breakdown: bool)
+        -> PyResult<TimingTuple<'py>> {
         timing_tuple(py, self.model.estimate(stats, with_breakdown))
     }
 
@@ -206,7 +208,8 @@ fn formula(name: &str) -> PyResult<Formula> {
 #[pyo3(signature = (size_bytes, ranks, bus_bytes_per_s, *, latency_us = 0.0, hop_latency_us = 0.0, formula = "ring"))]
 pub fn all_reduce_ns(size_bytes: f64, ranks: i64, bus_bytes_per_s: f64, latency_us: f64, hop_latency_us: f64,
                      formula: &str) -> PyResult<f64> {
-    Ok(collectives::all_reduce_ns(size_bytes, ranks, bus_bytes_per_s, latency_us, hop_latency_us, self::formula(formula)?))
+    let formula = self::formula(formula)?;
+    Ok(collectives::all_reduce_ns(size_bytes, ranks, bus_bytes_per_s, latency_us, hop_latency_us, formula))
 }
 
 /// One all-to-all, in ns.

@@ -72,7 +72,8 @@ pub struct BatchStats {
 impl BatchStats {
     #[new]
     #[pyo3(signature = (tokens, seqs, prefill_share, prefill, decode, lora = Vec::new()))]
-    fn py_new(tokens: f64, seqs: i64, prefill_share: f64, prefill: Group, decode: Group, lora: Vec<(i64, f64)>) -> Self {
+    fn py_new(tokens: f64, seqs: i64, prefill_share: f64, prefill: Group, decode: Group, lora: Vec<(i64, f64)>)
+        -> Self {
         BatchStats { tokens, seqs, prefill_share, prefill, decode, lora }
     }
 
