@@ -554,9 +554,12 @@ class RuntimeSessionProxy:
     def num_out_of_range(self) -> int: ...
     @property
     def hit_rate(self) -> float: ...
+    @property
+    def native(self) -> bool:
+        """Whether misses are timed by the backend's compiled model (``native``: a RooflineModel), in process."""
     def __init__(self, client: Any, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
-                 shared_cache: TimingCache | None = None, scale: float = 1.0) -> None: ...
+                 shared_cache: TimingCache | None = None, scale: float = 1.0, native: object | None = None) -> None: ...
     def join(self, rider: Any) -> None:
         """Adds a client (``name``, ``top_up(now_ns, depth)``) whose top-ups ride along when another misses."""
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
@@ -740,3 +743,72 @@ class Kernel:
         """Handles an event its caller handles itself, at ``time_ns`` (one before :meth:`peek`)."""
     def run(self, *, stop: Callable[[], bool] | None = None) -> None:
         """Handles events in order until the heap is empty or ``stop()`` is true."""
+
+# -- the roofline's step-time model (core/src/roofline; adapters/roofline documents it) ---------
+
+PCIE_PROTOCOLS: list[tuple[str, float, float, float]]
+CUSTOM_AR_MAX_BYTES: float
+
+class BatchGroup:
+    """Sums over the sequences of one attention group (``operators.Group``)."""
+
+    seqs: int
+    new: float
+    ctx: float
+    pairs: float
+    causal: float
+    max_len: float
+    def __init__(self, seqs: int = 0, new: float = 0.0, ctx: float = 0.0, pairs: float = 0.0, causal: float = 0.0,
+                 max_len: float = 0.0) -> None: ...
+
+class BatchStats:
+    """One step: token counts, attention groups and LoRA adapters (``operators.batch_stats``)."""
+
+    tokens: float
+    seqs: int
+    prefill_share: float
+    prefill: BatchGroup
+    decode: BatchGroup
+    lora: tuple[tuple[int, float], ...]
+    def __init__(self, tokens: float, seqs: int, prefill_share: float, prefill: BatchGroup, decode: BatchGroup,
+                 lora: Seq[tuple[int, float]] = ()) -> None: ...
+    def _replace(self, *, tokens: float | None = None, lora: Seq[tuple[int, float]] | None = None) -> BatchStats:
+        """A copy with ``tokens`` or ``lora`` changed."""
+
+StepTimes = tuple[int, int, int, int, int, dict[str, float] | None, float | None]
+
+class RooflineModel:
+    """A roofline session's model (``estimator.SessionModel.native``): times steps, memoizing what a
+    decode run leaves unchanged. Answers (duration, compute, memory, communication, dispatch ns,
+    breakdown or None, energy_j or None)."""
+
+    def __init__(self, shape: Any, params: Any, device: Any) -> None: ...
+    def estimate(self, stats: BatchStats, with_breakdown: bool = True) -> StepTimes: ...
+    def predict_batch(self, new: Seq[int], context: Seq[int], dp_rank_tokens: Seq[int], drafts: Seq[int],
+                      lora_ranks: Seq[int], lora_ids: Seq[int], slim: bool = False) -> StepTimes:
+        """Times a batch as the backend receives it, from the model's timing cache where it was timed
+        before (raises InvalidArgument for per-sequence fields of the wrong length)."""
+    def cached(self) -> int:
+        """Timings in the model's cache."""
+    def device_times(self, stats: BatchStats, with_breakdown: bool = True) -> tuple[
+            list[float], float, float, dict[str, float], list[float]]: ...
+    def layer_busy(self, stats: BatchStats, keys: Seq[str]) -> list[float]:
+        """Device time per module of one layer's ops whose keys are in ``keys`` (attention core aside)."""
+
+def kernel_ns(kind: int, work: float, traffic: float, rows: float, k: Any, peak_flops: float, mem_bw: float,
+              span: float = 0.0) -> tuple[float, bool]: ...
+def attention_tiles(heads: float, kv_heads: float, tokens: float, seqs: float) -> float: ...
+def moe_ns(shape: Any, tokens: float, active: float, k: Any, peak_flops: float, mem_bw: float) -> float: ...
+def all_reduce_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, latency_us: float = 0.0,
+                  hop_latency_us: float = 0.0, formula: str = "ring") -> float: ...
+def all_to_all_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, latency_us: float = 0.0,
+                  hop_latency_us: float = 0.0) -> float: ...
+def path_protocol_ns(link: Any, protocol: int, size_bytes: float, steps: int, share: float) -> float: ...
+def path_fastest_ns(link: Any, size_bytes: float, steps: int, share: float) -> tuple[float, int]: ...
+def path_all_reduce_ns(size_bytes: float, ranks: int, link: Any) -> float: ...
+def path_all_to_all_ns(size_bytes: float, ranks: int, link: Any) -> float: ...
+def batch_stats(new_tokens: Seq[int], context_tokens: Seq[int], draft_tokens: Seq[int] = ()) -> BatchStats: ...
+def decode_stats(seqs: int, context_sum: int) -> BatchStats: ...
+def lora_adapters(new_tokens: Seq[int], ranks: Seq[int], ids: Seq[int]) -> tuple[tuple[int, float], ...]: ...
+def run_stage(pre: Seq[tuple[float, float]], layer: Seq[tuple[float, float]], num_layers: int,
+              post: Seq[tuple[float, float]]) -> float: ...

@@ -6,6 +6,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+from cosim_core import RooflineModel
 from google.protobuf.json_format import MessageToDict
 
 from cosim.adapters.sdk import InvalidArgument, PlainBatch, RuntimeBackend, Session
@@ -13,39 +14,29 @@ from cosim.v1 import types_pb2 as pb
 
 from . import fitted
 from .collectives import PathLink, path_link, path_name
-from .estimator import Device, SessionModel, estimate
-from .operators import batch_stats, decode_stats, lora_adapters, make_shape
+from .estimator import Device, SessionModel, step_timing
+from .operators import make_shape
 from .params import FITTED_PROFILES, resolve_params
 
 log = logging.getLogger(__name__)
 
-CACHE_SIZE = 16384  # step timings kept per session (BestServe §3.3.4)
-SHARED_STATES = 8  # models and their caches kept for later sessions of an equal model
+SHARED_STATES = 8  # models (with their timing caches) kept for later sessions of an equal model
 # Options that leave the fitted default's step times as its cross-validation scored them.
 UNSCORED_OK_OPTIONS = frozenset({"profile", "family", "tdp_w"})
 
-
-class _State:
-    """A session's precomputed model and its timing cache, keyed by the batch (a batch of decodes
-    by its sequence count and context sum: :func:`.operators.batch_stats` reads nothing else of it,
-    so decode batches that sum alike share an entry)."""
-
-    def __init__(self, model: SessionModel) -> None:
-        self.model = model
-        self.cache: OrderedDict[tuple[object, ...], pb.StepTiming] = OrderedDict()
-
-
 # A step's time is a pure function of the session's model and the batch, so sessions opened in this
-# process whose models are equal share one state: the runs of a goodput search or a sweep, which
-# open the same sessions again and again, reuse each other's timings.
-_states: OrderedDict[SessionModel, _State] = OrderedDict()
+# process whose models are equal share one model, and with it its timing cache (the compiled model's:
+# core/src/roofline/cache.rs, 16384 timings, a batch of decodes keyed by its sequence count and
+# context sum): the runs of a goodput search or a sweep, which open the same sessions again and
+# again, reuse each other's timings.
+_states: OrderedDict[SessionModel, SessionModel] = OrderedDict()
 
 
-def _shared_state(model: SessionModel) -> _State:
-    """The state of the sessions whose model equals ``model`` (device, parameters and shape)."""
+def _shared_state(model: SessionModel) -> SessionModel:
+    """The model of the sessions whose model equals ``model`` (device, parameters and shape)."""
     state = _states.get(model)
     if state is None:
-        state = _states[model] = _State(model)
+        state = _states[model] = model
         if len(_states) > SHARED_STATES:
             _states.popitem(last=False)
     _states.move_to_end(model)
@@ -103,20 +94,6 @@ def open_model(spec: pb.SessionSpec) -> SessionModel:
     return SessionModel(shape=shape, params=params, device=device)
 
 
-def _lora(batch: pb.StepBatch | PlainBatch) -> tuple[tuple[int, float], ...]:
-    """The batch's LoRA adapters (rank, tokens) for :func:`.operators.lora_ops`.
-
-    Raises:
-        InvalidArgument: lora_ranks or lora_ids not one per sequence.
-    """
-    for name in ("lora_ranks", "lora_ids"):
-        values = getattr(batch, name)
-        if values and len(values) != len(batch.new_tokens):
-            raise InvalidArgument(f"batch.{name}", len(values),
-                                  f"values, but the batch has {len(batch.new_tokens)} sequences")
-    return lora_adapters(batch.new_tokens, batch.lora_ranks, batch.lora_ids)
-
-
 class RooflineBackend(RuntimeBackend):
     """BestServe's adapted roofline with dispatch overlap, TP, PP and MoE."""
 
@@ -131,7 +108,7 @@ class RooflineBackend(RuntimeBackend):
     file_options = ("profile",)  # a path; plain names (auto, none, a shipped profile) are not files
     plain_batches = True
 
-    def open_session(self, spec: pb.SessionSpec) -> _State:
+    def open_session(self, spec: pb.SessionSpec) -> SessionModel:
         model = open_model(spec)
         log.debug("roofline session for %s on %s: %s", spec.model.name, spec.hardware.device, model.params)
         return _shared_state(model)
@@ -149,32 +126,22 @@ class RooflineBackend(RuntimeBackend):
         mape, basis = declared
         return pb.StepError(low=-mape, high=mape, basis=basis)
 
+    def native_model(self, session: Session[pb.SessionSpec]) -> RooflineModel | None:
+        """The session's compiled model, whose ``predict`` the hub's timing cache calls directly in
+        process (with this backend's timing cache and checks); none for a subclass, which may time
+        steps its own way."""
+        model: SessionModel = session.state
+        return model.native if type(self) is RooflineBackend else None
+
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
-        state: _State = session.state
-        ranks = batch.dp_rank_tokens
-        padded = max(ranks) if ranks else 0  # DP lock-step: vLLM pads every rank's forward to the most
-        slim = session.omit_breakdown  # a timing cached without its breakdown serves only such calls
-        new, context = batch.new_tokens[:], batch.context_tokens[:]  # a message field is slow to iterate: lists
-        drafts = tuple(batch.draft_tokens)
-        if drafts and len(drafts) != len(new):
-            raise InvalidArgument("batch.draft_tokens", len(drafts), f"values, but the batch has {len(new)} sequences")
-        # Decodes only (as batch_stats tells them, for new tokens > 0), by the quickest tests in C.
-        seqs = len(new)
-        decodes = new.count(1) == seqs and 0 not in context and not batch.lora_ranks and not any(drafts)
-        if decodes:
-            context_sum = sum(context)
-            key: tuple[object, ...] = (seqs, context_sum, padded, slim)  # decodes: timed by count and sum
-        else:
-            key = (tuple(new), tuple(context), padded, slim, tuple(batch.lora_ranks), tuple(batch.lora_ids), drafts)
-        timing = state.cache.get(key)
-        if timing is None:
-            stats = decode_stats(seqs, context_sum) if decodes else batch_stats(new, context, drafts)
-            if padded > stats.tokens:  # padding rows run every token-wise op, not attention or the LM head
-                stats = stats._replace(tokens=float(padded))
-            if batch.lora_ranks:
-                stats = stats._replace(lora=_lora(batch))
-            timing = estimate(state.model, stats, with_breakdown=not slim)
-            state.cache[key] = timing
-            if len(state.cache) > CACHE_SIZE:
-                state.cache.popitem(last=False)
-        return timing
+        """Times a batch (decodes by their count and context sum, DP padding, drafts, LoRA adapters),
+        from the model's cache where it was timed before (``cosim_core.RooflineModel.predict_batch``).
+
+        Raises:
+            InvalidArgument: draft_tokens, lora_ranks or lora_ids not one per sequence.
+        """
+        model: SessionModel = session.state
+        # a message field is slow to iterate: lists
+        return step_timing(model.native.predict_batch(
+            batch.new_tokens[:], batch.context_tokens[:], batch.dp_rank_tokens[:], batch.draft_tokens[:],
+            batch.lora_ranks[:], batch.lora_ids[:], session.omit_breakdown))

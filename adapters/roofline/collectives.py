@@ -37,6 +37,15 @@ with NCCL's base and per-step latencies of each protocol on PCI. A
 Simple bus bandwidth) and is built from a preset's figures by
 :func:`path_link`.
 
+The times are the compiled core's (``core/src/roofline/collectives.rs``):
+``all_reduce_ns(size_bytes, ranks, bus_bytes_per_s, *, latency_us=0,
+hop_latency_us=0, formula="ring")`` (``formula`` ``bestserve``: BestServe's
+formula 8, bytes / n), ``all_to_all_ns(size_bytes, ranks, bus_bytes_per_s, *,
+latency_us=0, hop_latency_us=0)``, and on a path ``path_all_reduce_ns(size_bytes,
+ranks, link)`` (2(n-1) steps, 2(n-1)/n of the bytes) and
+``path_all_to_all_ns(size_bytes, ranks, link)`` (n-1 steps, (n-1)/n of the bytes),
+each 0 for a single rank.
+
 Main names: :func:`all_reduce_ns`, :func:`all_to_all_ns`, :func:`path_all_reduce_ns`,
 :func:`path_all_to_all_ns`, :class:`PathLink`, :func:`path_link`, :data:`PATH_CODES`.
 """
@@ -45,48 +54,19 @@ from __future__ import annotations
 
 import dataclasses
 
-NS = 1e9
+from cosim_core import PCIE_PROTOCOLS as PROTOCOL_FIGURES
+from cosim_core import (
+    all_reduce_ns,
+    all_to_all_ns,
+    path_all_reduce_ns,
+    path_all_to_all_ns,
+    path_fastest_ns,
+    path_protocol_ns,
+)
 
-
-def all_reduce_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, latency_us: float = 0.0,
-                  hop_latency_us: float = 0.0, formula: str = "ring") -> float:
-    """Time of one all-reduce of ``size_bytes`` per rank over ``ranks`` ranks, in ns.
-
-    Args:
-        size_bytes: the buffer every rank holds before and after.
-        ranks: ranks taking part (> 1).
-        bus_bytes_per_s: bus bandwidth, bytes/s (link bandwidth x efficiency).
-        latency_us: fixed time of the collective.
-        hop_latency_us: latency of one of its 2(ranks - 1) steps.
-        formula: ``ring`` (2(n-1)/n x bytes) or ``bestserve`` (BestServe's
-            formula 8, bytes / n).
-
-    Returns:
-        The all-reduce time in ns; 0 for a single rank.
-    """
-    if ranks < 2:
-        return 0.0
-    scale = 1.0 / ranks if formula == "bestserve" else 2.0 * (ranks - 1) / ranks
-    return (latency_us + 2 * (ranks - 1) * hop_latency_us) * 1e3 + scale * size_bytes / bus_bytes_per_s * NS
-
-
-def all_to_all_ns(size_bytes: float, ranks: int, bus_bytes_per_s: float, *, latency_us: float = 0.0,
-                  hop_latency_us: float = 0.0) -> float:
-    """Time of one all-to-all of each rank's ``size_bytes`` buffer over ``ranks`` ranks, in ns.
-
-    Args:
-        size_bytes: each rank's send buffer, (ranks - 1)/ranks of which leaves the rank.
-        ranks: ranks taking part (> 1).
-        bus_bytes_per_s: bus bandwidth, bytes/s (link bandwidth x efficiency).
-        latency_us: fixed time of the collective.
-        hop_latency_us: latency of one of its ranks - 1 steps.
-
-    Returns:
-        The all-to-all time in ns; 0 for a single rank.
-    """
-    if ranks < 2:
-        return 0.0
-    return (latency_us + (ranks - 1) * hop_latency_us) * 1e3 + (ranks - 1) / ranks * size_bytes / bus_bytes_per_s * NS
+__all__ = ["HOST_STAGED_BUS_GBPS", "HOST_STAGED_LATENCY_US", "LL", "PATHS", "PATH_CODES", "PCIE_PROTOCOLS", "SIMPLE",
+           "PathLink", "Protocol", "all_reduce_ns", "all_to_all_ns", "path_all_reduce_ns", "path_all_to_all_ns",
+           "path_link", "path_name"]
 
 
 # -- paths without NVLink ---------------------------------------------------------------------
@@ -119,13 +99,12 @@ class Protocol:
     width: float
 
 
-# NCCL 2.28.3, src/graph/tuning.cc (ncclTunerConstantsDefaults): Ring baseLat LL 6.6 µs,
-# Simple 8.4 µs; hwLat[PCI][Ring] LL 1.0 µs, Simple 5.7 µs; Ring LL busBw x 0.5 (an LL line is
-# 8 bytes of which 4 are data). LL128 needs typeIntra <= PATH_NVB (NVLink), so it never runs
-# over PCIe. The Vidur PCIe all-reduces (docs/validation.md) fit best with that 0.5.
-LL = Protocol("LL", base_latency_us=6.6, hop_latency_us=1.0, width=0.5)
-SIMPLE = Protocol("Simple", base_latency_us=8.4, hop_latency_us=5.7, width=1.0)
-PCIE_PROTOCOLS = (LL, SIMPLE)
+# NCCL's protocols on PCI, as the compiled core holds them (its source: NCCL 2.28.3's tuning
+# constants, core/src/roofline/collectives.rs): LL (6.6 µs base, 1.0 µs per step, half the bus
+# bandwidth) and Simple (8.4 µs, 5.7 µs, all of it). LL128 needs NVLink, so it never runs over PCIe.
+# The Vidur PCIe all-reduces (docs/validation.md) fit best with LL's 0.5.
+LL, SIMPLE = PCIE_PROTOCOLS = tuple(Protocol(*figures) for figures in PROTOCOL_FIGURES)
+
 
 # NCCL's SHM transport: the sending GPU stores into a host buffer, the receiving GPU loads from it
 # (src/transport/shm.cc; copy engines only with NCCL_SHM_USE_CUDA_MEMCPY=1), so every byte crosses
@@ -157,14 +136,14 @@ class PathLink:
 
     def protocol_ns(self, protocol: Protocol, size_bytes: float, steps: int, share: float) -> float:
         """Time of a collective of ``steps`` ring steps that sends ``share`` x ``size_bytes`` per
-        rank, with ``protocol``, in ns."""
-        fixed = self.latency_us + protocol.base_latency_us - LL.base_latency_us + steps * protocol.hop_latency_us
-        return fixed * 1e3 + share * size_bytes / (protocol.width * self.bus_gbps)
+        rank, with ``protocol``, in ns: ``latency_us`` plus the protocol's base latency over LL's and
+        its ``steps`` hop latencies, then the bytes at ``width`` x ``bus_gbps``."""
+        return path_protocol_ns(self, PCIE_PROTOCOLS.index(protocol), size_bytes, steps, share)
 
     def fastest_ns(self, size_bytes: float, steps: int, share: float) -> tuple[float, Protocol]:
-        """The protocol NCCL's tuning model would pick (the fastest), and its time in ns."""
-        timed = [(self.protocol_ns(p, size_bytes, steps, share), p) for p in PCIE_PROTOCOLS]
-        return min(timed, key=lambda item: item[0])
+        """The protocol NCCL's tuning model would pick (the fastest; LL on a tie), and its time in ns."""
+        ns, index = path_fastest_ns(self, size_bytes, steps, share)
+        return ns, PCIE_PROTOCOLS[index]
 
 
 def path_name(code: float) -> str:
@@ -211,20 +190,3 @@ def path_link(path: str, gbps: float, *, latency_us: float, bus_efficiency: floa
     if path == "host_staged":
         return PathLink(path, min(host_staged_gbps, p2p_gbps), host_staged_latency_us)
     return PathLink(path, p2p_gbps, latency_us)
-
-
-def path_all_reduce_ns(size_bytes: float, ranks: int, link: PathLink) -> float:
-    """Ring all-reduce of ``size_bytes`` per rank over ``ranks`` ranks on ``link``, in ns: NCCL's
-    faster protocol, 2(ranks - 1) steps, 2(ranks - 1)/ranks of the bytes."""
-    if ranks < 2:
-        return 0.0
-    return link.fastest_ns(size_bytes, 2 * (ranks - 1), 2.0 * (ranks - 1) / ranks)[0]
-
-
-def path_all_to_all_ns(size_bytes: float, ranks: int, link: PathLink) -> float:
-    """All-to-all (or all-gather, reduce-scatter) of each rank's ``size_bytes`` buffer over
-    ``ranks`` ranks on ``link``, in ns: NCCL's faster protocol, ranks - 1 steps, (ranks - 1)/ranks
-    of the bytes."""
-    if ranks < 2:
-        return 0.0
-    return link.fastest_ns(size_bytes, ranks - 1, (ranks - 1) / ranks)[0]

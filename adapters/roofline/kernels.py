@@ -53,7 +53,15 @@ kernel measurements; ``profiles/fitted.yaml`` ships them):
   on an H100 where its GEMMs account for 33 µs).
 
 All terms grow with the work, so a step's device time never falls when a
-token or a sequence is added. Main names: :class:`KernelParams`,
+token or a sequence is added.
+
+``kernel_ns(kind, work, traffic, rows, k, peak_flops, mem_bw, span=0.0)``
+returns a kernel's time in ns and whether its compute term bounds it:
+``rows`` is the GEMM's M or the attention call's query tiles
+(``attention_tiles(heads, kv_heads, tokens, seqs)``), ``span`` the keys of
+the longest sequence of an attention call with a prefill chunk (0 for a
+decode-only call); a GEMM of no rows takes 0. Both are the compiled core's
+(``core/src/roofline/kernels.rs``). Main names: :class:`KernelParams`,
 :func:`kernel_ns`, :data:`KERNEL_KEYS`.
 """
 
@@ -61,13 +69,12 @@ from __future__ import annotations
 
 import dataclasses
 
+# The model itself is in the compiled core (core/src/roofline/kernels.rs, issue #37).
+from cosim_core import attention_tiles, kernel_ns
+
 # Operator classes (the ``kind`` of an op in :mod:`.operators`).
 GEMM, ELEM, ATTN, SAMPLE, MOE = range(5)
 KIND_NAMES = ("gemm", "elementwise", "attention", "sampler", "moe")
-# Query rows per FlashAttention tile: kBlockM = 128 for head_dim 128 in FlashAttention-2/3
-# (Dao, "FlashAttention-2", 2023, §3.3; FlashAttention-3's Hopper kernels, hdim 128).
-TILE_ROWS = 128
-NS = 1e9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,43 +118,5 @@ class KernelParams:
 KERNEL_KEYS = tuple(f.name for f in dataclasses.fields(KernelParams))
 EFFICIENCY_KEYS = frozenset(k for k in KERNEL_KEYS if k.endswith(("_eff", "_share")))
 
-
-def attention_tiles(heads: float, kv_heads: float, tokens: float, seqs: float) -> float:
-    """Query tiles of one attention call: ``heads x tokens / 128 + kv_heads x seqs`` (see module)."""
-    return heads * tokens / TILE_ROWS + kv_heads * seqs
-
-
-def kernel_ns(kind: int, work: float, traffic: float, rows: float, k: KernelParams,
-              peak_flops: float, mem_bw: float, span: float = 0.0) -> tuple[float, bool]:
-    """Device time of one kernel, in ns, and whether its compute term bounds it.
-
-    Args:
-        kind: GEMM, ELEM, ATTN, SAMPLE or MOE (the fused MoE call's own floor: work and traffic 0).
-        work: FLOPs.
-        traffic: bytes read and written.
-        rows: the GEMM's M; the attention call's query tiles (:func:`attention_tiles`); unused
-            otherwise.
-        k: the family's parameters.
-        peak_flops: the device's dense peak for the dtype, FLOP/s.
-        mem_bw: the device's memory bandwidth, bytes/s.
-        span: keys of the longest sequence of an attention call with a prefill chunk; 0 for a
-            decode-only call.
-    """
-    if kind == GEMM:
-        if rows <= 0:
-            return 0.0, False
-        t_c = work * (rows + k.gemm_m_half) / (rows * k.gemm_eff * peak_flops)
-        t_m = traffic / (k.gemm_mem_eff * mem_bw)
-        return (t_c if t_c > t_m else t_m) * NS + k.gemm_floor_us * 1e3, t_c > t_m
-    if kind == ATTN:
-        t_c = work / (k.attn_eff * peak_flops) + rows * k.attn_tile_us * 1e-6
-        if span:
-            t_c = max(t_c, span * k.attn_span_ns * 1e-9)
-            t_m = traffic / (k.attn_varlen_share * k.attn_mem_eff * mem_bw)
-        else:
-            t_m = traffic / (k.attn_mem_eff * mem_bw)
-        return (t_c if t_c > t_m else t_m) * NS + k.attn_floor_us * 1e3, t_c > t_m
-    if kind == MOE:
-        return k.moe_floor_us * 1e3, False
-    floor = k.sampler_us if kind == SAMPLE else k.elem_floor_us
-    return traffic / (k.elem_mem_eff * mem_bw) * NS + floor * 1e3, False
+__all__ = ["ATTN", "EFFICIENCY_KEYS", "ELEM", "GEMM", "KERNEL_KEYS", "KIND_NAMES", "MOE", "SAMPLE",
+           "KernelParams", "attention_tiles", "kernel_ns"]

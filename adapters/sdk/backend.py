@@ -118,6 +118,13 @@ class RuntimeBackend(Backend):
         """Times consecutive steps; override to vectorize over batches."""
         return [self.predict(session, batch) for batch in batches]
 
+    def native_model(self, session: Session[pb.SessionSpec]) -> object | None:
+        """A compiled model the hub's timing cache may call in place of :meth:`predict` when it runs
+        this backend in process (the in-process client hands it over; over gRPC it is never asked):
+        one the compiled core knows (``cosim_core.RooflineModel``), whose answers, checks and cache
+        are :meth:`predict`'s. None (the default): every step goes through :meth:`predict`."""
+        return None
+
     def check_device(self, spec: pb.SessionSpec) -> None:
         if self.known_devices is not None and spec.hardware.device not in self.known_devices:
             raise InvalidArgument("spec.hardware.device", spec.hardware.device,

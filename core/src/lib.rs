@@ -10,7 +10,8 @@
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
 //! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]);
-//! and each step's energy ([`power::StepEnergy`]); and the event loop ([`kernel::Kernel`]).
+//! and each step's energy ([`power::StepEnergy`]); and the event loop ([`kernel::Kernel`]); and the roofline
+//! backend's step-time model ([`roofline`]).
 
 pub mod batch;
 pub mod cow_map;
@@ -26,6 +27,7 @@ pub mod pool;
 pub mod power;
 pub mod recording;
 pub mod records;
+pub mod roofline;
 pub mod rows;
 pub mod runs;
 pub mod scheduler;
@@ -77,5 +79,6 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(recording::record_run, module)?)?;
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::block_hashes, module)?)?;
+    roofline::py::register(module)?;
     Ok(())
 }

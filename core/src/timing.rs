@@ -13,7 +13,9 @@
 //! Runs of one process that open equal sessions share a cache ([`SharedTimings`]). The common
 //! path, a hit for a batch the step timer formed (`crate::step_timer`, through
 //! [`RuntimeSessionProxy::time`]) or a decode run's step ([`RuntimeSessionProxy::peek_run`]),
-//! builds its key from Rust data and calls no Python.
+//! builds its key from Rust data and calls no Python. Where the backend is the in-process roofline,
+//! a miss calls its compiled model ([`RooflineModel`]) directly, with the backend's checks and cache,
+//! counted as the client's call (`native`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -25,6 +27,8 @@ use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
 use rustc_hash::{FxBuildHasher, FxHasher};
 
+use crate::roofline::cache::BatchRef;
+use crate::roofline::py::{check_batch, RooflineModel};
 use crate::runs::DecodeRun;
 
 /// The parts of a StepTiming the hub uses (`energy_j` None: the backend reported none).
@@ -322,6 +326,8 @@ impl SharedTimings {
 ///     shared_cache: the cache to use, shared with earlier runs' proxies of an equal session
 ///         (`SharedTimings.cache`); None: its own. It holds the timings as scaled.
 ///     scale: every step's duration is the backend's times this (a prediction interval's edge).
+///     native: the backend's compiled model (`RuntimeClient.native_model`), timed in place of
+///         `predict_steps` where it is a [`RooflineModel`]; anything else (None) is ignored.
 #[pyclass(module = "cosim_core")]
 pub struct RuntimeSessionProxy {
     #[pyo3(get)]
@@ -341,6 +347,7 @@ pub struct RuntimeSessionProxy {
     #[pyo3(get)]
     pub bucket_tokens: i64,
     cache: Py<TimingCache>,
+    native: Option<Py<RooflineModel>>,
     /// Per rider (its address; 0: none): its own predictions used since its last miss.
     hits_since_miss: HashMap<usize, i64>,
     riders: Vec<PyObject>,
@@ -366,18 +373,21 @@ impl RuntimeSessionProxy {
 
     #[new]
     #[pyo3(signature = (client, session_id, *, client_name = String::new(), cache = true, lookahead = true,
-                        max_cache_entries = 20_000, bucket_tokens = 0, shared_cache = None, scale = 1.0))]
+                        max_cache_entries = 20_000, bucket_tokens = 0, shared_cache = None, scale = 1.0,
+                        native = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, client: PyObject, session_id: String, client_name: String, cache: bool, lookahead: bool,
-           max_cache_entries: usize, bucket_tokens: i64, shared_cache: Option<Py<TimingCache>>, scale: f64)
-        -> PyResult<Self> {
+           max_cache_entries: usize, bucket_tokens: i64, shared_cache: Option<Py<TimingCache>>, scale: f64,
+           native: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let cache_store = match shared_cache {
             Some(shared) => shared,
             None => Py::new(py, TimingCache::default())?,
         };
         Ok(RuntimeSessionProxy {
             client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache,
-            max_cache_entries, bucket_tokens, cache: cache_store, hits_since_miss: HashMap::new(), riders: Vec::new(),
+            max_cache_entries, bucket_tokens, cache: cache_store,
+            native: native.and_then(|model| model.downcast::<RooflineModel>().ok()).map(|model| model.clone().unbind()),
+            hits_since_miss: HashMap::new(), riders: Vec::new(),
             num_lookups: 0, num_hits: 0, num_out_of_range: 0,
         })
     }
@@ -385,6 +395,9 @@ impl RuntimeSessionProxy {
     // The riders (step timers) hold the proxy: the garbage collector sees the cycle through these.
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
         visit.call(&self.client)?;
+        if let Some(native) = &self.native {
+            visit.call(native)?;
+        }
         for rider in &self.riders {
             visit.call(rider)?;
         }
@@ -427,6 +440,12 @@ impl RuntimeSessionProxy {
             return Ok(None);
         }
         Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?.hashed()))
+    }
+
+    /// Whether misses are timed by the backend's compiled model, in process.
+    #[getter]
+    fn native(&self) -> bool {
+        self.native.is_some()
     }
 
     #[getter]
@@ -499,18 +518,27 @@ impl RuntimeSessionProxy {
             (this.client.clone_ref(py), this.session_id.clone(), name, this.scale)
         };
         let client = client.bind(py);
-        let make = client.getattr(intern!(py, "step_batch"))?;
-        let batches = PyList::new(py, keys.iter().map(|(k, signature)| k.key.to_batch(&make, signature.as_ref()))
-            .collect::<PyResult<Vec<_>>>()?)?;
-        let kwargs = PyDict::new(py);
-        kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
-        kwargs.set_item(intern!(py, "client"), name)?;
-        kwargs.set_item(intern!(py, "omit_breakdown"), true)?; // the hub reads no breakdown
-        let answers = client.call_method(intern!(py, "predict_steps"), (session_id, batches), Some(&kwargs))?;
-        let mut timings = Vec::with_capacity(keys.len());
-        for answer in answers.try_iter()? {
-            let timing = Timing::from_step_timing(&answer?)?;
-            timings.push(if scale != 1.0 { timing.scaled(scale) } else { timing });
+        let native = slf.borrow().native.as_ref().map(|model| model.clone_ref(py));
+        let natively = match &native {
+            Some(model) => Self::time_natively(model.bind(py), client, &keys)?,
+            None => None,
+        };
+        let mut timings = match natively {
+            Some(timings) => timings,
+            None => {
+                let make = client.getattr(intern!(py, "step_batch"))?;
+                let batches = PyList::new(py, keys.iter()
+                    .map(|(k, signature)| k.key.to_batch(&make, signature.as_ref())).collect::<PyResult<Vec<_>>>()?)?;
+                let kwargs = PyDict::new(py);
+                kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
+                kwargs.set_item(intern!(py, "client"), name)?;
+                kwargs.set_item(intern!(py, "omit_breakdown"), true)?; // the hub reads no breakdown
+                let answers = client.call_method(intern!(py, "predict_steps"), (session_id, batches), Some(&kwargs))?;
+                answers.try_iter()?.map(|answer| Timing::from_step_timing(&answer?)).collect::<PyResult<Vec<_>>>()?
+            }
+        };
+        if scale != 1.0 {
+            timings.iter_mut().for_each(|timing| *timing = timing.scaled(scale));
         }
         let first = *timings.first().ok_or_else(|| {
             pyo3::exceptions::PyValueError::new_err("the backend answered no timing")
@@ -525,6 +553,33 @@ impl RuntimeSessionProxy {
         }
         this.num_out_of_range += i64::from(first.out_of_range); // the steps run, not the batches predicted
         Ok(first)
+    }
+
+    /// Times `keys` with the backend's compiled model, as `predict_steps` would (its checks, its
+    /// timing cache, no breakdown), counting the call as the client's (`num_calls`). None, before
+    /// anything is timed or counted, where a batch is not one the hub forms (a field the backend
+    /// does not read, counts the checks refuse): the Python path then answers, or raises its error.
+    fn time_natively(model: &Bound<'_, RooflineModel>, client: &Bound<'_, PyAny>,
+                     keys: &[(Hashed, Option<Bound<'_, PyTuple>>)]) -> PyResult<Option<Vec<Timing>>> {
+        let py = model.py();
+        let mut batches = Vec::with_capacity(keys.len());
+        for (k, _) in keys {
+            match native_batch(&k.key) {
+                Some(batch) => batches.push(batch),
+                None => return Ok(None),
+            }
+        }
+        let calls: i64 = client.getattr(intern!(py, "num_calls"))?.extract()?;
+        client.setattr(intern!(py, "num_calls"), calls + 1)?;
+        let mut model = model.borrow_mut();
+        let mut timings = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            let t = model.predict(py, batch, true)?;
+            timings.push(Timing { duration_ns: t.duration_ns, energy_j: t.energy_j, out_of_range: false,
+                                  communication_ns: t.communication_ns, compute_ns: t.compute_ns,
+                                  memory_ns: t.memory_ns, dispatch_ns: t.dispatch_ns });
+        }
+        Ok(Some(timings))
     }
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
@@ -565,4 +620,30 @@ impl RuntimeSessionProxy {
         }
         Ok(predicted)
     }
+}
+
+/// The batch of `key` as the compiled roofline reads it, where it passes every check of the Python
+/// path (`validate_batches`, the backend's): sequences with new tokens > 0 and contexts >= 0, and
+/// only the StepBatch fields the roofline reads, one value per sequence (DP ranks aside).
+fn native_batch(key: &StepKey) -> Option<BatchRef<'_>> {
+    let n = key.new.len();
+    if n == 0 || key.context.len() != n || key.new.iter().any(|&t| t <= 0) || key.context.iter().any(|&t| t < 0) {
+        return None;
+    }
+    let mut batch = BatchRef { new: &key.new, context: &key.context, dp_rank_tokens: &[], drafts: &[], lora_ranks: &[],
+                               lora_ids: &[] };
+    for (name, values) in &key.fields {
+        if values.iter().any(|&v| v < 0) {
+            return None;
+        }
+        match name.as_str() {
+            "dp_rank_tokens" => batch.dp_rank_tokens = values,
+            "draft_tokens" => batch.drafts = values,
+            "lora_ranks" => batch.lora_ranks = values,
+            "lora_ids" => batch.lora_ids = values,
+            _ => return None,
+        }
+    }
+    check_batch(n, batch.drafts.len(), batch.lora_ranks.len(), batch.lora_ids.len()).ok()?;
+    Some(batch)
 }

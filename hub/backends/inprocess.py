@@ -65,6 +65,13 @@ class InProcessRuntimeClient(RuntimeClient):
         request = self._request(session_id, list(batches), omit_breakdown)
         return self.call(self._predict_direct, request, sim_time_ns=sim_time_ns, client=client)
 
+    def native_model(self, session_id: str) -> object | None:
+        """The backend's compiled model of the session (``RuntimeBackend.native_model``), which the
+        hub's timing cache calls in place of :meth:`predict_steps`, counting each call as one."""
+        session = self.sessions.get(session_id)
+        live = self._servicer.sessions.get(session.live_id) if session is not None and session.live_id else None
+        return None if live is None else self._servicer.backend.native_model(live)
+
     def _predict_direct(self, request: DirectPredict, timeout: float | None = None) -> list[pb.StepTiming]:
         return self._servicer.predict_in_process(request, cast(grpc.ServicerContext, _Context()))
 

@@ -306,6 +306,11 @@ class RuntimeClient(BackendClient):
         self._streaming = self._stream_stub is not None
         self._stream: StepStream | None = None
 
+    def native_model(self, session_id: str) -> object | None:
+        """The backend's compiled model of session ``session_id`` where the hub may call it directly
+        (an in-process backend's ``RuntimeBackend.native_model``); None over gRPC."""
+        return None
+
     def open_session(self, spec: pb.SessionSpec) -> pb.OpenSessionResponse:
         """Opens a session (OpenSession), re-opened with ``spec`` if the backend loses it."""
         return self._open(self.stub.OpenSession, rt_pb.OpenSessionRequest(spec=spec))

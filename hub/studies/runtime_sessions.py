@@ -83,5 +83,5 @@ class RuntimeSessions:
                                                 scale))
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=spec.client, cache=backend_config.cache,
                                     lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared,
-                                    scale=scale)
+                                    scale=scale, native=backend.native_model(opened.session_id))
         return proxy, opened

@@ -5,7 +5,7 @@ routing, sort, quantization, both expert GEMMs, activation and combine) by
 token count for many model shapes, per GPU system. With the router's choice
 fixed as the library's collector fixes it (``balanced``: every token-expert
 pair a different expert until all are taken), the roofline's MoE operators
-(:func:`..operators.moe_ops`, the same code a session runs) time each row over
+(``cosim_core.moe_ns``, the same code a session runs) time each row over
 exactly the experts its tokens touch; what the expert GEMMs and activation do
 not explain at few tokens is the call's floor, ``moe_floor_us``, one
 parameter per family fitted here with the family's kernels fixed.
@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from cosim_core import moe_ns as routed_experts_ns
 from scipy.optimize import least_squares
 
 from .. import operators as O
-from ..kernels import KernelParams, kernel_ns
+from ..kernels import KernelParams
 from ..presets import device_presets
 from .rows import device_figures
 
@@ -100,12 +101,11 @@ def peak_flops(row: MoeRow) -> float:
 
 
 def moe_ns(row: MoeRow, k: KernelParams) -> float:
-    """The kernel model's time of the row's call: :func:`..operators.moe_ops` timed by
+    """The kernel model's time of the row's call: the routed experts' ops (:mod:`..operators`) timed by
     :func:`..kernels.kernel_ns`, as a session times an MoE layer's routed experts."""
     bw = device_figures()[row.device][1]
     peak = peak_flops(row)
-    return sum(kernel_ns(kind, w, q, rows, k, peak, bw, span)[0]
-               for _, _, w, q, _, kind, rows, span in O.moe_ops(shape_of(row), float(row.tokens), row.touched))
+    return routed_experts_ns(shape_of(row), float(row.tokens), row.touched, k, peak, bw)
 
 
 def _model(hidden: int, inter: int, experts: int, top_k: int) -> str:

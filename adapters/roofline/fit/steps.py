@@ -33,7 +33,6 @@ import yaml
 from cosim.v1 import types_pb2 as pb
 
 from .. import estimator
-from .. import operators as ops
 from ..backend import open_model
 from ..operators import batch_stats
 from ..presets import device_presets
@@ -105,13 +104,7 @@ def predict_ms(step: Step, options: Mapping[str, Any], cache: dict[Any, Any] | N
     m = cache[key]
     b = batch_stats(step.new, step.context)
     if step.kind == "layer":
-        s = m.shape
-        layer = (ops.norm_ops(ops.NORM_IN, s, b.tokens) + ops.attention_ops(s, b, with_core=False)
-                 + ops.norm_ops(ops.NORM_POST, s, b.tokens) + ops.mlp_ops(s, b))
-        times = estimator.DeviceTimes([0.0] * 6, 0.0, 0.0, defaultdict(float), [0.0, 0.0])
-        estimator._add_ops(m, times.busy, times.breakdown, times.totals, [op for op in layer if op[1] in LAYER_KEYS],
-                           1, *estimator._rates(m, 0.0))
-        return sum(times.busy) * s.layers_per_stage / 1e6
+        return sum(m.native.layer_busy(b, LAYER_KEYS)) * m.shape.layers_per_stage / 1e6
     timing = estimator.estimate(m, b)
     if step.kind == "device":
         return (timing.duration_ns - timing.communication_ns) / 1e6

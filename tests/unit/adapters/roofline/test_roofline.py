@@ -51,9 +51,9 @@ def _brute_force(pre: list[tuple[float, float]], layer: list[tuple[float, float]
 
 
 def test_algorithm_1_overlap_by_hand() -> None:
-    assert estimator._run_stage([], [(10.0, 1.0), (10.0, 1.0)], 3, []) == 61.0   # dispatch bound
-    assert estimator._run_stage([], [(1.0, 10.0), (1.0, 10.0)], 3, []) == 61.0   # compute bound
-    assert estimator._run_stage([], [(5.0, 1.0), (1.0, 10.0)], 3, []) == 38.0    # mixed
+    assert estimator.run_stage([], [(10.0, 1.0), (10.0, 1.0)], 3, []) == 61.0   # dispatch bound
+    assert estimator.run_stage([], [(1.0, 10.0), (1.0, 10.0)], 3, []) == 61.0   # compute bound
+    assert estimator.run_stage([], [(5.0, 1.0), (1.0, 10.0)], 3, []) == 38.0    # mixed
 
 
 def test_algorithm_1_shortcut_equals_the_full_loop() -> None:
@@ -62,7 +62,7 @@ def test_algorithm_1_shortcut_equals_the_full_loop() -> None:
         layer = [(rng.uniform(0, 5), rng.uniform(0, 5)) for _ in range(4)]
         pre, post = [(0.0, rng.uniform(0, 3))], [(rng.uniform(0, 2), rng.uniform(0, 2))]
         n = rng.randint(1, 40)
-        assert estimator._run_stage(pre, layer, n, post) == pytest.approx(_brute_force(pre, layer, n, post), rel=1e-9)
+        assert estimator.run_stage(pre, layer, n, post) == pytest.approx(_brute_force(pre, layer, n, post), rel=1e-9)
 
 
 def test_decode_is_memory_bound_and_long_prefill_compute_bound() -> None:
@@ -213,8 +213,9 @@ def test_sessions_of_equal_models_share_their_timings_keyed_by_the_batch_sums() 
     assert again.state is first.state and other.state is not first.state
     decodes = pb.StepBatch(new_tokens=[1, 1], context_tokens=[100, 300])
     timing = backend.predict(first, decodes)
-    assert timing == time_step(first.state.model, [(1, 100), (1, 300)])
-    assert backend.predict(again, pb.StepBatch(new_tokens=[1, 1], context_tokens=[200, 200])) is timing
+    assert timing == time_step(first.state, [(1, 100), (1, 300)])
+    assert backend.predict(again, pb.StepBatch(new_tokens=[1, 1], context_tokens=[200, 200])) == timing
+    assert first.state.native.cached() == 1  # one entry for both batches
     assert backend.predict(other, decodes) != timing
 
 

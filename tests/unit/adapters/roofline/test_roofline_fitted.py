@@ -278,7 +278,7 @@ def test_eager_host_time_per_sequence_adds_to_the_step_and_graphs_ignore_it() ->
 
 def test_eager_overlap_blends_algorithm_1_with_a_host_and_device_that_take_turns() -> None:
     """Overlap 0: the step is every module's dispatch plus its device time; 1: Algorithm 1; 0.5: the mean."""
-    from cosim.adapters.roofline.estimator import _run_stage, device_times
+    from cosim.adapters.roofline.estimator import device_times, run_stage
 
     stats = batch_stats([1] * 8, [1000] * 8)
     opts = {"execution": "eager", "eager_seq_us": 0.0, "step_overhead_us": 0.0}
@@ -290,7 +290,7 @@ def test_eager_overlap_blends_algorithm_1_with_a_host_and_device_that_take_turns
                                      p.decode.dispatch_mlp_us * 1e3, p.decode.dispatch_head_us * 1e3)
     layer = [(d_norm, busy[1]), (d_attn, busy[2]), (d_norm, busy[3]), (d_mlp, busy[4])]
     serial = busy[0] + 32 * sum(d + c for d, c in layer) + d_head + busy[5]
-    overlapped = _run_stage([(0.0, busy[0])], layer, 32, [(d_head, busy[5])])
+    overlapped = run_stage([(0.0, busy[0])], layer, 32, [(d_head, busy[5])])
     assert times[0.0] == round(serial) and times[1.0] == round(overlapped)
     assert times[0.5] == pytest.approx((serial + overlapped) / 2, abs=1)
     assert times[0.0] > times[0.5] > times[1.0]
