@@ -149,10 +149,11 @@ impl DecodeRun {
     }
 
     /// Lookahead on a scheduler's copy: begins the run's next `steps` steps at once and applies
-    /// all but the last, whose batch it returns (in flight, to be handed back like any other).
+    /// all but the last, whose batch it returns (in flight, to be handed back like any other). As
+    /// `begin` does, the first step frees what the step before it finished (async scheduling).
     pub fn take_in_bulk(&mut self, py: Python<'_>, steps: i64) -> PyResult<ScheduledBatch> {
         let blocks = self.new_blocks.iter().skip(self.taken as usize).take(steps as usize).sum();
-        self.scheduler.borrow(py).take_blocks(py, blocks);
+        self.scheduler.borrow_mut(py).begin_decode_step(py, blocks)?;
         self.taken += steps;
         self.done += steps - 1;
         self.settle(py)?;

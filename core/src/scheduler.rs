@@ -339,9 +339,10 @@ impl Scheduler {
         }))
     }
 
-    /// A step of `steady_decodes` begins without being formed: it takes its new KV blocks (the
-    /// sequences are credited them by `apply_decodes`), and the sequences finished in the step
-    /// before free their seats, as `schedule` does.
+    /// A step of `steady_decodes` begins without being formed (or several at once, on a copy:
+    /// `DecodeRun.take_in_bulk`): it takes its new KV blocks (the sequences are credited them by
+    /// `apply_decodes`), and the sequences finished in the step before free their seats, as
+    /// `schedule` does.
     pub fn begin_decode_step(&mut self, py: Python<'_>, new_blocks: i64) -> PyResult<()> {
         self.kv.borrow_mut(py).take(new_blocks);
         if !self.retiring.is_empty() {
@@ -490,11 +491,6 @@ impl Scheduler {
             }
         }
         Ok(())
-    }
-
-    /// Takes `num_blocks` free KV blocks for decode steps begun at once (lookahead on a copy).
-    pub fn take_blocks(&self, py: Python<'_>, num_blocks: i64) {
-        self.kv.borrow_mut(py).take(num_blocks);
     }
 
     // -- the queue ------------------------------------------------------------
