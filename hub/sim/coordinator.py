@@ -130,7 +130,7 @@ class Coordinator:
         self._arrivals: dict[str, array[int]] = {}
         # Per (stage kind, model), the clients serving it: routing asks per stage, the lookahead per
         # miss, and the answer changes only as clients come and go (register, unregister).
-        self._candidates: dict[tuple[str, str], list[LLMClient]] = {}
+        self._candidates: dict[tuple[str, str], tuple[LLMClient, ...]] = {}
         self._landings: dict[str, Landings] = {}  # per decode client, the KV transfers to it
         self.num_finished = 0
         self.transfer_bytes = 0
@@ -245,13 +245,12 @@ class Coordinator:
             return now + (upcoming[0] - now) * len(candidates)
         return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
 
-    def candidates(self, kind: str, model: str) -> list[LLMClient]:
-        """LLM clients serving stage ``kind`` of ``model``, in config order (a list kept until the
-        clients change: not to be modified)."""
+    def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
+        """LLM clients serving stage ``kind`` of ``model``, in config order."""
         key = (kind, model)
         found = self._candidates.get(key)
         if found is None:
-            found = self._candidates[key] = [c for c in self.clients if kind in c.serves and c.info.model == model]
+            found = self._candidates[key] = tuple(c for c in self.clients if kind in c.serves and c.info.model == model)
         return found
 
     # -- stage push --------------------------------------------------------
