@@ -9,6 +9,7 @@ arrival is scheduled, one at a time, in id (= arrival) order. :func:`scenario_re
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,8 @@ class PendingRequests:
     def __init__(self, specs: Sequence[RequestSpec], pipelines: Sequence[Pipeline]) -> None:
         n = len(specs)
         # One row per request, so that a record's integers come out as Python ints in one call.
-        self._ints = np.fromiter((tuple(getattr(s, name) for name in self.INT_FIELDS) for s in specs),
-                                 np.dtype((np.int64, len(self.INT_FIELDS))), n).reshape(n, len(self.INT_FIELDS))
+        self._ints = np.fromiter(map(attrgetter(*self.INT_FIELDS), specs), np.dtype((np.int64, len(self.INT_FIELDS))),
+                                 n).reshape(n, len(self.INT_FIELDS))
         # The object fields some request sets (a record's others keep their default, None).
         self._objects = {name: column for name in ("prefix_id", "prompt_token_ids", "lora", "cls")
                          if (column := _objects(specs, name)) is not None}
