@@ -44,15 +44,13 @@ class LeastOutstanding(Router):
         return min(candidates, key=lambda c: c.load("stages"))
 
     def plan(self, candidates: Sequence[C], count: int) -> list[C] | None:
-        # pick() chooses the first listed among the least loaded, so stages fill the loads level by level:
-        # at each level, once each, in list order, the candidates the earlier ones brought up to it.
         load = [c.load("stages") for c in candidates]
-        chosen: list[C] = []
-        level = min(load)
-        while len(chosen) < count:
-            chosen += [c for c, n in zip(candidates, load) if n <= level]
-            level += 1
-        return chosen[:count]
+        chosen = []
+        for _ in range(count):
+            j = load.index(min(load))  # the first listed among the least loaded, as pick() chooses
+            load[j] += 1
+            chosen.append(candidates[j])
+        return chosen
 
 
 class LoadBased(Router):
