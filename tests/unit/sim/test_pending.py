@@ -1,11 +1,12 @@
-"""Requests not yet arrived: kept as columns, each record made as it would have been from its spec."""
+"""Requests before they arrive: drawn templates, and the columns each record is made from."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from cosim.hub.config.templates import TemplateConfig, resolve_templates
 from cosim.hub.sim.arrivals import PendingRequests
-from cosim.hub.sim.pipelines import Pipeline
+from cosim.hub.sim.pipelines import Pipeline, assign_pipelines
 from cosim.hub.sim.workload import RequestSpec
 
 CHAT = Pipeline(template="chat", stages=("prefill", "decode"), model="m")
@@ -38,3 +39,20 @@ def test_arrival_times_per_model_sorted_and_none_pending() -> None:
     assert pending.arrival_times("m").tolist() == [1, 6] and pending.arrival_times("n").tolist() == [4]
     empty = PendingRequests([], [])
     assert len(empty) == 0 and empty.arrival_times("m").tolist() == []
+
+
+def test_templates_keep_a_spec_as_drawn_or_copy_it_with_their_own_lengths() -> None:
+    """A template of the workload's lengths keeps the spec itself; one with its own makes a new one."""
+    specs = [RequestSpec(id=i, arrival_ns=i, input_tokens=100 + i, output_tokens=10, prompt_token_ids=np.arange(3),
+                         lora="ad") for i in range(40)]
+    templates = resolve_templates({"fixed": TemplateConfig.model_validate(
+        {"stages": ["prefill", "decode"], "model": "n", "input_tokens": {"dist": "fixed", "value": 7}})})
+    out, pipelines = assign_pipelines(specs, {"chat": 1.0, "fixed": 1.0}, templates, np.random.default_rng(0),
+                                      default_model="m")
+    assert [s.id for s in out] == list(range(40)) and {p.template for p in pipelines} == {"chat", "fixed"}
+    for spec, new, pipeline in zip(specs, out, pipelines):
+        if pipeline.template == "chat":
+            assert new is spec and pipeline.model == "m"
+        else:
+            assert (new.input_tokens, new.output_tokens, new.model, new.prompt_token_ids, new.lora) == \
+                (7, 10, "n", None, "ad") and pipeline.model == "n"
