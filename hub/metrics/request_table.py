@@ -118,10 +118,14 @@ class _Owners:
 
 
 def _row(record: RequestRecord, owners: _Owners, classes: _Owners) -> tuple[int, ...]:
+    queue_ns, started = 0, 0  # over the stages that started
+    for stage in record.stages:
+        if stage.start_ns >= 0:
+            queue_ns += stage.start_ns - stage.enqueue_ns
+            started = 1
     return (record.id, record.arrival_ns, record.first_token_ns, record.finish_ns,
-            record.output_tokens // record.branches, record.max_tbt_ns,
-            sum(s.start_ns - s.enqueue_ns for s in record.stages if s.start_ns >= 0),
-            int(any(s.start_ns >= 0 for s in record.stages)), record.input_tokens, record.generated_tokens,
+            record.output_tokens // record.branches, record.max_tbt_ns, queue_ns, started,
+            record.input_tokens, record.generated_tokens,
             record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls),
             record.session, record.turn, record.client_send_ns, record.client_first_token_ns,
             record.client_last_token_ns)

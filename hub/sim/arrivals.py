@@ -9,6 +9,7 @@ arrival is scheduled, one at a time, in id (= arrival) order. :func:`scenario_re
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from .workload.inference_perf import InferencePerfSessions
 
 
 def _objects(specs: Sequence[RequestSpec], name: str) -> list[Any] | None:
-    """One spec field per request, or None where no request sets it (the common case, at no cost)."""
+    """One spec field per request, or None where no request sets it (the common case: no column)."""
     values = [getattr(spec, name) for spec in specs]
     return values if any(v is not None for v in values) else None
 
@@ -37,12 +38,18 @@ class PendingRequests:
         pipelines: each request's pipeline.
     """
 
+    # The integer fields of a spec, as the columns of :attr:`_ints`.
+    INT_FIELDS = ("id", "arrival_ns", "input_tokens", "output_tokens", "prefix_tokens", "lora_rank", "priority",
+                  "deadline_ns")
+
     def __init__(self, specs: Sequence[RequestSpec], pipelines: Sequence[Pipeline]) -> None:
         n = len(specs)
-        self._ints = {name: np.fromiter((getattr(s, name) for s in specs), np.int64, n)
-                      for name in ("id", "arrival_ns", "input_tokens", "output_tokens", "prefix_tokens", "lora_rank",
-                                   "priority", "deadline_ns")}
-        self._objects = {name: _objects(specs, name) for name in ("prefix_id", "prompt_token_ids", "lora", "cls")}
+        # One row per request, so that a record's integers come out as Python ints in one call.
+        self._ints = np.fromiter(map(attrgetter(*self.INT_FIELDS), specs), np.dtype((np.int64, len(self.INT_FIELDS))),
+                                 n).reshape(n, len(self.INT_FIELDS))
+        # The object fields some request sets (a record's others keep their default, None).
+        self._objects = {name: column for name in ("prefix_id", "prompt_token_ids", "lora", "cls")
+                         if (column := _objects(specs, name)) is not None}
         unique: dict[Pipeline, int] = {}
         self._pipeline_index = np.fromiter((unique.setdefault(p, len(unique)) for p in pipelines), np.int32, n)
         self._pipelines = list(unique)
@@ -54,20 +61,14 @@ class PendingRequests:
 
     def record(self, index: int) -> RequestRecord:
         """A new record of request ``index`` (its position in the specs)."""
-        ints, objects = self._ints, self._objects
+        id_, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns = \
+            self._ints[index].tolist()
         pipeline = self._pipelines[self._pipeline_index[index]]
-
-        def obj(name: str) -> Any:
-            column = objects[name]
-            return column[index] if column is not None else None
-
-        return RequestRecord(id=int(ints["id"][index]), model=pipeline.model, arrival_ns=int(ints["arrival_ns"][index]),
-                             input_tokens=int(ints["input_tokens"][index]),
-                             output_tokens=int(ints["output_tokens"][index]), prefix_id=obj("prefix_id"),
-                             prefix_tokens=int(ints["prefix_tokens"][index]), prompt_token_ids=obj("prompt_token_ids"),
-                             template=pipeline.template, pipeline=pipeline.stages, branches=pipeline.branches,
-                             lora=obj("lora"), lora_rank=int(ints["lora_rank"][index]), cls=obj("cls"),
-                             priority=int(ints["priority"][index]), deadline_ns=int(ints["deadline_ns"][index]))
+        return RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
+                             output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
+                             pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
+                             priority=priority, deadline_ns=deadline_ns,
+                             **{name: column[index] for name, column in self._objects.items()})
 
     def pop(self) -> RequestRecord:
         """The next request's record; it is no longer pending."""
@@ -82,7 +83,8 @@ class PendingRequests:
     def arrival_times(self, model: str) -> np.ndarray:
         """Every arrival time of ``model``'s requests, sorted."""
         models = np.array([p.model == model for p in self._pipelines], dtype=bool)
-        times = self._ints["arrival_ns"][models[self._pipeline_index]] if len(self._pipelines) else \
+        arrivals = self._ints[:, self.INT_FIELDS.index("arrival_ns")]
+        times = arrivals[models[self._pipeline_index]] if len(self._pipelines) else \
             np.zeros(0, np.int64)
         return np.sort(times, kind="stable")
 

@@ -20,11 +20,11 @@ after the KV transfer.
 from __future__ import annotations
 
 import heapq
+from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import TYPE_CHECKING, Protocol
-
-import numpy as np
 
 from ..config.templates import LLM_STAGES
 from ..errors import ScenarioError
@@ -125,7 +125,12 @@ class Coordinator:
         self.sessions: SessionDriver | None = None  # multi-turn sessions (hub/sim/conversations.py), if any
         self.log = RequestLog(spill=False)
         self.columns = RequestColumns()
-        self._arrivals: dict[str, np.ndarray] = {}  # per model, sorted arrival times
+        # Per model, the sorted arrival times: an int64 array that bisect searches and slices into Python ints
+        # at no per-call cost of numpy's (8 bytes a request, as the numpy column was).
+        self._arrivals: dict[str, array[int]] = {}
+        # Per (stage kind, model), the clients serving it: routing asks per stage, the lookahead per
+        # miss, and the answer changes only as clients come and go (register, unregister).
+        self._candidates: dict[tuple[str, str], tuple[LLMClient, ...]] = {}
         self._landings: dict[str, Landings] = {}  # per decode client, the KV transfers to it
         self.num_finished = 0
         self.transfer_bytes = 0
@@ -134,8 +139,14 @@ class Coordinator:
         """Adds a client (routing prefers clients registered first)."""
         if isinstance(client, LLMClient):
             self.clients.append(client)
+            self._candidates.clear()
         else:
             self.services.append(client)
+
+    def unregister(self, client: LLMClient) -> None:
+        """Routes no more stages to ``client`` (an autoscaled replica draining)."""
+        self.clients.remove(client)
+        self._candidates.clear()
 
     # -- arrivals ----------------------------------------------------------
     def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *, spill: bool = False) -> None:
@@ -150,7 +161,7 @@ class Coordinator:
         self.log = RequestLog(spill=spill)
         self.pending = PendingRequests(specs, pipelines)
         models = dict.fromkeys(p.model for p in pipelines)
-        self._arrivals = {model: self.pending.arrival_times(model) for model in models}
+        self._arrivals = {model: array("q", self.pending.arrival_times(model).tobytes()) for model in models}
         self._schedule_arrival()
 
     def check(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
@@ -224,8 +235,8 @@ class Coordinator:
         times = self._arrivals.get(client.info.model)
         if times is None:
             return None
-        start = int(np.searchsorted(times, now, side="right"))
-        upcoming: list[int] = times[start:start + FORECAST_ARRIVALS].tolist()
+        start = bisect_right(times, now)
+        upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
         if not upcoming:
             return None
         candidates = self.candidates("prefill", client.info.model)
@@ -234,9 +245,13 @@ class Coordinator:
             return now + (upcoming[0] - now) * len(candidates)
         return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
 
-    def candidates(self, kind: str, model: str) -> list[LLMClient]:
+    def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""
-        return [c for c in self.clients if kind in c.serves and c.info.model == model]
+        key = (kind, model)
+        found = self._candidates.get(key)
+        if found is None:
+            found = self._candidates[key] = tuple(c for c in self.clients if kind in c.serves and c.info.model == model)
+        return found
 
     # -- stage push --------------------------------------------------------
     def push_stage(self, request: RequestRecord) -> None:

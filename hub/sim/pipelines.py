@@ -67,12 +67,16 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
             if "kv_retrieval" in template.stages:
                 prefix_id = f"{name}/prefix-{prefix_ids[j]}"
                 prefix_tokens = int(input_tokens * template.kv_prefix.fraction)
-            # the spec's other fields (its trace row, LoRA adapter, class) stay as drawn
-            result.append(dataclasses.replace(
-                spec, input_tokens=input_tokens, output_tokens=output_tokens, model=template.model or spec.model,
-                prefix_id=prefix_id, prefix_tokens=prefix_tokens,
-                prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None))
-            pipeline = Pipeline(template=name, stages=stages, model=template.model or spec.model or default_model,
+            model = template.model or spec.model
+            if (input_tokens, output_tokens, model, prefix_id, prefix_tokens) == \
+                    (spec.input_tokens, spec.output_tokens, spec.model, spec.prefix_id, spec.prefix_tokens):
+                result.append(spec)  # as drawn (the common case: a template of the workload's lengths)
+            else:  # the spec's other fields (its trace row, LoRA adapter, class) stay as drawn
+                result.append(dataclasses.replace(
+                    spec, input_tokens=input_tokens, output_tokens=output_tokens, model=model, prefix_id=prefix_id,
+                    prefix_tokens=prefix_tokens,
+                    prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None))
+            pipeline = Pipeline(template=name, stages=stages, model=model or default_model,
                                 branches=branches)
             pipelines.append(shared.setdefault(pipeline, pipeline))  # one object per distinct pipeline
     order = sorted(range(len(result)), key=lambda k: result[k].id)

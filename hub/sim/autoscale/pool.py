@@ -49,11 +49,11 @@ def provisioning_ns(weight_bytes_per_device: float, load_bandwidth_gbps: float, 
 
 
 class Routing(Protocol):
-    """The coordinator's list of routable LLM clients (``Coordinator.clients``)."""
-
-    clients: list[LLMClient]
+    """The coordinator, as a pool adds and removes its routable LLM clients."""
 
     def register(self, client: Any) -> None: ...
+
+    def unregister(self, client: LLMClient) -> None: ...
 
     def on_llm_done(self, seq: Sequence, now_ns: int, release_kv: Callable[[], None]) -> None: ...
 
@@ -186,7 +186,7 @@ class ReplicaPool:
         now = self.kernel.now_ns
         if replica.state == "ready":
             replica.state = "draining"
-            self.coordinator.clients.remove(replica.client)  # no request is routed to it any more
+            self.coordinator.unregister(replica.client)  # no request is routed to it any more
             self.settle_drain(replica)
         else:  # provisioning: cancelled
             replica.state, replica.removed_ns = "removed", now

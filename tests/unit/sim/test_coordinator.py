@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cosim
+from cosim.hub.config.loading import parse_config
 from cosim.hub.config.sections import LinkConfig
-from cosim.hub.sim.coordinator import GAP_WEIGHT, MEDIAN_GAP_SHARE, Landings
+from cosim.hub.sim.clients.llm import LLMClient
+from cosim.hub.sim.coordinator import GAP_WEIGHT, MEDIAN_GAP_SHARE, Coordinator, Landings
 from cosim.hub.sim.kernel import Kernel
 from cosim.hub.sim.transfers import LinkTransfers
+from cosim.hub.studies.runner import started_backends
+from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
 
 
@@ -70,3 +76,37 @@ def test_a_link_transfer_says_when_it_lands() -> None:
     end = link.start("p", "d", 10_000, landed.append)
     kernel.run()
     assert end == kernel.now_ns == 1000 + 1000 and landed == [2000]
+
+
+def coordinator_of(raw: dict) -> tuple[Coordinator, list[LLMClient]]:
+    """A simulation's coordinator with its requests scheduled, before anything runs."""
+    config = parse_config(raw)
+    with started_backends(config, ["lin"]) as backends:
+        sim = Simulation(config, Path("."), backends)
+        sim.coordinator.schedule_arrivals(*sim.workload())
+        return sim.coordinator, list(sim.coordinator.clients)
+
+
+def test_candidates_follow_the_clients_as_they_come_and_go() -> None:
+    coordinator, (a, b, d) = coordinator_of(scenario(clients=[client("a"), client("b"), client("d", role="decode")]))
+    assert coordinator.candidates("prefill", "m") == (a, b) and coordinator.candidates("decode", "m") == (a, b, d)
+    assert coordinator.candidates("prefill", "other") == ()
+    coordinator.unregister(a)  # an autoscaled replica draining
+    assert coordinator.candidates("prefill", "m") == (b,) and coordinator.candidates("decode", "m") == (b, d)
+    coordinator.register(a)  # back, listed last
+    assert coordinator.candidates("prefill", "m") == (b, a)
+
+
+def test_a_prefill_clients_arrival_hint_is_the_first_upcoming_arrival_routed_to_it() -> None:
+    """Two idle clients under least_outstanding: the upcoming arrivals alternate between them, ``a`` first."""
+    coordinator, (a, b) = coordinator_of(scenario(
+        clients=[client("a"), client("b")], router={"policy": "least_outstanding"},
+        workload={"requests": 4, "arrival": {"process": "poisson", "rate_per_s": 10},
+                  "input_tokens": {"dist": "fixed", "value": 10}, "output_tokens": {"dist": "fixed", "value": 5}}))
+    t0, t1, t2, t3 = (r.arrival_ns for r in coordinator.unfinished())
+    assert 0 <= t0 < t1 < t2 < t3
+    assert coordinator.next_arrival_at(a, t0 - 1) == t0 and coordinator.next_arrival_at(b, t0 - 1) == t1
+    assert coordinator.next_arrival_at(a, t0) == t1  # an arrival at ``now`` is past
+    assert coordinator.next_arrival_at(b, t1) == t3
+    assert coordinator.next_arrival_at(b, t2) == t3  # one left, routed to a: the last upcoming
+    assert coordinator.next_arrival_at(a, t3) is None

@@ -47,6 +47,22 @@ def test_least_outstanding_forecast_fills_the_least_loaded_first_listed_first() 
     assert forecast is not None and [c.name for c in forecast] == ["c1", "c1", "c2", "c0"]
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_least_outstanding_forecast_equals_choosing_one_by_one_from_any_loads(seed: int) -> None:
+    """The forecast fills level by level; choosing one stage at a time must agree, even-loaded or far apart."""
+    rng = np.random.default_rng(seed)
+    router = make_router(RouterConfig(policy="least_outstanding"), rng)
+    group = clients(*rng.integers(0, 12, size=int(rng.integers(2, 6))).tolist())
+    count = int(rng.integers(0, 20))
+    forecast = router.forecast(group, count)
+    chosen = []
+    for _ in range(count):
+        client = router.choose(group, None)
+        client.stages += 1
+        chosen.append(client.name)
+    assert forecast is not None and [c.name for c in forecast] == chosen
+
+
 @pytest.mark.parametrize("policy", sorted(set(ROUTERS) - {"round_robin", "least_outstanding"}))
 def test_policies_that_cannot_be_foreseen_give_no_forecast(policy: str) -> None:
     router = make_router(RouterConfig(policy=policy), np.random.default_rng(0))
