@@ -5,6 +5,11 @@
 //! [`CowMap`] splits its entries into shards by key; a copy shares every shard (a reference
 //! count each), and whichever side writes a shared shard first copies it (copy-on-write), so a
 //! copy costs its shard list, and each side what it writes afterwards.
+//!
+//! A copy made again and again from the same map (the lookahead's, once per arrival) is cheaper
+//! kept: a *mirror* ([`CowMap::mirror`]) owns its shards, and both maps log the keys they write
+//! ([`CowMap::sync_from`] then copies only those entries), so neither side copies a shard, and
+//! dropping the copy frees none.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,10 +22,20 @@ const ENTRIES_PER_SHARD: usize = 32;
 type Shard<V> = HashMap<Key, V, BuildFingerprint>;
 
 /// A map from [`Key`] with copy-on-write shards (see the module).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct CowMap<V> {
     shards: Vec<Arc<Shard<V>>>,
     mask: u64,
+    /// Keys written since the last sync with a mirror (see the module); None: not logging, or
+    /// the log outgrew a whole copy.
+    log: Option<Vec<Key>>,
+}
+
+/// A copy shares every shard; it logs nothing (a log pairs one map with one mirror).
+impl<V> Clone for CowMap<V> {
+    fn clone(&self) -> Self {
+        CowMap { shards: self.shards.clone(), mask: self.mask, log: None }
+    }
 }
 
 impl<V: Clone> CowMap<V> {
@@ -31,7 +46,54 @@ impl<V: Clone> CowMap<V> {
             num_shards *= 2;
         }
         let empty = Arc::new(Shard::default());
-        CowMap { shards: vec![empty; num_shards], mask: num_shards as u64 - 1 }
+        CowMap { shards: vec![empty; num_shards], mask: num_shards as u64 - 1, log: None }
+    }
+
+    /// A copy that owns its shards, both it and `self` logging their writes from now on, so that
+    /// [`CowMap::sync_from`] can bring it up to date with `self` entry by entry.
+    pub fn mirror(&mut self) -> Self {
+        self.log = Some(Vec::new());
+        let shards = self.shards.iter().map(|shard| Arc::new(Shard::clone(shard))).collect();
+        CowMap { shards, mask: self.mask, log: Some(Vec::new()) }
+    }
+
+    /// Makes this mirror of `source` (from [`CowMap::mirror`]) equal to it again by copying the
+    /// entries either wrote since they were last equal; false, changing nothing, when a log is
+    /// missing (either map outgrew it): a new mirror is needed.
+    pub fn sync_from(&mut self, source: &mut Self) -> bool {
+        let (Some(mine), Some(theirs)) = (self.log.as_mut(), source.log.as_mut()) else {
+            return false;
+        };
+        let mut keys = std::mem::take(mine);
+        keys.append(theirs);
+        for key in &keys {
+            let i = self.shard_of(key);
+            let shard = Arc::make_mut(&mut self.shards[i]);
+            match source.get(key) {
+                Some(value) => {
+                    shard.insert(*key, value.clone());
+                }
+                None => {
+                    shard.remove(key);
+                }
+            }
+        }
+        keys.clear();
+        self.log = Some(keys); // its allocation kept for the next round
+        true
+    }
+
+    /// Notes a write for the mirror; a log longer than the map's capacity costs more to replay
+    /// than a new mirror, and is dropped.
+    #[inline]
+    fn note(&mut self, key: Key) {
+        if let Some(log) = &mut self.log {
+            if log.len() >= self.shards.len() * ENTRIES_PER_SHARD {
+                self.log = None;
+            } else {
+                log.push(key);
+            }
+        }
     }
 
     #[inline]
@@ -55,6 +117,7 @@ impl<V: Clone> CowMap<V> {
     /// Sets `key`'s value (its shard copied first if a copy shares it).
     #[inline]
     pub fn insert(&mut self, key: Key, value: V) {
+        self.note(key);
         let i = self.shard_of(&key);
         Arc::make_mut(&mut self.shards[i]).insert(key, value);
     }
@@ -66,6 +129,7 @@ impl<V: Clone> CowMap<V> {
         if !self.shards[i].contains_key(key) {
             return None; // a shared shard is not copied to remove nothing
         }
+        self.note(*key);
         Arc::make_mut(&mut self.shards[i]).remove(key)
     }
 
