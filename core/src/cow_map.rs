@@ -171,6 +171,51 @@ mod tests {
         assert_eq!((original.len(), copy.len()), (999, 999));
     }
 
+    fn entries(map: &CowMap<i64>) -> Vec<(i64, i64)> {
+        let mut entries: Vec<(i64, i64)> = map.iter().map(|(key, value)| match key {
+            Key::Id(id) => (*id, *value),
+            Key::Hash(_) => unreachable!("ids only"),
+        }).collect();
+        entries.sort();
+        entries
+    }
+
+    #[test]
+    fn a_mirror_synced_after_writes_on_both_sides_equals_its_source() {
+        let mut source: CowMap<i64> = CowMap::with_capacity(256);
+        for i in 0..200 {
+            source.insert(Key::Id(i), i);
+        }
+        let mut mirror = source.mirror();
+        let mut state = 7u64;
+        for round in 0..50 {
+            for _ in 0..20 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (key, side) = (Key::Id((state >> 40) as i64 % 300), (state >> 20) % 4);
+                match side {
+                    0 => source.insert(key, round),
+                    1 => { source.remove(&key); }
+                    2 => mirror.insert(key, -round),
+                    _ => { mirror.remove(&key); }
+                }
+            }
+            assert!(mirror.sync_from(&mut source));
+            assert_eq!(entries(&mirror), entries(&source));
+        }
+    }
+
+    #[test]
+    fn a_log_longer_than_the_map_is_dropped_and_the_sync_refused() {
+        let mut source: CowMap<i64> = CowMap::with_capacity(ENTRIES_PER_SHARD);
+        let mut mirror = source.mirror();
+        for i in 0..=ENTRIES_PER_SHARD as i64 {
+            source.insert(Key::Id(i % 3), i);
+        }
+        assert!(!mirror.sync_from(&mut source));
+        assert_eq!(entries(&mirror), vec![]); // unchanged
+        assert!(!source.clone().mirror().sync_from(&mut source.clone())); // a plain copy logs nothing
+    }
+
     #[test]
     fn hash_and_id_keys_are_distinct() {
         let mut map: CowMap<i64> = CowMap::with_capacity(0);

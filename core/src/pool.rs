@@ -312,6 +312,42 @@ mod tests {
         pool.check().unwrap();
     }
 
+    /// Everything the pool's behaviour depends on, comparable.
+    fn state(pool: &BlockPool) -> (i64, i64, i64, Vec<i64>, Vec<(Key, i64)>) {
+        let mut counts = pool.holder_counts();
+        counts.sort();
+        (pool.num_free, pool.next_id, pool.num_blocks, counts, pool.free.items())
+    }
+
+    #[test]
+    fn a_mirror_brought_up_to_date_equals_a_new_copy() {
+        let mut live = BlockPool::new(64, true);
+        let mut mirror = BlockPool::new(0, false);
+        live.mirror_into(&mut mirror);
+        let pairing = mirror.pairing;
+        for round in 0..20u8 {
+            // the live pool admits and finishes a sequence; the mirror schedules ahead on its own
+            live.take(4);
+            let keys: Vec<Key> = (0..4).map(|i| hash(round.wrapping_mul(4).wrapping_add(i))).collect();
+            live.cache(&keys);
+            if round % 3 == 0 {
+                live.let_go(&keys.iter().rev().copied().collect::<Vec<_>>()).unwrap();
+            }
+            mirror.take(5);
+            mirror.free_blocks(2);
+            live.mirror_into(&mut mirror);
+            assert_eq!(mirror.pairing, pairing); // synced, not copied anew
+            assert_eq!(state(&mirror), state(&live));
+            mirror.check().unwrap();
+        }
+        let mut other = BlockPool::new(64, true); // another pool's mirror is copied anew
+        other.mirror_into(&mut mirror);
+        assert_ne!(mirror.pairing, pairing);
+        assert_eq!(state(&mirror), state(&other));
+        live.mirror_into(&mut mirror); // and so is one another pool took over
+        assert_eq!(state(&mirror), state(&live));
+    }
+
     #[test]
     fn copies_are_independent() {
         let mut pool = BlockPool::new(64, true);

@@ -10,7 +10,9 @@
 //! of a plain batch calls no other Python. On a miss the batches that follow if no work arrives ride along: they come from a
 //! [`Forecast`] on a copy of the client's scheduler, kept until work arrives (`interrupt`) or KV is
 //! released (`forget_forecast`), so asking again continues it; when another client of the session
-//! misses, this one's predictions ride along too where they fall short (`top_up`). The predictions
+//! misses, this one's predictions ride along too where they fall short (`top_up`). A dropped
+//! forecast's KV blocks are kept, and the next forecast brings them up to date by the keys either
+//! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The predictions
 //! are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
 //! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
 //! while nothing else happens ([`RunAhead`]).
@@ -88,6 +90,7 @@ pub struct StepTimer {
     forecast_origin: i64,
     /// The KV blocks of the last forecast dropped, which the next one brings up to date instead
     /// of copying the client's anew (`Scheduler::copy_reusing`).
+    #[pyo3(get, name = "_spare")]
     spare: Option<Py<BlockManager>>,
 }
 
