@@ -7,9 +7,10 @@
 //! copy costs its shard list, and each side what it writes afterwards.
 //!
 //! A copy made again and again from the same map (the lookahead's, once per arrival) is cheaper
-//! kept: a *mirror* ([`CowMap::mirror`]) owns its shards, and both maps log the keys they write
-//! ([`CowMap::sync_from`] then copies only those entries), so neither side copies a shard, and
-//! dropping the copy frees none.
+//! kept: a *mirror* ([`CowMap::mirror`]) is a copy whose writes, and its source's, are logged by
+//! key, so that [`CowMap::sync_from`] brings it up to date entry by entry. Each side copies a
+//! shared shard once, the first time it writes it; after that the two write their own shards,
+//! and dropping the copy frees none.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,12 +50,11 @@ impl<V: Clone> CowMap<V> {
         CowMap { shards: vec![empty; num_shards], mask: num_shards as u64 - 1, log: None }
     }
 
-    /// A copy that owns its shards, both it and `self` logging their writes from now on, so that
+    /// A copy, both it and `self` logging their writes from now on, so that
     /// [`CowMap::sync_from`] can bring it up to date with `self` entry by entry.
     pub fn mirror(&mut self) -> Self {
         self.log = Some(Vec::new());
-        let shards = self.shards.iter().map(|shard| Arc::new(Shard::clone(shard))).collect();
-        CowMap { shards, mask: self.mask, log: Some(Vec::new()) }
+        CowMap { shards: self.shards.clone(), mask: self.mask, log: Some(Vec::new()) }
     }
 
     /// Makes this mirror of `source` (from [`CowMap::mirror`]) equal to it again by copying the

@@ -55,9 +55,10 @@ impl BlockPool {
 
     /// Makes `mirror` equal to this pool: by copying only what either changed since it last was
     /// (both log their writes while paired), else (`mirror` is not this pool's current one, or a
-    /// log outgrew a whole copy) as a new copy that owns all its entries. The lookahead keeps one
-    /// mirror per client and brings it up to date at each miss, where a shared copy would be
-    /// made, written shard by shard on both sides, and freed again.
+    /// log outgrew a whole copy) as a new copy ([`CowMap::mirror`]). The lookahead keeps one
+    /// mirror per client and brings it up to date at each miss, where a new copy would share
+    /// every shard again, both sides would copy each shard they write, and the copy's would be
+    /// freed with it.
     pub fn mirror_into(&mut self, mirror: &mut BlockPool) {
         let synced = self.pairing != 0 && mirror.pairing == self.pairing
             && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
