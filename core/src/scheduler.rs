@@ -429,7 +429,6 @@ impl Scheduler {
             block_size: self.block_size,
         })
     }
-
 }
 
 impl Scheduler {

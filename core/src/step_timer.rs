@@ -12,8 +12,8 @@
 //! released (`forget_forecast`), so asking again continues it; when another client of the session
 //! misses, this one's predictions ride along too where they fall short (`top_up`). A dropped
 //! forecast's KV blocks are kept, and the next forecast brings them up to date by the keys either
-//! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The predictions
-//! are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
+//! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
+//! predictions are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
 //! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
 //! while nothing else happens ([`RunAhead`]).
 
