@@ -593,6 +593,9 @@ class StepTimer:
     @property
     def _forecast(self) -> Forecast | None:
         """The kept forecast, if any."""
+    @property
+    def _spare(self) -> BlockManager | None:
+        """The KV blocks of the last forecast dropped, which the next brings up to date."""
     def __init__(self, *, name: str, scheduler: Scheduler, session: RuntimeSessionProxy,
                  settled: Callable[[list[Sequence], int, int, int], None],
                  collectives_ns: Callable[[int], int] | None = None, host_bandwidth_gbps: float = 25.0,

@@ -5,6 +5,12 @@
 //! [`CowMap`] splits its entries into shards by key; a copy shares every shard (a reference
 //! count each), and whichever side writes a shared shard first copies it (copy-on-write), so a
 //! copy costs its shard list, and each side what it writes afterwards.
+//!
+//! A copy made again and again from the same map (the lookahead's, once per arrival) is cheaper
+//! kept: a *mirror* ([`CowMap::mirror`]) is a copy whose writes, and its source's, are logged by
+//! key, so that [`CowMap::sync_from`] brings it up to date entry by entry. Each side copies a
+//! shared shard once, the first time it writes it; after that the two write their own shards,
+//! and dropping the copy frees none.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,10 +23,20 @@ const ENTRIES_PER_SHARD: usize = 32;
 type Shard<V> = HashMap<Key, V, BuildFingerprint>;
 
 /// A map from [`Key`] with copy-on-write shards (see the module).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct CowMap<V> {
     shards: Vec<Arc<Shard<V>>>,
     mask: u64,
+    /// Keys written since the last sync with a mirror (see the module); None: not logging, or
+    /// the log outgrew a whole copy.
+    log: Option<Vec<Key>>,
+}
+
+/// A copy shares every shard; it logs nothing (a log pairs one map with one mirror).
+impl<V> Clone for CowMap<V> {
+    fn clone(&self) -> Self {
+        CowMap { shards: self.shards.clone(), mask: self.mask, log: None }
+    }
 }
 
 impl<V: Clone> CowMap<V> {
@@ -31,7 +47,53 @@ impl<V: Clone> CowMap<V> {
             num_shards *= 2;
         }
         let empty = Arc::new(Shard::default());
-        CowMap { shards: vec![empty; num_shards], mask: num_shards as u64 - 1 }
+        CowMap { shards: vec![empty; num_shards], mask: num_shards as u64 - 1, log: None }
+    }
+
+    /// A copy, both it and `self` logging their writes from now on, so that
+    /// [`CowMap::sync_from`] can bring it up to date with `self` entry by entry.
+    pub fn mirror(&mut self) -> Self {
+        self.log = Some(Vec::new());
+        CowMap { shards: self.shards.clone(), mask: self.mask, log: Some(Vec::new()) }
+    }
+
+    /// Makes this mirror of `source` (from [`CowMap::mirror`]) equal to it again by copying the
+    /// entries either wrote since they were last equal; false, changing nothing, when a log is
+    /// missing (either map outgrew it): a new mirror is needed.
+    pub fn sync_from(&mut self, source: &mut Self) -> bool {
+        let (Some(mine), Some(theirs)) = (self.log.as_mut(), source.log.as_mut()) else {
+            return false;
+        };
+        let mut keys = std::mem::take(mine);
+        keys.append(theirs);
+        for key in &keys {
+            let i = self.shard_of(key);
+            let shard = Arc::make_mut(&mut self.shards[i]);
+            match source.get(key) {
+                Some(value) => {
+                    shard.insert(*key, value.clone());
+                }
+                None => {
+                    shard.remove(key);
+                }
+            }
+        }
+        keys.clear();
+        self.log = Some(keys); // its allocation kept for the next round
+        true
+    }
+
+    /// Notes a write for the mirror; a log longer than the map's capacity costs more to replay
+    /// than a new mirror, and is dropped.
+    #[inline]
+    fn note(&mut self, key: Key) {
+        if let Some(log) = &mut self.log {
+            if log.len() >= self.shards.len() * ENTRIES_PER_SHARD {
+                self.log = None;
+            } else {
+                log.push(key);
+            }
+        }
     }
 
     #[inline]
@@ -55,6 +117,7 @@ impl<V: Clone> CowMap<V> {
     /// Sets `key`'s value (its shard copied first if a copy shares it).
     #[inline]
     pub fn insert(&mut self, key: Key, value: V) {
+        self.note(key);
         let i = self.shard_of(&key);
         Arc::make_mut(&mut self.shards[i]).insert(key, value);
     }
@@ -66,6 +129,7 @@ impl<V: Clone> CowMap<V> {
         if !self.shards[i].contains_key(key) {
             return None; // a shared shard is not copied to remove nothing
         }
+        self.note(*key);
         Arc::make_mut(&mut self.shards[i]).remove(key)
     }
 
@@ -105,6 +169,51 @@ mod tests {
         assert_eq!((original.get(&Key::Id(3)), copy.get(&Key::Id(3))), (Some(&-3), Some(&3)));
         assert_eq!((original.contains(&Key::Id(4)), copy.contains(&Key::Id(4))), (false, true));
         assert_eq!((original.len(), copy.len()), (999, 999));
+    }
+
+    fn entries(map: &CowMap<i64>) -> Vec<(i64, i64)> {
+        let mut entries: Vec<(i64, i64)> = map.iter().map(|(key, value)| match key {
+            Key::Id(id) => (*id, *value),
+            Key::Hash(_) => unreachable!("ids only"),
+        }).collect();
+        entries.sort();
+        entries
+    }
+
+    #[test]
+    fn a_mirror_synced_after_writes_on_both_sides_equals_its_source() {
+        let mut source: CowMap<i64> = CowMap::with_capacity(256);
+        for i in 0..200 {
+            source.insert(Key::Id(i), i);
+        }
+        let mut mirror = source.mirror();
+        let mut state = 7u64;
+        for round in 0..50 {
+            for _ in 0..20 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let (key, side) = (Key::Id((state >> 40) as i64 % 300), (state >> 20) % 4);
+                match side {
+                    0 => source.insert(key, round),
+                    1 => { source.remove(&key); }
+                    2 => mirror.insert(key, -round),
+                    _ => { mirror.remove(&key); }
+                }
+            }
+            assert!(mirror.sync_from(&mut source));
+            assert_eq!(entries(&mirror), entries(&source));
+        }
+    }
+
+    #[test]
+    fn a_log_longer_than_the_map_is_dropped_and_the_sync_refused() {
+        let mut source: CowMap<i64> = CowMap::with_capacity(ENTRIES_PER_SHARD);
+        let mut mirror = source.mirror();
+        for i in 0..=ENTRIES_PER_SHARD as i64 {
+            source.insert(Key::Id(i % 3), i);
+        }
+        assert!(!mirror.sync_from(&mut source));
+        assert_eq!(entries(&mirror), vec![]); // unchanged
+        assert!(!source.clone().mirror().sync_from(&mut source.clone())); // a plain copy logs nothing
     }
 
     #[test]

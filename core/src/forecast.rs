@@ -15,6 +15,7 @@ use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
+use crate::manager::BlockManager;
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::sequence::{ident, same, Sequence};
@@ -74,31 +75,8 @@ impl Forecast {
     #[pyo3(signature = (scheduler, in_flight, drafts_of = None))]
     pub fn new(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, drafts_of: Option<PyObject>)
         -> PyResult<Self> {
-        let py = scheduler.py();
-        let original = scheduler.borrow();
-        let sim = original.copy(py)?;
-        let mut origin = in_flight.borrow_mut();
-        origin.ensure(py)?;
-        let running = &original.running;
-        let seqs: Vec<Py<Sequence>> = if origin.seqs.len() == running.len()
-            && origin.seqs.iter().zip(running).all(|(a, b)| a.is(b)) {
-            sim.running.iter().map(|seq| same(py, seq)).collect() // the common case: every running sequence, in order
-        } else {
-            origin.seqs.iter().map(|seq| {
-                let i = running.iter().position(|r| r.is(seq))
-                    .ok_or_else(|| PyKeyError::new_err(ident(seq)))?;
-                Ok(same(py, &sim.running[i]))
-            }).collect::<PyResult<_>>()?
-        };
-        let last = Py::new(py, ScheduledBatch::on_copy(seqs, &origin))?;
-        drop(origin);
-        let sim = Py::new(py, sim)?;
-        let outcome = sim.borrow_mut(py).update(py, last.bind(py).borrow_mut())?;
-        let waiting = !sim.borrow(py).waiting.is_empty();
-        Ok(Forecast {
-            sim, last, outcome, signatures: Vec::new(), drafts_of, drafts: Vec::new(), waiting: vec![waiting],
-            departs: vec![false], applied: 0, ended: false,
-        })
+        let sim = scheduler.borrow().copy(scheduler.py())?;
+        Self::on(scheduler, sim, in_flight, drafts_of)
     }
 
     /// Steps predicted so far.
@@ -151,6 +129,47 @@ impl Forecast {
 }
 
 impl Forecast {
+    /// `Forecast(scheduler, in_flight, drafts_of)` on `sim`, a copy of `scheduler` made just
+    /// now (`Scheduler.copy`, or `Scheduler::copy_reusing` with an earlier forecast's KV blocks,
+    /// from [`Forecast::into_spare`]).
+    pub fn on(scheduler: &Bound<'_, Scheduler>, sim: Scheduler, in_flight: &Bound<'_, ScheduledBatch>,
+              drafts_of: Option<PyObject>) -> PyResult<Self> {
+        let py = scheduler.py();
+        let original = scheduler.borrow();
+        let mut origin = in_flight.borrow_mut();
+        origin.ensure(py)?;
+        let running = &original.running;
+        let seqs: Vec<Py<Sequence>> = if origin.seqs.len() == running.len()
+            && origin.seqs.iter().zip(running).all(|(a, b)| a.is(b)) {
+            sim.running.iter().map(|seq| same(py, seq)).collect() // the common case: every running sequence, in order
+        } else {
+            origin.seqs.iter().map(|seq| {
+                let i = running.iter().position(|r| r.is(seq))
+                    .ok_or_else(|| PyKeyError::new_err(ident(seq)))?;
+                Ok(same(py, &sim.running[i]))
+            }).collect::<PyResult<_>>()?
+        };
+        let last = Py::new(py, ScheduledBatch::on_copy(seqs, &origin))?;
+        drop(origin);
+        let sim = Py::new(py, sim)?;
+        let outcome = sim.borrow_mut(py).update(py, last.bind(py).borrow_mut())?;
+        let waiting = !sim.borrow(py).waiting.is_empty();
+        Ok(Forecast {
+            sim, last, outcome, signatures: Vec::new(), drafts_of, drafts: Vec::new(), waiting: vec![waiting],
+            departs: vec![false], applied: 0, ended: false,
+        })
+    }
+
+    /// The KV blocks of a forecast being dropped, for the next one to reuse; None if anything
+    /// besides it may still hold them.
+    pub fn into_spare(forecast: Py<Forecast>, py: Python<'_>) -> Option<Py<BlockManager>> {
+        let sim = forecast.borrow(py).sim.clone_ref(py);
+        drop(forecast);
+        let kv = sim.borrow(py).kv.clone_ref(py);
+        drop(sim);
+        (kv.get_refcnt(py) == 1).then_some(kv)
+    }
+
     /// Signatures of steps `start + 1 ..= end` (clamped to those predicted).
     fn slice(&self, py: Python<'_>, start: usize, end: usize) -> Vec<PyObject> {
         let end = end.min(self.signatures.len());

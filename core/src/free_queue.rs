@@ -39,6 +39,21 @@ impl FreeQueue {
         }
     }
 
+    /// A copy that [`FreeQueue::sync_from`] can bring up to date (see [`CowMap::mirror`]).
+    pub fn mirror(&mut self) -> Self {
+        FreeQueue { links: self.links.mirror(), runs: self.runs.mirror(), head: self.head, tail: self.tail }
+    }
+
+    /// Makes this mirror of `source` equal to it again; false when a new mirror is needed (see
+    /// [`CowMap::sync_from`]).
+    pub fn sync_from(&mut self, source: &mut Self) -> bool {
+        if !(self.links.sync_from(&mut source.links) && self.runs.sync_from(&mut source.runs)) {
+            return false;
+        }
+        (self.head, self.tail) = (source.head, source.tail);
+        true
+    }
+
     /// Entries (cached blocks and runs).
     pub fn len(&self) -> usize {
         self.links.len()

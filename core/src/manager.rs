@@ -256,6 +256,13 @@ impl BlockManager {
 }
 
 impl BlockManager {
+    /// Makes `mirror` an independent copy of this manager, bringing a mirror made here before up
+    /// to date by what changed since ([`BlockPool::mirror_into`]).
+    pub fn mirror_into(&mut self, mirror: &mut BlockManager) {
+        mirror.block_size = self.block_size;
+        self.pool.mirror_into(&mut mirror.pool);
+    }
+
     /// Extra blocks `seq` needs to compute `num_new_tokens` more tokens.
     #[inline]
     pub fn needed(&self, seq: &Sequence, num_new_tokens: i64) -> i64 {

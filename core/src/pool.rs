@@ -5,6 +5,8 @@
 //! vLLM V1's free queue (least recently freed first; a run of uncached blocks is one entry).
 //! [`crate::manager`] works out, from a sequence, which keys to hand it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::cow_map::CowMap;
 use crate::free_queue::FreeQueue;
 use crate::key::Key;
@@ -24,7 +26,13 @@ pub struct BlockPool {
     free: FreeQueue,
     /// ids of runs; with caching off, of shared blocks too
     next_id: i64,
+    /// Which mirror pairing this pool is in (0: none): a mirror syncs only with the pool that
+    /// made it, and only while that pool made no other since (see [`BlockPool::mirror_into`]).
+    pairing: u64,
 }
+
+/// Pairings handed out so far (each `mirror_into` makes a new one).
+static PAIRINGS: AtomicU64 = AtomicU64::new(0);
 
 impl BlockPool {
     /// A pool of `num_blocks` free blocks.
@@ -37,11 +45,38 @@ impl BlockPool {
             refs: CowMap::with_capacity(capacity),
             free: FreeQueue::with_capacity(if caching { capacity } else { 0 }),
             next_id: 0,
+            pairing: 0,
         };
         if caching && num_blocks > 0 {
             pool.free_run(num_blocks);
         }
         pool
+    }
+
+    /// Makes `mirror` equal to this pool: by copying only what either changed since it last was
+    /// (both log their writes while paired), else (`mirror` is not this pool's current one, or a
+    /// log outgrew a whole copy) as a new copy ([`CowMap::mirror`]). The lookahead keeps one
+    /// mirror per client and brings it up to date at each miss, where a new copy would share
+    /// every shard again, both sides would copy each shard they write, and the copy's would be
+    /// freed with it.
+    pub fn mirror_into(&mut self, mirror: &mut BlockPool) {
+        let synced = self.pairing != 0 && mirror.pairing == self.pairing
+            && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
+        if synced {
+            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id)
+                = (self.num_blocks, self.num_free, self.caching, self.next_id);
+            return;
+        }
+        self.pairing = PAIRINGS.fetch_add(1, Ordering::Relaxed) + 1;
+        *mirror = BlockPool {
+            num_blocks: self.num_blocks,
+            num_free: self.num_free,
+            caching: self.caching,
+            refs: self.refs.mirror(),
+            free: self.free.mirror(),
+            next_id: self.next_id,
+            pairing: self.pairing,
+        };
     }
 
     /// Sequences holding cached block `key`, if it is cached.
@@ -276,6 +311,42 @@ mod tests {
         }
         assert_eq!((pool.num_free, pool.holder_counts()), (8, vec![]));
         pool.check().unwrap();
+    }
+
+    /// Everything the pool's behaviour depends on, comparable.
+    fn state(pool: &BlockPool) -> (i64, i64, i64, Vec<i64>, Vec<(Key, i64)>) {
+        let mut counts = pool.holder_counts();
+        counts.sort();
+        (pool.num_free, pool.next_id, pool.num_blocks, counts, pool.free.items())
+    }
+
+    #[test]
+    fn a_mirror_brought_up_to_date_equals_a_new_copy() {
+        let mut live = BlockPool::new(64, true);
+        let mut mirror = BlockPool::new(0, false);
+        live.mirror_into(&mut mirror);
+        let pairing = mirror.pairing;
+        for round in 0..20u8 {
+            // the live pool admits and finishes a sequence; the mirror schedules ahead on its own
+            live.take(4);
+            let keys: Vec<Key> = (0..4).map(|i| hash(round.wrapping_mul(4).wrapping_add(i))).collect();
+            live.cache(&keys);
+            if round % 3 == 0 {
+                live.let_go(&keys.iter().rev().copied().collect::<Vec<_>>()).unwrap();
+            }
+            mirror.take(5);
+            mirror.free_blocks(2);
+            live.mirror_into(&mut mirror);
+            assert_eq!(mirror.pairing, pairing); // synced, not copied anew
+            assert_eq!(state(&mirror), state(&live));
+            mirror.check().unwrap();
+        }
+        let mut other = BlockPool::new(64, true); // another pool's mirror is copied anew
+        other.mirror_into(&mut mirror);
+        assert_ne!(mirror.pairing, pairing);
+        assert_eq!(state(&mirror), state(&other));
+        live.mirror_into(&mut mirror); // and so is one another pool took over
+        assert_eq!(state(&mirror), state(&live));
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub struct Scheduler {
     #[pyo3(get)]
     config: Py<PyAny>,
     #[pyo3(get)]
-    kv: Py<BlockManager>,
+    pub(crate) kv: Py<BlockManager>,
     #[pyo3(get)]
     kv_bytes_per_token: f64,
     #[pyo3(get)]
@@ -366,6 +366,29 @@ impl Scheduler {
     /// A copy to schedule hypothetically: running sequences cloned, waiting ones cloned when
     /// first changed, KV blocks copied; the records stay the original's, and the copy writes none.
     pub fn copy(&self, py: Python<'_>) -> PyResult<Scheduler> {
+        let kv = Py::new(py, self.kv.borrow(py).clone())?;
+        self.copy_with(py, kv)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Scheduler({} running, {} waiting)", self.running.len(), self.waiting.len())
+    }
+}
+
+impl Scheduler {
+    /// `copy`, with the KV blocks of a lookahead's earlier copy (`spare`, which nothing else
+    /// holds) brought up to date rather than copied anew ([`BlockManager::mirror_into`]).
+    pub fn copy_reusing(&self, py: Python<'_>, spare: Option<Py<BlockManager>>) -> PyResult<Scheduler> {
+        let kv = match spare {
+            Some(kv) => kv,
+            None => Py::new(py, self.kv.borrow(py).clone())?,
+        };
+        self.kv.borrow_mut(py).mirror_into(&mut kv.borrow_mut(py));
+        self.copy_with(py, kv)
+    }
+
+    /// `copy` with `kv` as the copy's KV blocks.
+    fn copy_with(&self, py: Python<'_>, kv: Py<BlockManager>) -> PyResult<Scheduler> {
         let clone_all = |seqs: &[Py<Sequence>]| -> PyResult<Vec<Py<Sequence>>> {
             seqs.iter().map(|seq| Py::new(py, seq.borrow(py).copy(py))).collect()
         };
@@ -381,7 +404,7 @@ impl Scheduler {
         };
         Ok(Scheduler {
             config: self.config.clone_ref(py),
-            kv: Py::new(py, self.kv.borrow(py).clone())?,
+            kv,
             kv_bytes_per_token: self.kv_bytes_per_token,
             offload: None, // a prediction: the copy neither loads nor stores (LOADING sequences wait)
             hold_finished_kv: self.hold_finished_kv,
@@ -406,10 +429,6 @@ impl Scheduler {
             swap_preemption: self.swap_preemption,
             block_size: self.block_size,
         })
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Scheduler({} running, {} waiting)", self.running.len(), self.waiting.len())
     }
 }
 

@@ -10,8 +10,10 @@
 //! of a plain batch calls no other Python. On a miss the batches that follow if no work arrives ride along: they come from a
 //! [`Forecast`] on a copy of the client's scheduler, kept until work arrives (`interrupt`) or KV is
 //! released (`forget_forecast`), so asking again continues it; when another client of the session
-//! misses, this one's predictions ride along too where they fall short (`top_up`). The predictions
-//! are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
+//! misses, this one's predictions ride along too where they fall short (`top_up`). A dropped
+//! forecast's KV blocks are kept, and the next forecast brings them up to date by the keys either
+//! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
+//! predictions are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
 //! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
 //! while nothing else happens ([`RunAhead`]).
 
@@ -23,6 +25,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::forecast::Forecast;
+use crate::manager::BlockManager;
 use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
@@ -85,6 +88,10 @@ pub struct StepTimer {
     forecast: Option<Py<Forecast>>,
     /// The step (counted as `steps_begun`) in flight when it was made.
     forecast_origin: i64,
+    /// The KV blocks of the last forecast dropped, which the next one brings up to date instead
+    /// of copying the client's anew (`Scheduler::copy_reusing`).
+    #[pyo3(get, name = "_spare")]
+    spare: Option<Py<BlockManager>>,
 }
 
 #[pymethods]
@@ -103,6 +110,7 @@ impl StepTimer {
             energy, max_lookahead: if alone && !overlapping { max_lookahead } else { 0 },
             decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
             last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
+            spare: None,
         }
     }
 
@@ -123,7 +131,7 @@ impl StepTimer {
     fn __clear__(&mut self) {
         self.on_settled = Python::with_gil(|py| py.None());
         (self.collectives_ns, self.next_arrival_ns, self.energy, self.host_time, self.drafter) = (None, None, None, None, None);
-        (self.run, self.in_flight, self.forecast) = (None, None, None);
+        (self.run, self.in_flight, self.forecast, self.spare) = (None, None, None, None);
     }
 
     // -- stepping ----------------------------------------------------------------
@@ -148,7 +156,7 @@ impl StepTimer {
                     if !scheduler.waiting.is_empty() {
                         // Forming the step may write queued sequences, which a forecast's copy shares until
                         // it writes them itself (Scheduler.copy): a later prediction needs a fresh copy.
-                        this.forecast = None;
+                        this.drop_forecast(py);
                     }
                 }
                 let mut batch = scheduler.schedule(py)?;
@@ -224,12 +232,12 @@ impl StepTimer {
             run.borrow_mut(py).cut();
         }
         self.predicted_through = self.steps_begun;
-        self.forecast = None;
+        self.drop_forecast(py);
     }
 
     /// The scheduler changed other than by its steps (KV released): predict from a fresh copy.
-    fn forget_forecast(&mut self) {
-        self.forecast = None;
+    fn forget_forecast(&mut self, py: Python<'_>) {
+        self.drop_forecast(py);
     }
 
     /// The scheduler, every step taken so far applied to its sequences and recorded on the requests
@@ -358,6 +366,15 @@ impl<'py> StepLists<'_, 'py> {
 }
 
 impl StepTimer {
+    /// Drops the kept forecast, keeping its copy's KV blocks for the next (`spare`).
+    fn drop_forecast(&mut self, py: Python<'_>) {
+        if let Some(forecast) = self.forecast.take() {
+            if let Some(kv) = Forecast::into_spare(forecast, py) {
+                self.spare = Some(kv);
+            }
+        }
+    }
+
     /// See `step_ns`.
     fn step_duration(&self, py: Python<'_>, timing: &Timing, num_new: &[i64], lists: &StepLists<'_, '_>,
                      added_ns: i64) -> PyResult<i64> {
@@ -472,7 +489,13 @@ impl StepTimer {
                 drafts_of = Some(drafter.getattr(intern!(py, "forwards"))?.unbind());
             }
         }
-        let forecast = Py::new(py, Forecast::new(scheduler.bind(py), batch, drafts_of)?)?;
+        let spare = {
+            let mut this = slf.borrow_mut();
+            this.drop_forecast(py);
+            this.spare.take()
+        };
+        let sim = scheduler.borrow(py).copy_reusing(py, spare)?;
+        let forecast = Py::new(py, Forecast::on(scheduler.bind(py), sim, batch, drafts_of)?)?;
         {
             let mut this = slf.borrow_mut();
             this.forecast = Some(forecast.clone_ref(py));

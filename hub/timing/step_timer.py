@@ -16,7 +16,8 @@ backend is asked, never the answer:
   follow if no work arrives ride along in the same call. They come from the client's own scheduler
   policy run on a copy of its state, so there is one model of admission, preemption and KV growth;
   a wrong prediction costs backend work, never a different result. The forecast is kept until work
-  arrives, so asking again continues it;
+  arrives, so asking again continues it; then the next copy reuses the dropped one's KV blocks,
+  brought up to date by what either side wrote since;
 - **top-ups** (``StepTimer.top_up``): when another client of the session misses, this one's
   predictions ride along too, where they fall short;
 - **drafts ahead**: a speculative drafter model's forwards are timed in its own session; on a miss

@@ -34,6 +34,46 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return counts
 
 
+@pytest.fixture
+def checked_unheld(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """As `checked`, holding no forecast (which would keep its KV blocks from the next one): counts
+    the calls made with a dropped forecast's KV blocks kept to be brought up to date."""
+    counts = {"calls": 0, "spare": 0}
+    lookahead = StepTimer._lookahead
+
+    def check(self: StepTimer, batch: ScheduledBatch, depth: int) -> list[Signature]:
+        counts["spare"] += self._spare is not None
+        got = lookahead(self, batch, depth)
+        self.settled()
+        assert got == predict(self.scheduler, batch, depth)
+        counts["calls"] += 1
+        return got
+
+    monkeypatch.setattr(StepTimer, "_lookahead", check)
+    return counts
+
+
+def test_a_new_forecast_on_the_last_ones_kv_blocks_predicts_as_a_fresh_copy(checked_unheld: dict[str, int]) -> None:
+    sched: dict[str, Any] = {"batching": "chunked", "block_size": 16, "num_gpu_blocks": 300,
+                             "enable_prefix_caching": True, "max_num_batched_tokens": 256}
+    raw = scenario(clients=[client("a", **sched), client("b", **sched)], per_token_ns=11,
+                   workload={"requests": 80, "arrival": {"process": "poisson", "rate_per_s": 50_000},
+                             "input_tokens": {"dist": "uniform", "low": 20, "high": 400},
+                             "output_tokens": {"dist": "uniform", "low": 20, "high": 200},
+                             "prefix": {"num_prefixes": 2, "tokens": 64}},
+                   router={"policy": "least_outstanding"})
+    simulate(raw)
+    assert checked_unheld["calls"] > 50 and checked_unheld["spare"] > 10, checked_unheld
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(scenarios())
+def test_forecasts_on_kept_kv_blocks_predict_as_fresh_copies_in_random_scenarios(checked_unheld: dict[str, int],
+                                                                                 raw: dict) -> None:
+    simulate(raw)
+
+
 def test_shared_session_top_ups_continue_the_forecast(checked: dict[str, int]) -> None:
     sched: dict[str, Any] = {"batching": "continuous", "block_size": 16, "num_gpu_blocks": 400}
     raw = scenario(clients=[client("a", **sched), client("b", **sched), client("c", **sched)], per_token_ns=11,
