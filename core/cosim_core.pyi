@@ -2,7 +2,7 @@
 
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from collections.abc import Sequence as Seq
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -104,9 +104,9 @@ def record_start(batch: ScheduledBatch, now_ns: int) -> None:
     """Records that ``batch``'s step began at ``now_ns`` (core/src/recording.rs): its admitted sequences'
     cached prompt tokens, its stages' ``start_ns`` where unset, a preemption per sequence it preempted."""
 
-def record_tokens(outcome: StepOutcome, now_ns: int, token_gaps: dict[int, int], keep_itls: bool,
+def record_tokens(outcome: StepOutcome, now_ns: int, timeline: Timeline, keep_itls: bool,
                   begin_decode: Callable[[Sequence, int], None]) -> int:
-    """Records the tokens ``outcome`` sampled at ``now_ns`` on their requests and the gaps in ``token_gaps``,
+    """Records the tokens ``outcome`` sampled at ``now_ns`` on their requests and the gaps in ``timeline``,
     calling ``begin_decode(seq, now_ns)`` at a first token the sequence decodes on from; the tokens timed now."""
 
 def record_run(seqs: list[Sequence], steps: int, max_gap_ns: int, last_ns: int) -> None:
@@ -628,6 +628,27 @@ class StepTimer:
         """The batches after the step in flight, where those predicted so far fall short."""
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
         """The batches after ``batch`` (in flight), the kept forecast's or a new one's."""
+
+class Timeline:
+    """What a client records at each step (core/src/timeline.rs): its row, energy and inter-token gaps;
+    the rows and the gaps past ``max_gap_keys`` go to the tables given (``SpillRows``)."""
+
+    energy_j: float
+    device_s: float
+    reported_energy_steps: int
+
+    def __new__(cls, rows: Any, spilled_gaps: Any, max_gap_keys: int) -> Self: ...
+    def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
+               kv_blocks_used: int, num_waiting: int, timed_tokens: int = 0) -> None:
+        """Adds one step's row."""
+    def add_energy(self, step: StepJoules) -> None:
+        """Counts one step's energy."""
+    def count_gap(self, gap_ns: int, tokens: int) -> None:
+        """Counts ``tokens`` tokens sampled ``gap_ns`` after their requests' previous ones."""
+    @property
+    def token_gaps(self) -> dict[int, int]:
+        """The gap counts not spilled: gap in ns -> tokens (a new dict)."""
+    def __len__(self) -> int: ...
 
 class RowBuffer:
     """The in-memory part of a table of fixed-width integer rows (core/src/rows.rs): rows packed

@@ -9,7 +9,8 @@
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
-//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]);
+//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]) and a client's step records
+//! ([`timeline::Timeline`]);
 //! and each step's energy ([`power::StepEnergy`]); and the event loop ([`kernel::Kernel`]); and the roofline
 //! backend's step-time model ([`roofline`]).
 
@@ -33,6 +34,7 @@ pub mod runs;
 pub mod scheduler;
 pub mod sequence;
 pub mod step_timer;
+pub mod timeline;
 pub mod timing;
 
 use pyo3::prelude::*;
@@ -63,6 +65,7 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<step_timer::DraftsAhead>()?;
     module.add_class::<step_timer::RunAhead>()?;
     module.add_class::<rows::RowBuffer>()?;
+    module.add_class::<timeline::Timeline>()?;
     module.add_class::<records::RequestRecord>()?;
     module.add_class::<records::StageRecord>()?;
     module.add_class::<kernel::Kernel>()?;

@@ -10,11 +10,12 @@
 //! only when it happens (a new decode stage at a request's first token).
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyList;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::records::{RequestRecord, StageRecord};
 use crate::sequence::Sequence;
+use crate::timeline::Timeline;
 
 /// The request record a sequence points to.
 #[inline]
@@ -56,50 +57,17 @@ pub fn record_start(batch: &Bound<'_, ScheduledBatch>, now_ns: i64) -> PyResult<
     Ok(())
 }
 
-/// Counts of inter-token gaps to add to a client's `token_gaps` (gap ns -> tokens), gathered a run of
-/// equal gaps at a time (a step gives most of its sequences the same gap) and added in the order they
-/// came, so that the dict's keys are in the order counting them one by one gives.
-struct GapCounts<'py> {
-    gaps: &'py Bound<'py, PyDict>,
-    pending: Option<(i64, i64)>,
-}
-
-impl<'py> GapCounts<'py> {
-    fn count(&mut self, gap: i64) -> PyResult<()> {
-        match &mut self.pending {
-            Some((last, tokens)) if *last == gap => *tokens += 1,
-            _ => {
-                self.flush()?;
-                self.pending = Some((gap, 1));
-            }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) -> PyResult<()> {
-        if let Some((gap, tokens)) = self.pending.take() {
-            let before: i64 = match self.gaps.get_item(gap)? {
-                Some(count) => count.extract()?,
-                None => 0,
-            };
-            self.gaps.set_item(gap, before + tokens)?;
-        }
-        Ok(())
-    }
-}
-
 /// Records the tokens sampled at the end of a step (`outcome.sampled`, at `now_ns`) on their requests:
 /// `generated_tokens`; a request's first token its `first_token_ns` (and an empty `itl_ns` where
 /// `keep_itls`), with `begin_decode(seq, now_ns)` called where the sequence goes on decoding (its
 /// stage splits); a later one the gap since its last (`max_tbt_ns`, `itl_ns` where kept, and
-/// `token_gaps`, gap ns -> tokens, unless parallel paths of the request sampled in this step already:
+/// the client's count of gaps (`timeline`), unless parallel paths of the request sampled in this step already:
 /// one path's gap counts, as TPOT); every one its `last_token_ns`. Returns the tokens a benchmark
 /// client times now (first tokens and counted gaps).
 #[pyfunction]
-pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, token_gaps: &Bound<'_, PyDict>,
+pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, timeline: &Bound<'_, Timeline>,
                      keep_itls: bool, begin_decode: &Bound<'_, PyAny>) -> PyResult<i64> {
     let py = outcome.py();
-    let mut counts = GapCounts { gaps: token_gaps, pending: None };
     let mut timed = 0;
     for handle in &outcome.borrow().sampled {
         let (request, decodes_on) = {
@@ -119,7 +87,7 @@ pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, token_gaps: 
                 let gap = now_ns - request.last_token_ns;
                 request.max_tbt_ns = request.max_tbt_ns.max(gap);
                 if gap != 0 {
-                    counts.count(gap)?;
+                    timeline.borrow_mut().count_gap(gap, 1);
                     timed += 1;
                     if !request.itl_ns.is_none(py) {
                         request.itl_ns.bind(py).downcast::<PyList>()?.append(gap)?;
@@ -137,7 +105,6 @@ pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, token_gaps: 
             request.borrow_mut().last_token_ns = now_ns;
         }
     }
-    counts.flush()?;
     Ok(timed)
 }
 

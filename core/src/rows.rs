@@ -44,36 +44,8 @@ impl RowBuffer {
     /// Adds one row (values in column order), spilling the held rows once they fill the buffer.
     #[pyo3(signature = (*values))]
     fn append(&mut self, py: Python<'_>, values: &Bound<'_, PyTuple>) -> PyResult<()> {
-        if values.len() != self.widths.len() {
-            return Err(PyValueError::new_err(format!("a row has {} values, not {}", self.widths.len(),
-                                                     values.len())));
-        }
-        let start = self.bytes.len();
-        for (value, &width) in values.iter().zip(&self.widths) {
-            let packed = value.extract::<i64>().and_then(|value| {
-                let fits = match width {
-                    1 => i8::try_from(value).is_ok(),
-                    4 => i32::try_from(value).is_ok(),
-                    _ => true,
-                };
-                if fits { Ok(value) } else {
-                    Err(PyOverflowError::new_err(format!("{value} does not fit in {width} bytes")))
-                }
-            });
-            match packed {
-                Ok(value) => self.bytes.extend_from_slice(&value.to_le_bytes()[..width]),
-                Err(error) => {
-                    self.bytes.truncate(start); // no part of a bad row stays
-                    return Err(error);
-                }
-            }
-        }
-        self.rows += 1;
-        if self.bytes.len() >= self.capacity {
-            self.spill.call1(py, (PyBytes::new(py, &self.bytes),))?;
-            self.bytes = Vec::new(); // once written (a failed write keeps them); its memory goes back
-        }
-        Ok(())
+        let values = values.iter().map(|value| value.extract::<i64>()).collect::<PyResult<Vec<i64>>>()?;
+        self.push(py, &values)
     }
 
     /// The rows held (not yet spilled), as bytes.
@@ -88,7 +60,36 @@ impl RowBuffer {
     }
 
     /// Rows appended in all, spilled ones included.
-    fn __len__(&self) -> usize {
+    pub fn __len__(&self) -> usize {
         self.rows
+    }
+}
+
+impl RowBuffer {
+    /// Adds one row (values in column order), as `append` does, from Rust.
+    pub fn push(&mut self, py: Python<'_>, values: &[i64]) -> PyResult<()> {
+        if values.len() != self.widths.len() {
+            return Err(PyValueError::new_err(format!("a row has {} values, not {}", self.widths.len(),
+                                                     values.len())));
+        }
+        let start = self.bytes.len();
+        for (&value, &width) in values.iter().zip(&self.widths) {
+            let fits = match width {
+                1 => i8::try_from(value).is_ok(),
+                4 => i32::try_from(value).is_ok(),
+                _ => true,
+            };
+            if !fits {
+                self.bytes.truncate(start); // no part of a bad row stays
+                return Err(PyOverflowError::new_err(format!("{value} does not fit in {width} bytes")));
+            }
+            self.bytes.extend_from_slice(&value.to_le_bytes()[..width]);
+        }
+        self.rows += 1;
+        if self.bytes.len() >= self.capacity {
+            self.spill.call1(py, (PyBytes::new(py, &self.bytes),))?;
+            self.bytes = Vec::new(); // once written (a failed write keeps them); its memory goes back
+        }
+        Ok(())
     }
 }

@@ -5,18 +5,19 @@ These records are what the coordinator fills in and what
 Times are simulated integer nanoseconds; -1 means "did not happen".
 A request's and a stage's (:class:`RequestRecord`, :class:`StageRecord`) are the compiled core's
 (core/src/records.rs), which writes each step's tokens and times on them natively
-(core/src/recording.rs); they read, write, compare and pickle as the dataclasses they were.
+(core/src/recording.rs); they read, write, compare and pickle as the dataclasses they were. So is
+a client's record of each step (:class:`ClientTimeline`, over core/src/timeline.rs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Self
 
 import numpy as np
-from cosim_core import RequestRecord, StageRecord
+from cosim_core import RequestRecord, StageRecord, Timeline
 
-from .power import DevicePower, StepJoules
+from .power import DevicePower
 from .spill import INT64, SpillRows
 
 __all__ = ["ClientInfo", "ClientTimeline", "Reporting", "RequestRecord", "StageRecord"]
@@ -52,28 +53,31 @@ class Reporting(Protocol):
     def summary(self) -> dict[str, float | int | None]: ...
 
 
-class ClientTimeline:
+class ClientTimeline(Timeline):
     """One row per step of one client, kept as growable columns.
 
-    The rows spill to a temporary file as they accumulate (:class:`cosim.hub.sim.spill.SpillRows`),
-    so a long run's memory does not grow with its steps.
+    Each step is recorded in the compiled core (:class:`cosim_core.Timeline`, core/src/timeline.rs:
+    ``append``, ``add_energy``, ``count_gap``), which the client's step loop writes natively; this
+    class makes its tables and reads them back for the reports. The rows spill to a temporary file
+    as they accumulate (:class:`cosim.hub.sim.spill.SpillRows`), so a long run's memory does not
+    grow with its steps.
 
     Columns: ``start_ns``, ``end_ns``, ``num_seqs``, ``prefill_tokens``,
     ``decode_tokens``, ``kv_blocks_used``, ``num_waiting``, ``timed_tokens``
     (the tokens a benchmark client times at the step's end: one per request
-    that got a token, as ``token_gaps`` counts them, plus first tokens;
+    that got a token, as the gap counts count them, plus first tokens;
     :meth:`token_times`, for the most output tokens per second).
 
-    Energy (:meth:`add_energy`): ``energy_j``, the steps' joules where known;
+    Energy (``add_energy``): ``energy_j``, the steps' joules where known;
     ``device_s``, the device-seconds they kept busy; ``reported_energy_steps``,
     the steps whose backend reported it.
 
-    ``token_gaps`` counts the inter-token latencies (ITL) of the tokens the
+    The gap counts are the inter-token latencies (ITL) of the tokens the
     client sampled after each request's first: gap in ns -> number of tokens.
     Exact, and compact: a step gives every sequence in it the same gap, so
     there are at most as many keys as steps, whatever the number of tokens.
-    Past :attr:`MAX_GAP_KEYS` keys the counts spill to a temporary file (the
-    dict is emptied in place); :meth:`gap_counts` gives every count.
+    Past :attr:`MAX_GAP_KEYS` keys (read when the timeline is made) the counts
+    spill to a temporary file; :meth:`gap_counts` gives every count.
     """
 
     MAX_GAP_KEYS = 16_384
@@ -82,30 +86,23 @@ class ClientTimeline:
     COLUMNS = ("start_ns", "end_ns", "num_seqs", "prefill_tokens", "decode_tokens",
                "kv_blocks_used", "num_waiting")
 
+    _rows: SpillRows
+    _spilled_gaps: SpillRows
+
+    def __new__(cls) -> Self:
+        rows = SpillRows([(name, INT64) for name in (*cls.COLUMNS, "timed_tokens")])
+        spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
+        return super().__new__(cls, rows, spilled_gaps, cls.MAX_GAP_KEYS)
+
     def __init__(self) -> None:
-        self._rows = SpillRows([(name, INT64) for name in (*self.COLUMNS, "timed_tokens")])
-        self.energy_j = 0.0
-        self.device_s = 0.0
-        self.reported_energy_steps = 0
-        self.token_gaps: dict[int, int] = {}
-        self._spilled_gaps = SpillRows([("gap_ns", INT64), ("tokens", INT64)])
         self.lora: LoraStats | None = None  # a client's LoRA adapter loads, where it serves adapters
         self.speculative: SpecStats | None = None  # a client's speculative counts (its scheduler's)
         self.offload: Reporting | None = None  # a client's KV offload tier (scheduling/offload.py), for its counts
 
-    def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,
-               kv_blocks_used: int, num_waiting: int, timed_tokens: int = 0) -> None:
-        self._rows.append(start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting,
-                          timed_tokens)
-        if len(self.token_gaps) > self.MAX_GAP_KEYS:  # distinct gaps may grow with the steps: spill them
-            for gap, tokens in self.token_gaps.items():
-                self._spilled_gaps.append(gap, tokens)
-            self.token_gaps.clear()  # in place: a client may hold the dict while it counts a step
-
     def gap_counts(self) -> dict[int, int]:
-        """Every ITL count (:attr:`token_gaps` and those spilled): gap in ns -> tokens."""
+        """Every ITL count (those in memory, ``token_gaps``, and those spilled): gap in ns -> tokens."""
         if not len(self._spilled_gaps):
-            return dict(self.token_gaps)
+            return self.token_gaps
         spilled = self._spilled_gaps.columns()
         gaps, where = np.unique(spilled["gap_ns"], return_inverse=True)
         tokens = np.zeros(gaps.size, dtype=np.int64)
@@ -114,16 +111,6 @@ class ClientTimeline:
         for gap, n in self.token_gaps.items():
             counts[gap] = counts.get(gap, 0) + n
         return counts
-
-    def add_energy(self, step: StepJoules) -> None:
-        """Counts one step's energy."""
-        self.device_s += step.device_s
-        if step.joules is not None:
-            self.energy_j += step.joules
-            self.reported_energy_steps += step.reported
-
-    def __len__(self) -> int:
-        return len(self._rows)
 
     def token_times(self) -> tuple[np.ndarray, np.ndarray]:
         """Output tokens at each step's end, as (instants in ns, tokens), for the steps that gave any

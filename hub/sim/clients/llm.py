@@ -262,8 +262,7 @@ class LLMClient:
         self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
                              self.scheduler.num_waiting, num_requests)
         # Each request of the run got a token one step after its last (runs step back to back).
-        gaps, gap = self.timeline.token_gaps, end_ns - start_ns
-        gaps[gap] = gaps.get(gap, 0) + num_requests
+        self.timeline.count_gap(end_ns - start_ns, num_requests)
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
@@ -271,7 +270,7 @@ class LLMClient:
 
     def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
         """Records a step's tokens, forks and finished stages on the requests."""
-        timed = record_tokens(outcome, now, self.timeline.token_gaps, self.keep_itls, self._begin_decode_stage)
+        timed = record_tokens(outcome, now, self.timeline, self.keep_itls, self._begin_decode_stage)
         if self.frontend is not None:
             self.frontend.deliver(outcome.sampled, now)
         for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time

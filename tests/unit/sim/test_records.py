@@ -8,6 +8,7 @@ import pickle
 
 import pytest
 
+from cosim.hub.sim.power import StepJoules
 from cosim.hub.sim.records import ClientTimeline, RequestRecord, StageRecord
 
 
@@ -19,6 +20,26 @@ def test_token_times_are_the_ends_of_the_steps_that_gave_tokens() -> None:
     at_ns, tokens = timeline.token_times()
     assert at_ns.tolist() == [25, 40] and tokens.tolist() == [2, 1]
     assert timeline.columns()["num_seqs"].tolist() == [2, 2, 3] and len(timeline) == 3
+    timeline.close()
+
+
+def test_a_steps_energy_counts_its_joules_only_where_known() -> None:
+    timeline = ClientTimeline()
+    timeline.add_energy(StepJoules(2.5, 0.5, True))  # reported by the backend
+    timeline.add_energy(StepJoules(1.0, 0.25))  # the power model's
+    timeline.add_energy(StepJoules(None, 0.125, True))  # no power figure: only its device time
+    assert (timeline.energy_j, timeline.device_s, timeline.reported_energy_steps) == (3.5, 0.875, 1)
+    timeline.close()
+
+
+def test_gap_counts_past_the_keys_kept_spill_and_still_add_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ClientTimeline, "MAX_GAP_KEYS", 2)  # read when a timeline is made
+    timeline = ClientTimeline()
+    for step, gap in enumerate([10, 20, 10, 30, 40, 10, 20]):
+        timeline.count_gap(gap, step + 1)
+        timeline.append(0, gap, 1, 0, 1, 0, 0, step + 1)  # a step past two distinct gaps spills them
+    assert len(timeline.token_gaps) <= 2 < len(timeline.gap_counts())
+    assert timeline.gap_counts() == {10: 1 + 3 + 6, 20: 2 + 7, 30: 4, 40: 5}
     timeline.close()
 
 
