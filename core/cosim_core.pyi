@@ -1,12 +1,13 @@
 """cosim's compiled simulation core (Rust, PyO3): the types mypy sees (core/src has the docs)."""
 
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from collections.abc import Sequence as Seq
 from typing import Any, Self
 
 import numpy as np
 
 from cosim.hub.config.scheduler import SchedulerConfig
+from cosim.hub.sim.ports import Stepper
 from cosim.hub.sim.scheduling.lora import LoraSlots, LoraStep
 from cosim.hub.sim.scheduling.offload import OffloadTier
 from cosim.hub.sim.scheduling.speculative import SpecStats, Speculation
@@ -621,9 +622,16 @@ class StepTimer:
         """How long ``batch`` takes, and the energy it uses."""
     def step_ns(self, timing: Timing, num_new: Seq[int], added_ns: int = 0) -> int:
         """How long a step takes: the formula for every step, one by one or in a decode run."""
-    def run_ahead(self, start_ns: int, horizon_ns: Callable[[], int]) -> Iterator[tuple[int, StepJoules]]:
-        """The decode run's next steps taken back to back while each ends before ``horizon_ns()``
-        and its timing is cached: each one's duration and energy."""
+    def take_steps(self, client: Stepper) -> tuple[ScheduledBatch, int, int] | None:
+        """The client's wake-up: its steps begun, timed, ended and recorded in place while each ends
+        before anything else happens (a decode run's in bulk where cached); the step whose end the
+        heap handles (batch, start, duration), or None (core/src/stepping.rs)."""
+    def begin_step(self, client: Stepper) -> ScheduledBatch | None:
+        """The client's next step, its start recorded; None when it is busy or nothing can run."""
+    def time_step(self, client: Stepper, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> int:
+        """How long the client's step of ``batch`` takes; its energy counted on the client's timeline."""
+    def end_step(self, client: Stepper, batch: ScheduledBatch, start_ns: int) -> None:
+        """The client's step begun at ``start_ns`` ends now: handed back, and what it did recorded."""
     def top_up(self, now_ns: int, depth: int) -> list[tuple[Any, ...]]:
         """The batches after the step in flight, where those predicted so far fall short."""
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
@@ -758,7 +766,11 @@ class Kernel:
     @property
     def num_pending(self) -> int:
         """Events scheduled and not yet handled."""
-    def __init__(self, *, log_limit: int = 0) -> None: ...
+    @property
+    def in_place(self) -> bool:
+        """Callers may handle the events due before any other in place; off, every event goes
+        through the heap (:meth:`peek` is always now)."""
+    def __init__(self, *, log_limit: int = 0, in_place: bool = True) -> None: ...
     def call_at(self, time_ns: int, priority: int, fn: Callable[..., object], *args: object, label: str = "") -> None:
         """Schedules ``fn(*args)`` at ``time_ns`` (never in the past)."""
     def peek(self) -> int:

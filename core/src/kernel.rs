@@ -87,6 +87,9 @@ impl Ord for Event {
 ///
 /// Args:
 ///     log_limit: how many of the first events to keep in `log`.
+///     in_place: callers may handle the events due before any other in place (`advance`); off,
+///         `peek` says something always comes next, so every event goes through the heap (a check
+///         that handling them in place changes nothing).
 ///
 /// Attributes:
 ///     now_ns: the simulated time of the event being handled.
@@ -95,13 +98,15 @@ impl Ord for Event {
 #[pyclass(module = "cosim_core")]
 pub struct Kernel {
     #[pyo3(get, set)]
-    now_ns: i64,
+    pub(crate) now_ns: i64,
     #[pyo3(get)]
     num_events: i64,
     #[pyo3(get)]
     log_limit: i64,
     #[pyo3(get)]
     log: Py<PyList>,
+    #[pyo3(get)]
+    in_place: bool,
     heap: BinaryHeap<Reverse<Event>>,
     seq: u64,
     /// `run`'s `stop`, while it runs.
@@ -111,10 +116,10 @@ pub struct Kernel {
 #[pymethods]
 impl Kernel {
     #[new]
-    #[pyo3(signature = (*, log_limit = 0))]
-    fn new(py: Python<'_>, log_limit: i64) -> Self {
-        Kernel { now_ns: 0, num_events: 0, log_limit, log: PyList::empty(py).unbind(), heap: BinaryHeap::new(), seq: 0,
-                 stop: None }
+    #[pyo3(signature = (*, log_limit = 0, in_place = true))]
+    fn new(py: Python<'_>, log_limit: i64, in_place: bool) -> Self {
+        Kernel { now_ns: 0, num_events: 0, log_limit, log: PyList::empty(py).unbind(), in_place, heap: BinaryHeap::new(),
+                 seq: 0, stop: None }
     }
 
     // Events hold the simulation's callbacks, which hold the kernel: the collector sees those cycles.
@@ -157,9 +162,13 @@ impl Kernel {
     }
 
     /// When the next event is handled: the first pending event's time; `now_ns` when the run stops
-    /// before its next event (`run`'s `stop`); past `MAX_SIM_NS` when none is pending. Nothing else
-    /// happens in the simulation before then (see `advance`).
-    fn peek(&self, py: Python<'_>) -> PyResult<i128> {
+    /// before its next event (`run`'s `stop`), or always where events are not handled in place
+    /// (`in_place`); past `MAX_SIM_NS` when none is pending. Nothing else happens in the simulation
+    /// before then (see `advance`).
+    pub(crate) fn peek(&self, py: Python<'_>) -> PyResult<i128> {
+        if !self.in_place {
+            return Ok(i128::from(self.now_ns));
+        }
         if let Some(stop) = &self.stop {
             if stop.call0(py)?.is_truthy(py)? {
                 return Ok(i128::from(self.now_ns));
@@ -171,7 +180,7 @@ impl Kernel {
     /// Handles an event its caller handles itself, at `time_ns`, instead of scheduling it: one before
     /// `peek`, so it is the event the heap would handle next. Saves the heap's work on the steps of a
     /// client alone in the simulation; the order of events is the heap's.
-    fn advance(&mut self, py: Python<'_>, time_ns: i64, label: &str) -> PyResult<()> {
+    pub(crate) fn advance(&mut self, py: Python<'_>, time_ns: i64, label: &str) -> PyResult<()> {
         self.now_ns = time_ns;
         self.num_events += 1;
         if self.num_events <= self.log_limit {

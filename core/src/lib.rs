@@ -34,6 +34,7 @@ pub mod runs;
 pub mod scheduler;
 pub mod sequence;
 pub mod step_timer;
+pub mod stepping;
 pub mod timeline;
 pub mod timing;
 
@@ -63,7 +64,6 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<timing::RuntimeSessionProxy>()?;
     module.add_class::<step_timer::StepTimer>()?;
     module.add_class::<step_timer::DraftsAhead>()?;
-    module.add_class::<step_timer::RunAhead>()?;
     module.add_class::<rows::RowBuffer>()?;
     module.add_class::<timeline::Timeline>()?;
     module.add_class::<records::RequestRecord>()?;

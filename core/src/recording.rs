@@ -19,7 +19,7 @@ use crate::timeline::Timeline;
 
 /// The request record a sequence points to.
 #[inline]
-fn request_of<'py>(py: Python<'py>, seq: &Sequence) -> PyResult<Bound<'py, RequestRecord>> {
+pub(crate) fn request_of<'py>(py: Python<'py>, seq: &Sequence) -> PyResult<Bound<'py, RequestRecord>> {
     Ok(seq.request.bind(py).downcast::<RequestRecord>()?.clone())
 }
 

@@ -195,7 +195,7 @@ impl Scheduler {
     }
 
     #[getter]
-    fn has_work(&self) -> bool {
+    pub(crate) fn has_work(&self) -> bool {
         !self.waiting.is_empty() || !self.running.is_empty()
     }
 

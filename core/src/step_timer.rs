@@ -15,13 +15,14 @@
 //! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
 //! predictions are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
 //! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
-//! while nothing else happens ([`RunAhead`]).
+//! while nothing else happens (`run_ahead`), and the client's steps are begun, timed, ended and
+//! recorded natively, in place where nothing else comes first ([`crate::stepping`]).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::PyList;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::forecast::Forecast;
@@ -29,6 +30,7 @@ use crate::manager::BlockManager;
 use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
+use crate::stepping;
 use crate::timing::{RuntimeSessionProxy, Timing};
 
 /// A forecast longer than this is made again from the step in flight (bounds its memory).
@@ -61,7 +63,7 @@ pub struct StepTimer {
     #[pyo3(get)]
     name: String,
     #[pyo3(get)]
-    scheduler: Py<Scheduler>,
+    pub(crate) scheduler: Py<Scheduler>,
     #[pyo3(get)]
     session: Py<RuntimeSessionProxy>,
     on_settled: PyObject,
@@ -76,7 +78,7 @@ pub struct StepTimer {
     host_time: Option<PyObject>,
     drafter: Option<PyObject>,
     #[pyo3(get)]
-    overlapping: bool,
+    pub(crate) overlapping: bool,
     run: Option<Py<DecodeRun>>,
     in_flight: Option<Py<ScheduledBatch>>,
     last_duration_ns: i64,
@@ -137,7 +139,7 @@ impl StepTimer {
     // -- stepping ----------------------------------------------------------------
 
     /// The next step: a decode run's, else the scheduler's choice; None when nothing can run.
-    fn begin(slf: &Bound<'_, Self>) -> PyResult<Option<Py<ScheduledBatch>>> {
+    pub(crate) fn begin(slf: &Bound<'_, Self>) -> PyResult<Option<Py<ScheduledBatch>>> {
         let py = slf.py();
         let run = slf.borrow().run.as_ref().map(|run| run.clone_ref(py));
         let batch = match run {
@@ -182,13 +184,13 @@ impl StepTimer {
     }
 
     /// Whether `batch` is a decode run's step (its effects are pending, see `settled`).
-    fn in_run(&self, py: Python<'_>, batch: &Bound<'_, ScheduledBatch>) -> bool {
+    pub(crate) fn in_run(&self, py: Python<'_>, batch: &Bound<'_, ScheduledBatch>) -> bool {
         self.run.as_ref().is_some_and(|run| batch.borrow().is_step_of(&run.borrow(py).seqs))
     }
 
     /// The decode run's sequences and requests (parallel paths of one count once).
     #[getter]
-    fn run_size(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+    pub(crate) fn run_size(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
         let run = self.run.as_ref().ok_or_else(|| PyValueError::new_err("asked while no decode run's step ends"))?;
         let mut run = run.borrow_mut(py);
         let seqs = run.seqs.bind(py).len();
@@ -196,7 +198,7 @@ impl StepTimer {
     }
 
     /// Hands a finished step back to the scheduler; None for a decode run's step (applied later).
-    fn end(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64, end_ns: i64)
+    pub(crate) fn end(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64, end_ns: i64)
         -> PyResult<Option<Py<StepOutcome>>> {
         let py = slf.py();
         let run = {
@@ -309,14 +311,28 @@ impl StepTimer {
         self.step_duration(py, timing, &counts, &StepLists::Given(num_new), added_ns)
     }
 
-    /// Takes the decode run's next steps back to back from `start_ns`, each as `begin`,
-    /// `duration_ns` and `end` take it, without forming its batch, while: it ends before
-    /// `horizon_ns()` (when anything else next happens in the simulation), its timing is cached,
-    /// and it is not the run's last (handed back like any other). Yields each step's duration and
-    /// energy once it is taken, for the client to record.
-    fn run_ahead(slf: &Bound<'_, Self>, start_ns: i64, horizon_ns: PyObject) -> RunAhead {
-        let run = slf.borrow().run.as_ref().map(|run| run.clone_ref(slf.py()));
-        RunAhead { timer: slf.clone().unbind(), run, start_ns, horizon_ns }
+    /// The client's wake-up: its steps taken in place while nothing else comes first; the step whose
+    /// end the heap handles, or None ([`stepping::take_steps`]).
+    fn take_steps(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>) -> PyResult<Option<stepping::Step>> {
+        stepping::take_steps(slf, client)
+    }
+
+    /// The client's next step, or None ([`stepping::begin_step`]).
+    fn begin_step(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>) -> PyResult<Option<Py<ScheduledBatch>>> {
+        stepping::begin_step(slf, client)
+    }
+
+    /// How long the client's step of `batch` takes, its energy counted ([`stepping::time_step`]).
+    #[pyo3(signature = (client, batch, now_ns, dp_rank_tokens = Vec::new()))]
+    fn time_step(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64,
+                 dp_rank_tokens: Vec<i64>) -> PyResult<i64> {
+        stepping::time_step(slf, client, batch, now_ns, dp_rank_tokens)
+    }
+
+    /// Ends the client's step of `batch` and records it ([`stepping::end_step`]).
+    fn end_step(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64)
+        -> PyResult<()> {
+        stepping::end_step(slf, client, batch, start_ns)
     }
 
     /// The batches after the step in flight, when those predicted so far fall short of the
@@ -530,61 +546,46 @@ impl DraftsAhead {
     }
 }
 
-/// A decode run's steps taken back to back (`StepTimer.run_ahead`): an iterator of each step's
-/// duration and energy.
-#[pyclass(module = "cosim_core")]
-pub struct RunAhead {
-    timer: Py<StepTimer>,
-    run: Option<Py<DecodeRun>>,
-    start_ns: i64,
-    horizon_ns: PyObject,
-}
-
-#[pymethods]
-impl RunAhead {
-    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
-        slf
-    }
-
-    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
-        // Each stop is for good, as for the generator this stands for.
-        let Some(run) = self.run.as_ref().map(|run| run.clone_ref(py)) else {
+impl StepTimer {
+    /// Takes the decode run's next step from `start_ns` as `begin`, `duration_ns` and `end` take it,
+    /// without forming its batch, if: it ends before `horizon_ns()` (when anything else next happens
+    /// in the simulation), its timing is cached, and it is not the run's last (handed back like any
+    /// other). Its duration and energy, for the client to record; None: the step is taken one by one.
+    pub(crate) fn run_ahead(slf: &Bound<'_, Self>, start_ns: i64, horizon_ns: impl FnOnce() -> PyResult<i128>)
+        -> PyResult<Option<(i64, StepJoules)>> {
+        let py = slf.py();
+        let Some(run) = slf.borrow().run.as_ref().map(|run| run.clone_ref(py)) else {
             return Ok(None);
         };
         let run = run.bind(py);
         if run.borrow().steps_left() <= 1 {
-            self.run = None;
             return Ok(None);
         }
-        let timer = self.timer.bind(py);
-        let session = timer.borrow().session.clone_ref(py);
+        let session = slf.borrow().session.clone_ref(py);
         let Some(timing) = session.borrow(py).peek_run(py, run)? else {
-            self.run = None;
             return Ok(None); // the backend is asked, with lookahead, by the step taken one by one
         };
         let context = run.borrow().next_context(); // the step's batch as run.step() would form it
         let ones = vec![1; context.len()];
         let lists = StepLists::Run(run, &context);
-        let duration = timer.borrow().step_duration(py, &timing, &ones, &lists, 0)?;
-        let end_ns = self.start_ns + duration;
+        let duration = slf.borrow().step_duration(py, &timing, &ones, &lists, 0)?;
+        let end_ns = start_ns + duration;
         // The horizon may lie past i64 (`Kernel.peek` with nothing pending: MAX_SIM_NS + 1).
-        if i128::from(end_ns) >= self.horizon_ns.call0(py)?.extract::<i128>(py)? {
-            self.run = None;
+        if i128::from(end_ns) >= horizon_ns()? {
             return Ok(None);
         }
-        session.borrow_mut(py).count_hit(&timing, Some(timer.as_any()));
+        session.borrow_mut(py).count_hit(&timing, Some(slf.as_any()));
         {
             let mut run = run.borrow_mut();
             run.begin(py)?;
-            run.end_step(self.start_ns, end_ns);
+            run.end_step(start_ns, end_ns);
         }
         {
-            let mut this = timer.borrow_mut();
+            let mut this = slf.borrow_mut();
             this.steps_begun += 1;
             this.last_duration_ns = duration;
         }
-        let joules = timer.borrow().joules(py, &timing, duration, &lists)?;
-        self.start_ns = end_ns;
-        Ok(Some(PyTuple::new(py, [duration.into_pyobject(py)?.into_any(), joules.into_bound(py).into_any()])?))
+        let joules = *slf.borrow().joules(py, &timing, duration, &lists)?.get();
+        Ok(Some((duration, joules)))
     }
 }

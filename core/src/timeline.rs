@@ -1,10 +1,10 @@
 //! What a client records at each step: its row, its energy and its count of inter-token gaps
 //! ([`Timeline`], the base of Python's `ClientTimeline` in `hub/sim/records.py`).
 //!
-//! A client writes each step here (the gaps natively, [`crate::recording`]); the reports read the
-//! rows back through Python (`ClientTimeline.columns`, `token_times`, `gap_counts`), once per run.
-//! The rows and the gap counts that outgrow memory are written to the tables Python made
-//! (`SpillRows`, which own their temporary files), through their buffers ([`RowBuffer`]).
+//! The step loop ([`crate::stepping`]) writes here natively; the reports read the rows back through
+//! Python (`ClientTimeline.columns`, `token_times`, `gap_counts`), once per run. The rows and the gap
+//! counts that outgrow memory are written to the tables Python made (`SpillRows`, which own their
+//! temporary files), through their buffers ([`RowBuffer`]).
 
 use pyo3::intern;
 use pyo3::prelude::*;

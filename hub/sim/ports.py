@@ -5,9 +5,9 @@ cheaply that is found out, is the timing layer's business. The simulator sees on
 so it never imports the timing layer; the assembly (:mod:`cosim.hub.studies.simulation`) plugs in
 :class:`cosim.hub.timing.step_timer.StepTimer` and :class:`cosim.hub.timing.cache.RuntimeSessionProxy`.
 
-Both directions are here: a :class:`Stepper` (the client) states what a step is (begin it, time it,
-end it, record it), and its :class:`StepClock` decides how many steps are taken without the
-kernel's heap. While a clock holds a decode run's steps unapplied, the client reads its scheduler
+Both directions are here: a :class:`Stepper` (the client) holds what a step reads and writes, and
+its :class:`StepClock` begins, times, ends and records each step, and decides how many are taken
+without the kernel's heap. While a clock holds a decode run's steps unapplied, the client reads its scheduler
 as an :class:`UnsettledScheduler` (counts, the queue, KV blocks), and the running sequences only
 through :meth:`StepClock.settled`: a stale read is a type error.
 """
@@ -18,9 +18,10 @@ from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from typing import Protocol
 
+from .frontend import FrontEnd
 from .kernel import Kernel
-from .power import StepJoules
-from .scheduling import ScheduledBatch, Scheduler, Sequence, Signature, StepOutcome
+from .records import ClientTimeline
+from .scheduling import ScheduledBatch, Scheduler, Sequence, Signature
 from .scheduling.lora import LoraSlots
 from .scheduling.offload import OffloadTier
 from .scheduling.speculative import SpecStats, Speculation
@@ -115,11 +116,17 @@ class UnsettledScheduler(Protocol):
 
 class Stepper(Protocol):
     """A client whose steps a :class:`StepClock` takes (:class:`cosim.hub.sim.clients.llm.LLMClient`):
-    what a step is, stated by the client; the clock decides which steps' ends and wake-ups the
-    kernel's heap handles and which it handles in place (:meth:`Kernel.advance`, with these labels)."""
+    the clock begins, times, ends and records its steps natively (core/src/stepping.rs) on what it
+    reads here, and calls back only for what is rare or the client's own. It decides which steps'
+    ends and wake-ups the kernel's heap handles and which it handles in place (:meth:`Kernel.advance`,
+    with these labels)."""
 
     @property
     def kernel(self) -> Kernel: ...
+
+    @property
+    def timeline(self) -> ClientTimeline:
+        """Where each step is recorded (its row, energy and token gaps)."""
 
     @property
     def wake_label(self) -> str: ...
@@ -127,18 +134,31 @@ class Stepper(Protocol):
     @property
     def done_label(self) -> str: ...
 
-    def begin_step(self) -> ScheduledBatch | None:
-        """Begins the next step: its batch, or None when nothing can run."""
+    busy: bool
+    """A step (or, with micro-batches, the first pipeline stage) is in flight."""
 
-    def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> int:
-        """How long the step of ``batch`` takes (its energy counted)."""
+    busy_ns: int
+    """Time its devices were busy."""
 
-    def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
-        """The step begun at ``start_ns`` ends now: handed back, and what it did recorded."""
+    @property
+    def keep_itls(self) -> bool:
+        """Each request's token gaps are kept (``RequestRecord.itl_ns``)."""
 
-    def record_run_step(self, start_ns: int, end_ns: int, joules: StepJoules | None = None) -> None:
-        """Records a decode run's step (its tokens are recorded once the run is settled); ``joules``:
-        its energy, where no :meth:`time_step` counted it (a step taken in bulk)."""
+    @property
+    def frontend(self) -> FrontEnd | None:
+        """The API server in front, which every sampled token goes through (its ``deliver``)."""
+
+    def end_micro_batch(self) -> None:
+        """A pipeline micro-batch's step ended (its steps overlap)."""
+
+    def begin_decode_stage(self, seq: Sequence, now: int) -> None:
+        """``seq``'s first token: its prefill stage here ends, its decode stage begins."""
+
+    def hold(self, seq: Sequence, count: int) -> None:
+        """Counts ``count`` more sequences of ``seq``'s request here (forks)."""
+
+    def finish_stage(self, seq: Sequence, now: int) -> None:
+        """``seq``'s stage here ended at ``now``: handed on."""
 
     def wake(self) -> None:
         """Asks for the next step at the current time, after the events already due then."""
@@ -148,10 +168,10 @@ class Stepper(Protocol):
 
 
 class StepClock(Protocol):
-    """Forms one LLM client's steps and times them (:class:`cosim.hub.timing.step_timer.StepTimer`).
+    """Forms one LLM client's steps, times and records them (:class:`cosim.hub.timing.step_timer.StepTimer`).
 
-    The client begins a step, asks its duration, and ends it at that time; the clock may apply steps
-    of a decode run in bulk (reported through :class:`Settled`), never changing what they do. The
+    The client's step is begun, timed, and ended at that time; the clock may apply steps of a
+    decode run in bulk (reported through :class:`Settled`), never changing what they do. The
     scheduler's sequences are up to date only as :meth:`settled` returns them.
     """
 
@@ -161,20 +181,16 @@ class StepClock(Protocol):
         bulk where their timings are known). Returns the step whose end the heap handles, or None:
         the client is idle, or its wake-up is an event again."""
 
-    def begin(self) -> ScheduledBatch | None:
-        """The next step's batch; None when nothing can run."""
+    def begin_step(self, client: Stepper) -> ScheduledBatch | None:
+        """Begins the client's next step (its start recorded): its batch, or None when nothing can run
+        or the client is busy."""
 
-    def in_run(self, batch: ScheduledBatch) -> bool:
-        """Whether ``batch`` is a decode run's step (its sequences all started; its effects pending)."""
+    def time_step(self, client: Stepper, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Seq[int] = ()) -> int:
+        """How long the step of ``batch`` takes (its energy counted); ``dp_rank_tokens``: the tokens of
+        every rank of its data-parallel lock-step group, if any."""
 
-    @property
-    def run_size(self) -> tuple[int, int]:
-        """The decode run's sequences and requests, while one of its steps ends."""
-
-    def duration_ns(self, batch: ScheduledBatch, now_ns: int,
-                    dp_rank_tokens: Seq[int] = ()) -> tuple[int, StepJoules]: ...
-
-    def end(self, batch: ScheduledBatch, start_ns: int, end_ns: int) -> StepOutcome | None: ...
+    def end_step(self, client: Stepper, batch: ScheduledBatch, start_ns: int) -> None:
+        """The client's step begun at ``start_ns`` ends now: handed back, and what it did recorded."""
 
     def interrupt(self) -> None: ...
 

@@ -26,10 +26,11 @@ backend is asked, never the answer:
 - **decode runs** (``cosim_core.DecodeRun``, core/src/runs.rs): steps certain to be the same
   sequences decoding skip the scheduler's per-step forming and updating; the scheduler applies them
   in bulk when anyone looks (``StepTimer.settled``);
-- **steps in place** (:mod:`.in_place`, :meth:`StepTimer.take_steps`): a lone client's step ends
+- **steps in place** (``StepTimer.take_steps``, core/src/stepping.rs): a lone client's step ends
   and wake-ups that come before anything else in the simulation are handled without the kernel's
-  heap, and a decode run's steps whose timings are cached are taken in one go
-  (``StepTimer.run_ahead``), without a batch or an event each.
+  heap, and a decode run's steps whose timings are cached are taken in one go, without a batch or
+  an event each; each step is begun, timed, ended and recorded there, the client's Python called
+  only for what is rare or its own.
 """
 
 from __future__ import annotations
@@ -39,22 +40,13 @@ from typing import Any
 import cosim_core
 from cosim_core import predict
 
-from ..sim.ports import Step, Stepper
-from .in_place import take_steps
-
 __all__ = ["StepTimer", "predict"]
 
 
 class StepTimer(cosim_core.StepTimer):
     """Steps one client's scheduler and times each step (``cosim_core.StepTimer``'s arguments).
 
-    The core's timer, joined to its session as a rider, with the kernel's side of a wake-up:
-    its steps taken in place (:func:`.in_place.take_steps`)."""
+    The core's timer, joined to its session as a rider."""
 
     def __init__(self, **kwargs: Any) -> None:
         self.session.join(self)  # its top-ups ride along when another client of the session misses
-
-    def take_steps(self, client: Stepper) -> Step | None:
-        """The client's wake-up: its steps taken in place while nothing else comes first
-        (:func:`.in_place.take_steps`); the step whose end the heap handles, or None."""
-        return take_steps(client, self.run_ahead, overlapping=self.overlapping)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,9 @@ from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.config.choices import BATCHING
 from cosim.hub.errors import ScenarioError
+from cosim.hub.sim.clients.llm import LLMClient
 from cosim.hub.sim.kernel import Kernel
+from cosim.hub.studies import simulation
 from cosim.hub.timing.step_timer import StepTimer
 from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
@@ -75,7 +77,8 @@ def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A client's step end and wake-up, handled in place when nothing comes before them
     (before Kernel.peek), and a decode run's steps taken in one go while nothing else happens
-    (StepTimer.run_ahead), are the events and steps the heap would have handled, in order."""
+    (StepTimer.take_steps, core/src/stepping.rs), are the events and steps the heap would have
+    handled, in order."""
     raw = config()
     raw["workload"]["arrival"]["rate_per_s"] = rate
 
@@ -86,22 +89,30 @@ def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate
         summaries.append({k: v for k, v in result.summary.items() if k != "wall_time_s"})
         return result.output_dir, result.events, len(result.events)
 
-    handled, ahead = [], []
-    advance, run_ahead = Kernel.advance, StepTimer.run_ahead
-    monkeypatch.setattr(Kernel, "advance", lambda self, *args: handled.append(advance(self, *args)))
+    heap_ends, timed = [0], [0]  # step ends the heap handled; steps timed one by one (not in bulk)
+    on_step_done, duration_ns = LLMClient._on_step_done, StepTimer.duration_ns
 
-    def counted_run_ahead(self: StepTimer, *args: Any) -> Iterator[Any]:
-        for step in run_ahead(self, *args):
-            ahead.append(step)
-            yield step
+    def counted_step_done(self: LLMClient, *args: Any) -> None:
+        heap_ends[0] += 1
+        on_step_done(self, *args)
 
-    monkeypatch.setattr(StepTimer, "run_ahead", counted_run_ahead)
+    def counted_duration(self: StepTimer, *args: Any) -> Any:
+        timed[0] += 1
+        return duration_ns(self, *args)
+
+    monkeypatch.setattr(LLMClient, "_on_step_done", counted_step_done)
+    monkeypatch.setattr(StepTimer, "duration_ns", counted_duration)
     inline, inline_events, inline_count = run("inline")
-    assert len(handled) > inline_count / 4  # most of the steps when they are alone, some when bursty
-    assert len(ahead) > inline_count / 20
-    monkeypatch.setattr(Kernel, "peek", lambda self: self.now_ns)  # something always comes next: the heap's way
+    inline_heap_ends, inline_timed = heap_ends[0], timed[0]
+    heap_ends[0] = timed[0] = 0
+    # something always comes next (Kernel.peek is now): the heap's way
+    monkeypatch.setattr(simulation, "Kernel", functools.partial(Kernel, in_place=False))
     heap, heap_events, heap_count = run("heap")
     assert inline_count == heap_count > 2 * 120
+    assert heap_ends[0] == timed[0]  # every step through the heap, timed one by one
+    # most of the steps when they are alone, some when bursty (a step's end and wake-up: two events)
+    assert 2 * (heap_ends[0] - inline_heap_ends) > inline_count / 4
+    assert timed[0] - inline_timed > inline_count / 20  # a decode run's steps taken in bulk
     assert inline_events == heap_events
     assert summaries[0] == summaries[1]  # energy, cache hits and lookups included
     for name in ("requests.csv", "clients.csv", "trace.json"):

@@ -4,7 +4,9 @@ runs with lookahead give exactly what stepping one by one gives."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,8 @@ from cosim.hub.config.choices import BATCHING, LOAD_METRICS, PACKING, ROUTERS
 from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics import summary_json
 from cosim.hub.sim.clients import llm
+from cosim.hub.sim.kernel import Kernel
+from cosim.hub.studies import simulation
 from cosim.hub.studies.runner import started_backends
 from cosim.hub.studies.simulation import Simulation
 from tests.scenarios.helpers import client, scenario
@@ -166,10 +170,12 @@ def multistage_scenarios(draw: st.DrawFn) -> dict:
 @given(multistage_scenarios())
 def test_router_loads_never_go_negative_and_return_to_zero(raw: dict) -> None:
     """Every client's load, by every metric, checked after each of its steps (branches used to
-    drive ``input_tokens`` negative: each finished branch subtracted its request's prompt)."""
+    drive ``input_tokens`` negative: each finished branch subtracted its request's prompt). Every
+    step ends through the kernel's heap (none in place), so that each goes through ``end_step``."""
     config = parse_config(raw)
     lowest: dict[str, int] = {}
-    with started_backends(config, ["lin"]) as backends:
+    with started_backends(config, ["lin"]) as backends, \
+            mock.patch.object(simulation, "Kernel", functools.partial(Kernel, in_place=False)):
         sim = Simulation(config, Path("."), backends)
         for c in sim.clients:
             def checked(batch, start_ns, c=c, end_step=c.end_step) -> None:

@@ -3,9 +3,12 @@
 A step is begun (:meth:`LLMClient.begin_step`: the step clock,
 :class:`cosim.hub.sim.ports.StepClock`, has the scheduler form it), timed
 (:meth:`LLMClient.time_step`) and ended at that time (:meth:`LLMClient.end_step`:
-the scheduler applies it, :meth:`Scheduler.update`, and the client records what
-happened on the requests: tokens, first-token and between-token times, stages,
-and hands finished stages to the coordinator). Its end is an event of the
+the scheduler applies it, :meth:`Scheduler.update`, and what happened on the
+requests is recorded: tokens, first-token and between-token times, stages; the
+client hands finished stages to the coordinator, :meth:`LLMClient.finish_stage`).
+The clock does the common path of each natively (core/src/stepping.rs), calling
+the client's Python only for what is rare or its own (the :class:`Stepper`
+protocol of :mod:`cosim.hub.sim.ports`). A step's end is an event of the
 kernel, and so is the client's wake-up for the next; the clock may handle both
 in place when nothing else comes first (:meth:`StepClock.take_steps`). What a
 step holds is the scheduler's business (:mod:`cosim.hub.sim.scheduling`); how long it
@@ -19,7 +22,7 @@ from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
 from typing import Protocol
 
-from cosim_core import record_run, record_start, record_tokens
+from cosim_core import record_run
 
 from ...config.choices import LOAD_METRICS as CONFIG_LOAD_METRICS
 from ..admission import ClientLimits
@@ -27,9 +30,8 @@ from ..frontend import FrontEnd
 from ..kernel import DONE, WAKE, Kernel
 from ..pipelines import decode_kind
 from ..ports import MakeStepClock, UnsettledScheduler
-from ..power import StepJoules
 from ..records import ClientInfo, ClientTimeline, StageRecord
-from ..scheduling import ScheduledBatch, Scheduler, Sequence, StepOutcome
+from ..scheduling import ScheduledBatch, Scheduler, Sequence
 from ..scheduling.lora import LoraStats
 from .lockstep import LockStepGroup
 
@@ -90,7 +92,7 @@ class LLMClient:
         self.timer = clock(scheduler=scheduler, settled=record_run,
                            next_arrival_ns=lambda now: sink.next_arrival_at(self, now),
                            alone=group is None, overlapping=self.micro_batches > 1)
-        self.timeline = ClientTimeline()
+        self.timeline = ClientTimeline()  # written by the clock at each step
         if scheduler.speculation is not None:
             self.timeline.speculative = scheduler.spec_stats
         if scheduler.lora is not None:
@@ -118,7 +120,7 @@ class LLMClient:
         self._queue(seq)
 
     def _queue(self, seq: Sequence) -> None:
-        self._hold(seq, 1)
+        self.hold(seq, 1)
         self.scheduler.add(seq)
         self.timer.interrupt()
         self.wake()
@@ -166,7 +168,7 @@ class LLMClient:
     def block_size(self) -> int:
         return self.scheduler.kv.block_size
 
-    def _hold(self, seq: Sequence, count: int) -> None:
+    def hold(self, seq: Sequence, count: int) -> None:
         """Counts ``count`` more (or fewer) sequences of ``seq``'s request here."""
         request = seq.request
         before = self._seqs_of[request.id]
@@ -208,18 +210,9 @@ class LLMClient:
             self.wake()
 
     def begin_step(self) -> ScheduledBatch | None:
-        """Starts the next step: its batch, or None when nothing can run."""
-        if self.busy or not self.scheduler.has_work:
-            return None
-        batch = self.timer.begin()
-        if batch is None:
-            return None
-        if not self.timer.in_run(batch):  # a run's sequences have all started
-            record_start(batch, self.kernel.now_ns)
-        if batch.lora is not None and self.timeline.lora is not None:
-            self.timeline.lora.record(batch.lora)  # the adapters it loads (a run's steps load none)
-        self.busy = True
-        return batch
+        """Starts the next step: its batch, or None when nothing can run (its clock's
+        :meth:`StepClock.begin_step`)."""
+        return self.timer.begin_step(self)
 
     def has_adapter(self, name: str) -> bool:
         """Whether LoRA adapter ``name`` holds a GPU slot here, or a sequence queued here names it
@@ -231,63 +224,28 @@ class LLMClient:
 
     def time_step(self, batch: ScheduledBatch, now_ns: int, dp_rank_tokens: Sequence_[int] = ()) -> int:
         """How long the step of ``batch`` takes (its energy is counted)."""
-        duration, energy = self.timer.duration_ns(batch, now_ns, dp_rank_tokens)
-        self.timeline.add_energy(energy)
-        return duration
+        return self.timer.time_step(self, batch, now_ns, dp_rank_tokens)
 
     def end_step(self, batch: ScheduledBatch, start_ns: int) -> None:
-        """Hands a finished step back to the scheduler and records what it did."""
-        now = self.kernel.now_ns
-        if self.micro_batches > 1:
-            self._in_flight -= 1
-            self.busy = now < self._stage_free_ns  # the first stage is still on a later micro-batch
-        else:
-            self.busy = False
-        outcome = self.timer.end(batch, start_ns, now)
-        if outcome is None:
-            self.record_run_step(start_ns, now)  # a decode run's: its effects wait until it is settled
-            return
-        if self.micro_batches == 1:
-            self.busy_ns += now - start_ns
-        self._record(batch, outcome, start_ns, now)
+        """Hands a finished step back to the scheduler and records what it did (its clock's
+        :meth:`StepClock.end_step`)."""
+        self.timer.end_step(self, batch, start_ns)
 
-    def record_run_step(self, start_ns: int, end_ns: int, joules: StepJoules | None = None) -> None:
-        """Records a decode run's step, ended one by one or taken in bulk by the clock: its tokens
-        are recorded on the requests when its run is settled (:meth:`StepClock.settled`); ``joules``:
-        its energy, where no :meth:`time_step` counted it (a step taken in bulk)."""
-        if joules is not None:
-            self.timeline.add_energy(joules)
-        self.busy_ns += end_ns - start_ns
-        num_seqs, num_requests = self.timer.run_size
-        self.timeline.append(start_ns, end_ns, num_seqs, 0, num_seqs, self.scheduler.kv.num_used,
-                             self.scheduler.num_waiting, num_requests)
-        # Each request of the run got a token one step after its last (runs step back to back).
-        self.timeline.count_gap(end_ns - start_ns, num_requests)
+    def end_micro_batch(self) -> None:
+        """A pipeline micro-batch's step ended: the first stage is still busy if a later one took it."""
+        self._in_flight -= 1
+        self.busy = self.kernel.now_ns < self._stage_free_ns
 
     def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
         self.end_step(batch, start_ns)
         self.wake()
 
-    def _record(self, batch: ScheduledBatch, outcome: StepOutcome, start_ns: int, now: int) -> None:
-        """Records a step's tokens, forks and finished stages on the requests."""
-        timed = record_tokens(outcome, now, self.timeline, self.keep_itls, self._begin_decode_stage)
-        if self.frontend is not None:
-            self.frontend.deliver(outcome.sampled, now)
-        for seq, extra in outcome.extra_tokens:  # speculative: accepted drafts, sampled at the same time
-            seq.request.generated_tokens += extra
-        for parent, children in outcome.forked:
-            parent.request.generated_tokens += len(children)  # each branch sampled its first token
-            for child in children:
-                child.stage = parent.stage
-            self._hold(parent, len(children))
-        self.timeline.append(start_ns, now, len(batch.seqs), batch.prefill_tokens,
-                             batch.num_tokens - batch.prefill_tokens, outcome.kv_blocks_used, outcome.num_waiting,
-                             timed)
-        for seq in outcome.finished:
-            # A disaggregated prefill's KV stays held until the coordinator's transfer of it completes.
-            seq.stage.end_ns = now
-            self._hold(seq, -1)
-            self.sink.on_llm_done(seq, now, self._releaser(seq))
+    def finish_stage(self, seq: Sequence, now: int) -> None:
+        """``seq``'s stage here ended at ``now``: the coordinator takes it (a disaggregated prefill's KV
+        stays held until the coordinator's transfer of it completes)."""
+        seq.stage.end_ns = now
+        self.hold(seq, -1)
+        self.sink.on_llm_done(seq, now, self._releaser(seq))
 
     def _releaser(self, seq: Sequence) -> Callable[[], None]:
         """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill
@@ -305,7 +263,7 @@ class LLMClient:
         """Applies pending decode-run steps, so that the records are complete (end of a run)."""
         self.timer.settled()
 
-    def _begin_decode_stage(self, seq: Sequence, now: int) -> None:
+    def begin_decode_stage(self, seq: Sequence, now: int) -> None:
         """Splits a request's stage on this client at its first token: prefill ends, decode begins."""
         seq.stage.end_ns = now
         seq.stage = StageRecord(kind=decode_kind(seq.request), client=self.name, enqueue_ns=now, start_ns=now)
