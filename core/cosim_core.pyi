@@ -632,6 +632,14 @@ class StepTimer:
         """How long the client's step of ``batch`` takes; its energy counted on the client's timeline."""
     def end_step(self, client: Stepper, batch: ScheduledBatch, start_ns: int) -> None:
         """The client's step begun at ``start_ns`` ends now: handed back, and what it did recorded."""
+    def wake(self, client: Stepper) -> None:
+        """Schedules the client's wake-up (:meth:`on_wake`) now, after the events due now, unless it is busy
+        or one is pending."""
+    def on_wake(self, client: Stepper) -> None:
+        """The client's wake-up: its steps taken (:meth:`take_steps`), the end of the one the heap handles
+        scheduled (:meth:`step_done`)."""
+    def step_done(self, client: Stepper, batch: ScheduledBatch, start_ns: int) -> None:
+        """A step's end the heap handles: ended (:meth:`end_step`), and the client woken."""
     def top_up(self, now_ns: int, depth: int) -> list[tuple[Any, ...]]:
         """The batches after the step in flight, where those predicted so far fall short."""
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
@@ -745,6 +753,9 @@ class StepEnergy:
         """The energy of one step lasting ``duration_ns``: the backend's ``energy_j`` where set, else the model's."""
 
 MAX_SIM_NS: int
+DONE: int
+ARRIVAL: int
+WAKE: int
 
 class Kernel:
     """The discrete-event kernel: a clock and a heap of events ``fn(*args)`` ordered by time, priority

@@ -18,6 +18,15 @@ use pyo3::types::{PyFloat, PyInt, PyList, PyString, PyTuple};
 /// Simulated times are int64 nanoseconds on the wire and in numpy (292 years).
 pub const MAX_SIM_NS: i64 = i64::MAX;
 
+// Priorities at equal times: finished work frees resources before new work arrives, and clients pick
+// their next batch only after both.
+/// A step, transfer or service that ends.
+pub const DONE: i64 = 0;
+/// Work that arrives.
+pub const ARRIVAL: i64 = 1;
+/// A client's wake-up to pick its next batch.
+pub const WAKE: i64 = 2;
+
 /// The error class `name` of `cosim.hub.errors` (imported once).
 fn hub_error<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     static ERRORS: GILOnceCell<Py<PyModule>> = GILOnceCell::new();
@@ -140,7 +149,7 @@ impl Kernel {
 
     /// Schedules `fn(*args)` at `time_ns` (never in the past).
     #[pyo3(signature = (time_ns, priority, r#fn, *args, label = String::new()))]
-    fn call_at(&mut self, py: Python<'_>, time_ns: i128, priority: i64, r#fn: PyObject, args: Py<PyTuple>,
+    pub(crate) fn call_at(&mut self, py: Python<'_>, time_ns: i128, priority: i64, r#fn: PyObject, args: Py<PyTuple>,
                label: String) -> PyResult<()> {
         if time_ns < i128::from(self.now_ns) {
             let label = PyString::new(py, &label).repr()?;

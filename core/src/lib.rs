@@ -70,6 +70,9 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<records::StageRecord>()?;
     module.add_class::<kernel::Kernel>()?;
     module.add("MAX_SIM_NS", kernel::MAX_SIM_NS)?;
+    module.add("DONE", kernel::DONE)?;
+    module.add("ARRIVAL", kernel::ARRIVAL)?;
+    module.add("WAKE", kernel::WAKE)?;
     module.add_class::<power::StepJoules>()?;
     module.add_class::<power::DevicePower>()?;
     module.add_class::<power::Intensity>()?;

@@ -335,6 +335,22 @@ impl StepTimer {
         stepping::end_step(slf, client, batch, start_ns)
     }
 
+    /// Schedules the client's wake-up now, unless it is busy or one is pending ([`stepping::wake`]).
+    fn wake(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>) -> PyResult<()> {
+        stepping::wake(slf, client)
+    }
+
+    /// The client's wake-up event ([`stepping::on_wake`]).
+    fn on_wake(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>) -> PyResult<()> {
+        stepping::on_wake(slf, client)
+    }
+
+    /// A step's end the heap handles ([`stepping::step_done`]).
+    fn step_done(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64)
+        -> PyResult<()> {
+        stepping::step_done(slf, client, batch, start_ns)
+    }
+
     /// The batches after the step in flight, when those predicted so far fall short of the
     /// lookahead horizon; the session asks when another client sharing it makes a call anyway, so
     /// that this client's next miss, and its round trip, mostly never come.

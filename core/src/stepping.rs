@@ -7,10 +7,11 @@
 //! [`end_step`]) and is recorded on the requests and the client's [`Timeline`]. The client's Python
 //! is called only for what is rare or its own: a step's LoRA adapters, pipeline micro-batches, an API
 //! server in front (`frontend`), forks, finished stages (`finish_stage`: the coordinator takes them), a
-//! request's decode stage beginning, and waking up (`wake`, `wake_for_loads`). Its `busy` and
-//! `busy_ns` stay its attributes (the router and the autoscaler read them).
+//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). Its `busy`,
+//! `busy_ns` and `wake_pending` stay its attributes (the router and the autoscaler read them).
 //!
-//! A step's end is an event of the kernel's heap, and so is the client's wake-up for its next. When
+//! A step's end is an event of the kernel's heap ([`step_done`]), and so is the client's wake-up for
+//! its next ([`wake`], [`on_wake`]): both call the core, with no Python frame of the client's. When
 //! nothing else happens before the step ends (its end is before [`Kernel::peek`]), its end and the
 //! wake-up after it are the next events the heap would handle: [`take_steps`] handles them in place,
 //! in the heap's order ([`Kernel::advance`] counts and logs them as events), and goes on to the next
@@ -21,10 +22,10 @@
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyString;
+use pyo3::types::{PyString, PyTuple};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
-use crate::kernel::Kernel;
+use crate::kernel::{Kernel, DONE, WAKE};
 use crate::power::StepJoules;
 use crate::recording::{record_start, record_tokens, request_of};
 use crate::step_timer::StepTimer;
@@ -269,4 +270,49 @@ fn run_alone(timer: &Bound<'_, StepTimer>, client: &Client<'_>, done_label: &str
         start = end;
     }
     Ok(())
+}
+
+/// Schedules the client's wake-up ([`on_wake`]) at the current time, after the events due then,
+/// unless it is busy or one is pending (`LLMClient.wake`, for a client in no lock-step group).
+pub fn wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = timer.py();
+    let client = Client::of(client)?;
+    let pending = intern!(py, "wake_pending");
+    if client.busy()? || client.obj.getattr(pending)?.extract::<bool>()? {
+        return Ok(());
+    }
+    client.obj.setattr(pending, true)?;
+    let now = client.now_ns();
+    let on_wake = timer.getattr(intern!(py, "on_wake"))?.unbind();
+    let args = PyTuple::new(py, [&client.obj])?.unbind();
+    let label = client.label(intern!(py, "wake_label"))?;
+    client.kernel.borrow_mut().call_at(py, i128::from(now), WAKE, on_wake, args, label)
+}
+
+/// The client's wake-up event: its steps taken ([`take_steps`]), and the end of the one the heap
+/// handles scheduled ([`step_done`]); with pipeline micro-batches, the first stage's release too
+/// (`LLMClient.start_micro_batch`).
+pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = timer.py();
+    client.setattr(intern!(py, "wake_pending"), false)?;
+    let Some((batch, now, duration)) = take_steps(timer, client)? else {
+        return Ok(());
+    };
+    let step_done = timer.getattr(intern!(py, "step_done"))?.unbind();
+    let args = PyTuple::new(py, [client.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
+    let label: String = client.getattr(intern!(py, "done_label"))?.extract()?;
+    let kernel = client.getattr(intern!(py, "kernel"))?.downcast_into::<Kernel>()?;
+    kernel.borrow_mut().call_at(py, i128::from(now + duration), DONE, step_done, args.unbind(), label)?;
+    if timer.borrow().overlapping {
+        client.call_method1(intern!(py, "start_micro_batch"), (now, duration))?;
+    }
+    Ok(())
+}
+
+/// A step's end the heap handles (scheduled by [`on_wake`]): ended and recorded ([`end_step`]), and
+/// the client woken for its next.
+pub fn step_done(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>,
+                 start_ns: i64) -> PyResult<()> {
+    end_step(timer, client, batch, start_ns)?;
+    wake(timer, client)
 }

@@ -10,12 +10,9 @@ run is deterministic. Each event carries a label (``arrival``, ``wake c0``,
 
 from __future__ import annotations
 
-from cosim_core import MAX_SIM_NS, Kernel
+from cosim_core import ARRIVAL, DONE, MAX_SIM_NS, WAKE, Kernel
 
 __all__ = ["ARRIVAL", "DONE", "MAX_SIM_NS", "WAKE", "Kernel"]
 
-# Priorities at equal times: finished work frees resources before new work
-# arrives, and clients pick their next batch only after both.
-DONE = 0
-ARRIVAL = 1
-WAKE = 2
+# Priorities at equal times (the core's, core/src/kernel.rs): finished work (DONE) frees resources
+# before new work arrives (ARRIVAL), and clients pick their next batch (WAKE) only after both.

@@ -140,6 +140,9 @@ class Stepper(Protocol):
     busy_ns: int
     """Time its devices were busy."""
 
+    wake_pending: bool
+    """Its wake-up is scheduled."""
+
     @property
     def keep_itls(self) -> bool:
         """Each request's token gaps are kept (``RequestRecord.itl_ns``)."""
@@ -148,8 +151,11 @@ class Stepper(Protocol):
     def frontend(self) -> FrontEnd | None:
         """The API server in front, which every sampled token goes through (its ``deliver``)."""
 
+    def start_micro_batch(self, now: int, duration: int) -> None:
+        """A pipeline micro-batch's step began at ``now`` (its steps overlap): its first stage frees later."""
+
     def end_micro_batch(self) -> None:
-        """A pipeline micro-batch's step ended (its steps overlap)."""
+        """A pipeline micro-batch's step ended."""
 
     def begin_decode_stage(self, seq: Sequence, now: int) -> None:
         """``seq``'s first token: its prefill stage here ends, its decode stage begins."""
@@ -161,7 +167,8 @@ class Stepper(Protocol):
         """``seq``'s stage here ended at ``now``: handed on."""
 
     def wake(self) -> None:
-        """Asks for the next step at the current time, after the events already due then."""
+        """Asks for the next step at the current time, after the events already due then (its lock-step
+        group's, if it has one; else :meth:`StepClock.wake`)."""
 
     def wake_for_loads(self) -> None:
         """Idle: wakes when KV being copied back from an offload tier is in."""
@@ -174,6 +181,11 @@ class StepClock(Protocol):
     decode run in bulk (reported through :class:`Settled`), never changing what they do. The
     scheduler's sequences are up to date only as :meth:`settled` returns them.
     """
+
+    def wake(self, client: Stepper) -> None:
+        """Schedules the client's wake-up at the current time, after the events already due then, unless
+        it is busy or one is pending; the wake-up event and the step ends the heap handles are the
+        clock's (``on_wake``, ``step_done``)."""
 
     def take_steps(self, client: Stepper) -> Step | None:
         """The client's wake-up: begins its next step and times it; while nothing else happens in the

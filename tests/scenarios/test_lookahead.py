@@ -15,7 +15,6 @@ from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.config.choices import BATCHING
 from cosim.hub.errors import ScenarioError
-from cosim.hub.sim.clients.llm import LLMClient
 from cosim.hub.sim.kernel import Kernel
 from cosim.hub.studies import simulation
 from cosim.hub.timing.step_timer import StepTimer
@@ -90,17 +89,17 @@ def test_steps_handled_without_the_heap_are_the_same_events(tmp_path: Path, rate
         return result.output_dir, result.events, len(result.events)
 
     heap_ends, timed = [0], [0]  # step ends the heap handled; steps timed one by one (not in bulk)
-    on_step_done, duration_ns = LLMClient._on_step_done, StepTimer.duration_ns
+    step_done, duration_ns = StepTimer.step_done, StepTimer.duration_ns
 
-    def counted_step_done(self: LLMClient, *args: Any) -> None:
+    def counted_step_done(self: StepTimer, *args: Any) -> None:
         heap_ends[0] += 1
-        on_step_done(self, *args)
+        step_done(self, *args)
 
     def counted_duration(self: StepTimer, *args: Any) -> Any:
         timed[0] += 1
         return duration_ns(self, *args)
 
-    monkeypatch.setattr(LLMClient, "_on_step_done", counted_step_done)
+    monkeypatch.setattr(StepTimer, "step_done", counted_step_done)
     monkeypatch.setattr(StepTimer, "duration_ns", counted_duration)
     inline, inline_events, inline_count = run("inline")
     inline_heap_ends, inline_timed = heap_ends[0], timed[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings
@@ -16,9 +17,11 @@ from cosim.hub.config.loading import parse_config
 from cosim.hub.metrics import summary_json
 from cosim.hub.sim.clients import llm
 from cosim.hub.sim.kernel import Kernel
+from cosim.hub.sim.scheduling import ScheduledBatch
 from cosim.hub.studies import simulation
 from cosim.hub.studies.runner import started_backends
 from cosim.hub.studies.simulation import Simulation
+from cosim.hub.timing.step_timer import StepTimer
 from tests.scenarios.helpers import client, scenario
 
 
@@ -171,17 +174,28 @@ def multistage_scenarios(draw: st.DrawFn) -> dict:
 def test_router_loads_never_go_negative_and_return_to_zero(raw: dict) -> None:
     """Every client's load, by every metric, checked after each of its steps (branches used to
     drive ``input_tokens`` negative: each finished branch subtracted its request's prompt). Every
-    step ends through the kernel's heap (none in place), so that each goes through ``end_step``."""
+    step ends through the kernel's heap (none in place): a lone client's at its clock's ``step_done``,
+    a lock-step group's member's at its ``end_step``."""
     config = parse_config(raw)
     lowest: dict[str, int] = {}
+
+    def check(c: llm.LLMClient) -> None:
+        for metric in llm.LOAD_METRICS:
+            lowest[metric] = min(lowest.get(metric, 0), c.load(metric))
+
+    def checked_step_done(timer: StepTimer, c: llm.LLMClient, batch: ScheduledBatch, start_ns: int,
+                          step_done: Any = StepTimer.step_done) -> None:
+        step_done(timer, c, batch, start_ns)
+        check(c)
+
     with started_backends(config, ["lin"]) as backends, \
-            mock.patch.object(simulation, "Kernel", functools.partial(Kernel, in_place=False)):
+            mock.patch.object(simulation, "Kernel", functools.partial(Kernel, in_place=False)), \
+            mock.patch.object(StepTimer, "step_done", checked_step_done):
         sim = Simulation(config, Path("."), backends)
         for c in sim.clients:
             def checked(batch, start_ns, c=c, end_step=c.end_step) -> None:
                 end_step(batch, start_ns)
-                for metric in llm.LOAD_METRICS:
-                    lowest[metric] = min(lowest.get(metric, 0), c.load(metric))
+                check(c)
             c.end_step = checked  # type: ignore[method-assign]
         assert sim.run() is None
     assert lowest and min(lowest.values()) == 0

@@ -13,6 +13,7 @@ import pytest
 
 import cosim
 from cosim.hub.sim.clients.llm import LLMClient
+from cosim.hub.timing.step_timer import StepTimer
 from tests.scenarios.helpers import client, scenario
 
 
@@ -27,18 +28,18 @@ class Built:
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> Built:
     seen = Built()
-    init, on_step_done = LLMClient.__init__, LLMClient._on_step_done
+    init, step_done = LLMClient.__init__, StepTimer.step_done
 
     def tracked(self: LLMClient, **kwargs: Any) -> None:
         init(self, **kwargs)
         seen.clients.append(self)
 
-    def counted(self: LLMClient, *args: Any) -> None:
-        seen.heap_ends[self.name] += 1
-        on_step_done(self, *args)
+    def counted(self: StepTimer, client: LLMClient, *args: Any) -> None:
+        seen.heap_ends[client.name] += 1
+        step_done(self, client, *args)
 
     monkeypatch.setattr(LLMClient, "__init__", tracked)
-    monkeypatch.setattr(LLMClient, "_on_step_done", counted)
+    monkeypatch.setattr(StepTimer, "step_done", counted)
     return seen
 
 

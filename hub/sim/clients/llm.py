@@ -27,7 +27,7 @@ from cosim_core import record_run
 from ...config.choices import LOAD_METRICS as CONFIG_LOAD_METRICS
 from ..admission import ClientLimits
 from ..frontend import FrontEnd
-from ..kernel import DONE, WAKE, Kernel
+from ..kernel import WAKE, Kernel
 from ..pipelines import decode_kind
 from ..ports import MakeStepClock, UnsettledScheduler
 from ..records import ClientInfo, ClientTimeline, StageRecord
@@ -101,7 +101,7 @@ class LLMClient:
             self.timeline.offload = scheduler.offload
         self.busy = False
         self.busy_ns = 0
-        self._wake_pending = False
+        self.wake_pending = False  # its wake-up is scheduled
         self.wake_label, self.done_label = f"wake {self.name}", f"step done {self.name}"
         self._input_tokens = 0  # prompt tokens of the requests with a sequence here
         self._seqs_of: Counter[int] = Counter()  # request id -> its sequences here
@@ -130,9 +130,8 @@ class LLMClient:
         lock-step group's, if it has one)."""
         if self.group is not None:
             self.group.wake()
-        elif not self.busy and not self._wake_pending:
-            self._wake_pending = True
-            self.kernel.call_at(self.kernel.now_ns, WAKE, self._on_wake, label=self.wake_label)
+        else:
+            self.timer.wake(self)  # unless busy or pending; its wake-up event is the clock's (on_wake)
 
     # -- router load -------------------------------------------------------
     def load(self, metric: str) -> int:
@@ -181,21 +180,14 @@ class LLMClient:
             self._input_tokens += request.input_tokens if after else -request.input_tokens
 
     # -- stepping --------------------------------------------------------
-    def _on_wake(self) -> None:
-        self._wake_pending = False
-        step = self.timer.take_steps(self)  # steps that end before anything else happens: taken in place
-        if step is None:
-            return
-        batch, now, duration = step
-        self.kernel.call_at(now + duration, DONE, self._on_step_done, batch, now, label=self.done_label)
-        if self.micro_batches > 1:
-            # Pipeline parallelism (vLLM's batch queue): the batch moves on to the next stage after
-            # a stage's share of its time, and the first stage takes the next micro-batch.
-            stage_ns = -(-duration // self.micro_batches)
-            self._in_flight += 1
-            self.busy_ns += stage_ns
-            self._stage_free_ns = now + stage_ns
-            self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self.wake_label)
+    def start_micro_batch(self, now: int, duration: int) -> None:
+        """Pipeline parallelism (vLLM's batch queue): the step begun at ``now`` moves on to the next
+        stage after a stage's share of its ``duration``, and the first stage takes the next micro-batch."""
+        stage_ns = -(-duration // self.micro_batches)
+        self._in_flight += 1
+        self.busy_ns += stage_ns
+        self._stage_free_ns = now + stage_ns
+        self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self.wake_label)
 
     def wake_for_loads(self) -> None:
         """Idle with KV being copied back from an offload tier: vLLM's engine loop polls the copies, so
@@ -235,10 +227,6 @@ class LLMClient:
         """A pipeline micro-batch's step ended: the first stage is still busy if a later one took it."""
         self._in_flight -= 1
         self.busy = self.kernel.now_ns < self._stage_free_ns
-
-    def _on_step_done(self, batch: ScheduledBatch, start_ns: int) -> None:
-        self.end_step(batch, start_ns)
-        self.wake()
 
     def finish_stage(self, seq: Sequence, now: int) -> None:
         """``seq``'s stage here ended at ``now``: the coordinator takes it (a disaggregated prefill's KV
