@@ -227,32 +227,33 @@ fn record(client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, outcome: &Boun
 /// NOTE: every step and wake-up handled here is the event the heap would handle next: a step's end
 /// is before [`Kernel::peek`], and the wake-up after it at a time no pending event is due.
 pub fn take_steps(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<Option<Step>> {
+    take(timer, &Client::of(client)?)
+}
+
+fn take(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<Step>> {
     let py = timer.py();
-    let client = Client::of(client)?;
     let kernel = &client.kernel;
     let done_label = client.label(intern!(py, "done_label"))?;
     let wake_label = client.label(intern!(py, "wake_label"))?;
     let overlapping = timer.borrow().overlapping;
     loop {
-        let Some(batch) = begin(timer, &client)? else {
+        let Some(batch) = begin(timer, client)? else {
             client.obj.call_method0(intern!(py, "wake_for_loads"))?;
             return Ok(None); // idle, or blocked (e.g. no KV blocks): a finishing stage elsewhere will wake it
         };
         let now = client.now_ns();
-        let duration = time(timer, &client, batch.bind(py), now, Vec::new())?;
+        let duration = time(timer, client, batch.bind(py), now, Vec::new())?;
         if overlapping || i128::from(now + duration) >= kernel.borrow().peek(py)? {
             return Ok(Some((batch, now, duration)));
         }
         kernel.borrow_mut().advance(py, now + duration, &done_label)?;
-        end(timer, &client, batch.bind(py), now)?;
+        end(timer, client, batch.bind(py), now)?;
         let now = client.now_ns();
         if i128::from(now) >= kernel.borrow().peek(py)? {
-            // the step's end scheduled other events first (or a wake-up)
-            client.obj.call_method0(intern!(py, "wake"))?;
-            return Ok(None);
+            return schedule_wake(timer, client).map(|()| None); // the step's end scheduled other events first
         }
         kernel.borrow_mut().advance(py, now, &wake_label)?;
-        run_alone(timer, &client, &done_label, &wake_label)?;
+        run_alone(timer, client, &done_label, &wake_label)?;
     }
 }
 
@@ -275,8 +276,11 @@ fn run_alone(timer: &Bound<'_, StepTimer>, client: &Client<'_>, done_label: &str
 /// Schedules the client's wake-up ([`on_wake`]) at the current time, after the events due then,
 /// unless it is busy or one is pending (`LLMClient.wake`, for a client in no lock-step group).
 pub fn wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
+    schedule_wake(timer, &Client::of(client)?)
+}
+
+fn schedule_wake(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<()> {
     let py = timer.py();
-    let client = Client::of(client)?;
     let pending = intern!(py, "wake_pending");
     if client.busy()? || client.obj.getattr(pending)?.extract::<bool>()? {
         return Ok(());
@@ -294,17 +298,17 @@ pub fn wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult
 /// (`LLMClient.start_micro_batch`).
 pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = timer.py();
-    client.setattr(intern!(py, "wake_pending"), false)?;
-    let Some((batch, now, duration)) = take_steps(timer, client)? else {
+    let client = Client::of(client)?;
+    client.obj.setattr(intern!(py, "wake_pending"), false)?;
+    let Some((batch, now, duration)) = take(timer, &client)? else {
         return Ok(());
     };
     let step_done = timer.getattr(intern!(py, "step_done"))?.unbind();
-    let args = PyTuple::new(py, [client.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
-    let label: String = client.getattr(intern!(py, "done_label"))?.extract()?;
-    let kernel = client.getattr(intern!(py, "kernel"))?.downcast_into::<Kernel>()?;
-    kernel.borrow_mut().call_at(py, i128::from(now + duration), DONE, step_done, args.unbind(), label)?;
+    let args = PyTuple::new(py, [client.obj.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
+    let label = client.label(intern!(py, "done_label"))?;
+    client.kernel.borrow_mut().call_at(py, i128::from(now + duration), DONE, step_done, args.unbind(), label)?;
     if timer.borrow().overlapping {
-        client.call_method1(intern!(py, "start_micro_batch"), (now, duration))?;
+        client.obj.call_method1(intern!(py, "start_micro_batch"), (now, duration))?;
     }
     Ok(())
 }
@@ -313,6 +317,7 @@ pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyRes
 /// the client woken for its next.
 pub fn step_done(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>,
                  start_ns: i64) -> PyResult<()> {
-    end_step(timer, client, batch, start_ns)?;
-    wake(timer, client)
+    let client = Client::of(client)?;
+    end(timer, &client, batch, start_ns)?;
+    schedule_wake(timer, &client)
 }
