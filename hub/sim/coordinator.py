@@ -236,14 +236,13 @@ class Coordinator:
         if times is None:
             return None
         start = bisect_right(times, now)
-        upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
-        if not upcoming:
+        if start == len(times):
             return None
         candidates = self.candidates("prefill", client.info.model)
-        plan = self.router.forecast(candidates, len(upcoming))
-        if plan is None:
-            return now + (upcoming[0] - now) * len(candidates)
-        return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
+        ahead = self.router.stages_before(candidates, client)
+        if ahead is None:
+            return now + (times[start] - now) * len(candidates)
+        return times[min(start + min(ahead, FORECAST_ARRIVALS - 1), len(times) - 1)]
 
     def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""
