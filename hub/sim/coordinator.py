@@ -226,9 +226,10 @@ class Coordinator:
 
     def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
         """When the next request may reach ``client`` (a lookahead hint): for a client serving
-        prompts, the first of the next few arrivals of its model that the router's forecast sends
-        there, else the last of them, and where the router cannot forecast, the next arrival's wait
-        times the candidates; for a decode client, when the next KV transfer to it may land."""
+        prompts, the first of the next few arrivals of its model that the router would send there
+        (:meth:`Router.stages_before`), else the last of them, and where the router cannot tell, the
+        next arrival's wait times the candidates; for a decode client, when the next KV transfer to
+        it may land."""
         if "prefill" not in client.serves:
             landings = self._landings.get(client.name)
             return landings.next_at(now) if landings is not None else None
