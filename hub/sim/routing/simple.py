@@ -48,13 +48,16 @@ class LeastOutstanding(Router):
     def turns_before(self, candidates: Sequence[C], client: C) -> int | None:
         if client not in candidates:
             return NEVER
-        loads = [c.load("stages") for c in candidates]
-        j = candidates.index(client)
-        mine = loads[j]
         # pick() fills level by level, the first listed first among equals: before the client's next
         # stage, each other candidate takes one per level below the client's load, and one at that
         # level too if listed before it.
-        return sum(max(0, mine - load + (i < j)) for i, load in enumerate(loads))
+        j, mine = candidates.index(client), client.load("stages")
+        ahead = 0
+        for i, other in enumerate(candidates):
+            levels = mine - other.load("stages") + (i < j)
+            if levels > 0:
+                ahead += levels
+        return ahead
 
 
 class LoadBased(Router):
