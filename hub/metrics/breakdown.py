@@ -21,32 +21,44 @@ from .stats import NS_PER_S
 LEGEND_COLUMNS = 4
 
 
-def add_breakdown(totals: dict[str, int], record: RequestRecord) -> None:
-    """Adds a finished request's components, ns (``queue`` and ``communication`` first)."""
-    split = {s.kind.split(":")[0] for s in record.stages if ":" in s.kind}
+# A stage's fields as one tuple (:meth:`StageRecord.values`): its fields are read from the compiled
+# record once, not once per use.
+Stage = tuple[str, str, int, int, int, int]  # kind, client, enqueue_ns, start_ns, end_ns, transfer_ns
+
+
+def stage_values(record: RequestRecord) -> list[Stage]:
+    """A request's stages as tuples of their fields."""
+    return [stage.values() for stage in record.stages]
+
+
+def add_breakdown(totals: dict[str, int], stages: Sequence[Stage]) -> None:
+    """Adds a finished request's components, ns (``queue`` and ``communication`` first), from its
+    :func:`stage_values`."""
+    split = {kind.split(":")[0] for kind, *_ in stages if ":" in kind}
     totals.setdefault("queue", 0)
     totals.setdefault("communication", 0)
-    for stage in record.stages:
-        if stage.end_ns < 0:
+    for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:
+        if end_ns < 0:
             continue
-        if ":" not in stage.kind:
-            totals["queue"] += stage.start_ns - stage.enqueue_ns
-            totals["communication"] += stage.transfer_ns
-            if stage.kind in split:
+        if ":" not in kind:
+            totals["queue"] += start_ns - enqueue_ns
+            totals["communication"] += transfer_ns
+            if kind in split:
                 continue
-        totals[stage.kind] = totals.get(stage.kind, 0) + stage.end_ns - stage.start_ns
+        totals[kind] = totals.get(kind, 0) + end_ns - start_ns
 
 
-def add_stage_sums(sums: dict[str, list[int]], record: RequestRecord) -> None:
-    """Adds the count, queue, service and transfer ns of a request's ended top-level stages, per kind."""
-    for stage in record.stages:
-        if stage.end_ns < 0 or ":" in stage.kind:
+def add_stage_sums(sums: dict[str, list[int]], stages: Sequence[Stage]) -> None:
+    """Adds the count, queue, service and transfer ns of a request's ended top-level stages, per kind,
+    from its :func:`stage_values`."""
+    for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:
+        if end_ns < 0 or ":" in kind:
             continue
-        entry = sums.setdefault(stage.kind, [0, 0, 0, 0])
+        entry = sums.setdefault(kind, [0, 0, 0, 0])
         entry[0] += 1
-        entry[1] += stage.start_ns - stage.enqueue_ns
-        entry[2] += stage.end_ns - stage.start_ns
-        entry[3] += stage.transfer_ns
+        entry[1] += start_ns - enqueue_ns
+        entry[2] += end_ns - start_ns
+        entry[3] += transfer_ns
 
 
 def stage_breakdown(requests: Sequence[RequestRecord]) -> dict[str, float]:
@@ -54,7 +66,7 @@ def stage_breakdown(requests: Sequence[RequestRecord]) -> dict[str, float]:
     done = [r for r in requests if r.is_finished]
     totals: dict[str, int] = {}
     for request in done:
-        add_breakdown(totals, request)
+        add_breakdown(totals, stage_values(request))
     return {kind: total / len(done) / NS_PER_S for kind, total in totals.items()} if done else {}
 
 
@@ -62,7 +74,7 @@ def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]
     """Per stage kind: how many ran, and mean queue, service and transfer seconds (summary.json ``stages``)."""
     sums: dict[str, list[int]] = {}
     for request in requests:
-        add_stage_sums(sums, request)
+        add_stage_sums(sums, stage_values(request))
     return {kind: {"count": n, "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
                    "transfer_s": t / n / NS_PER_S} for kind, (n, q, s, t) in sums.items()}
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from itertools import chain
 
 import numpy as np
 
@@ -24,12 +25,13 @@ from .stats import NS_PER_S
 
 def merged_gaps(gap_counts: Iterable[Mapping[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """The gaps of several clients as (sorted distinct gaps in ns, tokens with each gap)."""
-    merged: dict[int, int] = {}
-    for counts in gap_counts:
-        for gap, n in counts.items():
-            merged[gap] = merged.get(gap, 0) + n
-    values = np.array(sorted(merged), dtype=np.int64)
-    return values, np.array([merged[v] for v in values.tolist()], dtype=np.int64)
+    counts = list(gap_counts)
+    gaps = np.fromiter(chain.from_iterable(counts), np.int64)
+    tokens = np.fromiter(chain.from_iterable(c.values() for c in counts), np.int64)
+    values, where = np.unique(gaps, return_inverse=True)
+    totals = np.zeros(values.size, np.int64)
+    np.add.at(totals, where, tokens)
+    return values, totals
 
 
 def _at(values: np.ndarray, cumulative: np.ndarray, rank: int) -> float:

@@ -16,14 +16,14 @@ numbers the records would give (:meth:`RequestTable.of` builds one from records 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..sim.records import RequestRecord
 from ..sim.spill import INT8, INT32, INT64, SpillRows
-from .breakdown import add_breakdown, add_stage_sums
+from .breakdown import Stage, add_breakdown, add_stage_sums, stage_values
 from .stats import NS_PER_S, RequestMetrics, latency_columns
 
 FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("finish_ns", INT64),
@@ -50,14 +50,15 @@ def attributed_client(record: RequestRecord) -> str | None:
     return record.stages[-1].client if record.stages else None
 
 
-def span_starts(record: RequestRecord) -> Iterator[int]:
-    """Start of each trace span of a request (:func:`cosim.hub.metrics.trace._request_spans`)."""
-    for stage in record.stages:
-        if stage.transfer_ns > 0:
-            yield stage.enqueue_ns - stage.transfer_ns
-        yield stage.enqueue_ns
-        if stage.start_ns >= 0:
-            yield stage.start_ns
+def span_starts(stages: Sequence[Stage]) -> Iterator[int]:
+    """Start of each trace span of a request (:func:`cosim.hub.metrics.trace._request_spans`), from its
+    :func:`~cosim.hub.metrics.breakdown.stage_values`."""
+    for _, _, enqueue_ns, start_ns, _, transfer_ns in stages:
+        if transfer_ns > 0:
+            yield enqueue_ns - transfer_ns
+        yield enqueue_ns
+        if start_ns >= 0:
+            yield start_ns
 
 
 def _means(totals: dict[str, int], count: int) -> dict[str, float]:
@@ -78,12 +79,13 @@ class _Sums:
     kinds: set[str] = field(default_factory=set)
     has_lora: bool = False
 
-    def add(self, record: RequestRecord) -> None:
-        add_stage_sums(self.stages, record)
+    def add(self, record: RequestRecord, stages: Sequence[Stage]) -> None:
+        """Adds a request, given its :func:`~cosim.hub.metrics.breakdown.stage_values`."""
+        add_stage_sums(self.stages, stages)
         if record.is_finished:
-            add_breakdown(self.breakdown.setdefault(record.template, {}), record)
+            add_breakdown(self.breakdown.setdefault(record.template, {}), stages)
             self.finished[record.template] = self.finished.get(record.template, 0) + 1
-        self.kinds.update(s.kind for s in record.stages)
+        self.kinds.update(kind for kind, *_ in stages)
         self.has_lora = self.has_lora or record.lora is not None
 
     def merged(self, other: _Sums) -> _Sums:
@@ -117,11 +119,11 @@ class _Owners:
         return self._codes[name]
 
 
-def _row(record: RequestRecord, owners: _Owners, classes: _Owners) -> tuple[int, ...]:
+def _row(record: RequestRecord, stages: Sequence[Stage], owners: _Owners, classes: _Owners) -> tuple[int, ...]:
     queue_ns, started = 0, 0  # over the stages that started
-    for stage in record.stages:
-        if stage.start_ns >= 0:
-            queue_ns += stage.start_ns - stage.enqueue_ns
+    for _, _, enqueue_ns, start_ns, _, _ in stages:
+        if start_ns >= 0:
+            queue_ns += start_ns - enqueue_ns
             started = 1
     return (record.id, record.arrival_ns, record.first_token_ns, record.finish_ns,
             record.output_tokens // record.branches, record.max_tbt_ns, queue_ns, started,
@@ -239,10 +241,11 @@ class RequestColumns:
 
     def add(self, record: RequestRecord) -> None:
         """Takes a request's numbers (a finished one: its record may be dropped after)."""
-        self._rows.append(*_row(record, self._owners, self._classes))
-        for start in span_starts(record):
+        stages = stage_values(record)
+        self._rows.append(*_row(record, stages, self._owners, self._classes))
+        for start in span_starts(stages):
             self._spans.append(start)
-        self._sums.add(record)
+        self._sums.add(record, stages)
         self._keep_itls(record, self._itls)
 
     def table(self, others: Iterable[RequestRecord] = ()) -> RequestTable:
@@ -252,9 +255,10 @@ class RequestColumns:
         starts: list[int] = []
         itls: tuple[dict[int, list[int]], dict[int, list[int]]] = (dict(self._itls[0]), dict(self._itls[1]))
         for record in others:
-            rows.append(_row(record, self._owners, self._classes))
-            starts.extend(span_starts(record))
-            extra.add(record)
+            stages = stage_values(record)
+            rows.append(_row(record, stages, self._owners, self._classes))
+            starts.extend(span_starts(stages))
+            extra.add(record, stages)
             self._keep_itls(record, itls)
         data = np.concatenate([self._rows.rows(), np.array(rows, dtype=self._rows.dtype)])
         data = data[np.argsort(data["id"], kind="stable")]

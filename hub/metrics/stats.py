@@ -90,25 +90,36 @@ def latency_columns(*, arrival: np.ndarray, first: np.ndarray, finish: np.ndarra
     )
 
 
-def statistic(values: np.ndarray, name: str) -> float | None:
-    """One statistic of the non-NaN ``values``; None when there are none.
+def statistics(values: np.ndarray, names: Sequence[str]) -> dict[str, float | None]:
+    """Statistics of the non-NaN ``values`` by name (``mean``, ``max``, ``pXX``); None each when there
+    are none.
 
-    Percentiles use numpy's default (linear interpolation)."""
+    Percentiles use numpy's default (linear interpolation), all from one call (one partition)."""
     values = values[~np.isnan(values)]
     if values.size == 0:
-        return None
-    if name == "mean":
-        return float(np.mean(values))
-    if name == "max":
-        return float(np.max(values))
-    if name.startswith("p"):
-        return float(np.percentile(values, float(name[1:])))
-    raise ValueError(f"unknown statistic {name!r}")
+        return dict.fromkeys(names)
+    unknown = [name for name in names if name not in ("mean", "max") and not name.startswith("p")]
+    if unknown:
+        raise ValueError(f"unknown statistic {unknown[0]!r}")
+    ranks = [name for name in names if name.startswith("p")]
+    out: dict[str, float | None] = {}
+    if ranks:
+        out.update(zip(ranks, np.percentile(values, [float(name[1:]) for name in ranks]).tolist()))
+    if "mean" in names:
+        out["mean"] = float(np.mean(values))
+    if "max" in names:
+        out["max"] = float(np.max(values))
+    return {name: out[name] for name in names}
+
+
+def statistic(values: np.ndarray, name: str) -> float | None:
+    """One statistic of the non-NaN ``values`` (:func:`statistics`); None when there are none."""
+    return statistics(values, (name,))[name]
 
 
 def stat_block(values: np.ndarray) -> dict[str, float | None]:
     """``{mean, p50, p90, p99, max}`` of the non-NaN values."""
-    return {name: statistic(values, name) for name in STATISTICS}
+    return statistics(values, STATISTICS)
 
 
 def latency_block(metrics: RequestMetrics, mask: np.ndarray) -> dict[str, dict[str, float | None]]:

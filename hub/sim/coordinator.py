@@ -226,9 +226,10 @@ class Coordinator:
 
     def next_arrival_at(self, client: LLMClient, now: int) -> int | None:
         """When the next request may reach ``client`` (a lookahead hint): for a client serving
-        prompts, the first of the next few arrivals of its model that the router's forecast sends
-        there, else the last of them, and where the router cannot forecast, the next arrival's wait
-        times the candidates; for a decode client, when the next KV transfer to it may land."""
+        prompts, the first of the next few arrivals of its model that the router would send there
+        (:meth:`Router.stages_before`), else the last of them, and where the router cannot tell, the
+        next arrival's wait times the candidates; for a decode client, when the next KV transfer to
+        it may land."""
         if "prefill" not in client.serves:
             landings = self._landings.get(client.name)
             return landings.next_at(now) if landings is not None else None
@@ -236,14 +237,13 @@ class Coordinator:
         if times is None:
             return None
         start = bisect_right(times, now)
-        upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
-        if not upcoming:
+        if start == len(times):
             return None
         candidates = self.candidates("prefill", client.info.model)
-        plan = self.router.forecast(candidates, len(upcoming))
-        if plan is None:
-            return now + (upcoming[0] - now) * len(candidates)
-        return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
+        ahead = self.router.stages_before(candidates, client)
+        if ahead is None:
+            return now + (times[start] - now) * len(candidates)
+        return times[min(start + min(ahead, FORECAST_ARRIVALS - 1), len(times) - 1)]
 
     def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""

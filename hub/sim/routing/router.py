@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
@@ -24,6 +25,9 @@ class Routable(Protocol):
 
 
 C = TypeVar("C", bound=Routable)
+
+# :meth:`Router.stages_before` of a client that is no candidate: no stage goes to it.
+NEVER = sys.maxsize
 
 
 class Router(ABC):
@@ -48,14 +52,16 @@ class Router(ABC):
     def pick(self, candidates: Sequence[C], request: RequestRecord) -> C:
         """The policy's choice among two or more ``candidates``."""
 
-    def forecast(self, candidates: Sequence[C], count: int) -> list[C] | None:
-        """Where the next ``count`` stages among ``candidates`` would go if none finished
-        meanwhile, or None where the policy cannot tell. A lookahead hint; routing itself is
-        :meth:`choose`."""
-        return [candidates[0]] * count if len(candidates) == 1 else self.plan(candidates, count)
+    def stages_before(self, candidates: Sequence[C], client: C) -> int | None:
+        """How many of the next stages among ``candidates`` go to others before one goes to ``client``
+        if none finishes meanwhile (:data:`NEVER` where ``client`` is none of them), or None where the
+        policy cannot tell. A lookahead hint; routing itself is :meth:`choose`."""
+        if len(candidates) == 1:
+            return 0 if candidates[0] is client else NEVER
+        return self.turns_before(candidates, client)
 
-    def plan(self, candidates: Sequence[C], count: int) -> list[C] | None:
-        """:meth:`forecast` among two or more candidates; None: the policy cannot tell (the default)."""
+    def turns_before(self, candidates: Sequence[C], client: C) -> int | None:
+        """:meth:`stages_before` among two or more candidates; None: the policy cannot tell (the default)."""
         return None
 
     def end_session(self, session: int) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...config.sections import RouterConfig
 from ..records import RequestRecord
-from .router import C, Router
+from .router import NEVER, C, Router
 
 
 class RoundRobin(Router):
@@ -25,9 +25,11 @@ class RoundRobin(Router):
         self._next[key] = (i + 1) % len(candidates)
         return candidates[i]
 
-    def plan(self, candidates: Sequence[C], count: int) -> list[C] | None:
+    def turns_before(self, candidates: Sequence[C], client: C) -> int | None:
+        if client not in candidates:
+            return NEVER
         i = self._next.get(tuple(c.name for c in candidates), 0)
-        return [candidates[(i + k) % len(candidates)] for k in range(count)]
+        return (candidates.index(client) - i) % len(candidates)
 
 
 class Random(Router):
@@ -43,14 +45,19 @@ class LeastOutstanding(Router):
     def pick(self, candidates: Sequence[C], request: RequestRecord) -> C:
         return min(candidates, key=lambda c: c.load("stages"))
 
-    def plan(self, candidates: Sequence[C], count: int) -> list[C] | None:
-        load = [c.load("stages") for c in candidates]
-        chosen = []
-        for _ in range(count):
-            j = load.index(min(load))  # the first listed among the least loaded, as pick() chooses
-            load[j] += 1
-            chosen.append(candidates[j])
-        return chosen
+    def turns_before(self, candidates: Sequence[C], client: C) -> int | None:
+        if client not in candidates:
+            return NEVER
+        # pick() fills level by level, the first listed first among equals: before the client's next
+        # stage, each other candidate takes one per level below the client's load, and one at that
+        # level too if listed before it.
+        j, mine = candidates.index(client), client.load("stages")
+        ahead = 0
+        for i, other in enumerate(candidates):
+            levels = mine - other.load("stages") + (i < j)
+            if levels > 0:
+                ahead += levels
+        return ahead
 
 
 class LoadBased(Router):

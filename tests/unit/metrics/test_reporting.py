@@ -14,6 +14,7 @@ from cosim.hub.metrics import benchmark_text, write_run_folder
 from cosim.hub.metrics.figures import ITL_PANEL, LATENCY_PANELS
 from cosim.hub.metrics.itl import counted_statistic, merged_gaps
 from cosim.hub.metrics.plots import _draw_slo, plot_client_series
+from cosim.hub.metrics.stats import stat_block, statistic, statistics
 from cosim.hub.sim.records import ClientInfo, ClientTimeline
 from tests.scenarios.helpers import scenario
 from tests.unit.metrics.test_metrics import make_clients, make_requests, make_summary
@@ -36,6 +37,31 @@ def test_counted_statistics_equal_numpy_on_the_repeated_values(seed: int) -> Non
     assert counted_statistic(values, counts, "std") == pytest.approx(np.std(repeated), rel=1e-9)
     assert counted_statistic(values, counts, "max") == repeated.max()
     assert counted_statistic(values[:0], counts[:0], "p99") is None
+
+
+def test_merged_gaps_sum_each_gap_over_clients_sorted() -> None:
+    values, counts = merged_gaps([{30: 2, 10: 1}, {}, {10: 4, 20: 5, 1 << 40: 1}])
+    assert values.dtype == counts.dtype == np.int64
+    assert values.tolist() == [10, 20, 30, 1 << 40] and counts.tolist() == [5, 5, 2, 1]
+    empty = merged_gaps(iter([]))
+    assert empty[0].dtype == empty[1].dtype == np.int64 and empty[0].size == empty[1].size == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_stat_block_equals_each_statistic_taken_alone_ignoring_nans(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.lognormal(size=int(rng.integers(1, 300)))
+    values[rng.random(values.size) < 0.2] = np.nan
+    kept = values[~np.isnan(values)]
+    block = stat_block(values)
+    assert list(block) == ["mean", "p50", "p90", "p99", "max"]
+    assert block == {"mean": float(np.mean(kept)), "max": float(np.max(kept)),
+                     **{f"p{q}": float(np.percentile(kept, q)) for q in (50, 90, 99)}}
+    assert statistics(values, ("p99", "mean")) == {"p99": block["p99"], "mean": block["mean"]}
+    assert statistic(values, "p90") == block["p90"]
+    assert stat_block(np.full(3, np.nan)) == dict.fromkeys(block)
+    with pytest.raises(ValueError, match="unknown statistic 'median'"):
+        statistic(values, "median")
 
 
 def _run_with_gaps(lookahead: bool) -> tuple[runner.RunResult, dict[int, int]]:

@@ -110,3 +110,18 @@ def test_a_prefill_clients_arrival_hint_is_the_first_upcoming_arrival_routed_to_
     assert coordinator.next_arrival_at(b, t1) == t3
     assert coordinator.next_arrival_at(b, t2) == t3  # one left, routed to a: the last upcoming
     assert coordinator.next_arrival_at(a, t3) is None
+
+
+def test_an_arrival_hint_looks_eight_arrivals_ahead_and_guesses_where_the_router_cannot_tell() -> None:
+    workload = {"requests": 12, "arrival": {"process": "poisson", "rate_per_s": 10},
+                "input_tokens": {"dist": "fixed", "value": 10}, "output_tokens": {"dist": "fixed", "value": 5}}
+    coordinator, (a, b) = coordinator_of(scenario(clients=[client("a"), client("b")],
+                                                  router={"policy": "round_robin"}, workload=workload))
+    times = [r.arrival_ns for r in coordinator.unfinished()]
+    coordinator.unregister(b)  # draining: no arrival goes to it, so the last of the next eight is as near as any
+    assert coordinator.next_arrival_at(b, times[0] - 1) == times[7]
+    assert coordinator.next_arrival_at(b, times[8]) == times[11]  # fewer than eight left
+    coordinator, (a, b) = coordinator_of(scenario(clients=[client("a"), client("b")],
+                                                  router={"policy": "random"}, workload=workload))
+    now = times[2] + 1  # a random router: the next arrival's wait times the two candidates
+    assert coordinator.next_arrival_at(a, now) == now + (times[3] - now) * 2

@@ -1,4 +1,4 @@
-"""The router: vLLM's DP load balancer, and the forecast (a lookahead hint) naming the clients choose() then picks."""
+"""The router: vLLM's DP load balancer, and how many stages choose() sends elsewhere before a client's next."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from cosim.hub.config.choices import ROUTERS
 from cosim.hub.config.sections import RouterConfig
-from cosim.hub.sim.routing import make_router
+from cosim.hub.sim.routing import Router, make_router
+from cosim.hub.sim.routing.router import NEVER
 
 
 @dataclass
@@ -27,47 +28,61 @@ def clients(*stages: int) -> list[Client]:
     return [Client(f"c{i}", n) for i, n in enumerate(stages)]
 
 
-@pytest.mark.parametrize("policy", ["round_robin", "least_outstanding"])
-def test_forecast_names_the_clients_choose_picks_while_none_finishes(policy: str) -> None:
-    router = make_router(RouterConfig(policy=policy), np.random.default_rng(0))
-    group = clients(2, 0, 1)
-    router.choose(group, None)  # a round-robin counter part way round (least_outstanding: no change)
-    forecast = router.forecast(group, 7)
-    chosen = []
-    for _ in range(7):
-        client = router.choose(group, None)
-        client.stages += 1  # the stage it was handed
-        chosen.append(client.name)
-    assert forecast is not None and [c.name for c in forecast] == chosen
-
-
-def test_least_outstanding_forecast_fills_the_least_loaded_first_listed_first() -> None:
-    router = make_router(RouterConfig(policy="least_outstanding"), np.random.default_rng(0))
-    forecast = router.forecast(clients(2, 0, 1), 4)
-    assert forecast is not None and [c.name for c in forecast] == ["c1", "c1", "c2", "c0"]
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_least_outstanding_forecast_equals_choosing_one_by_one_from_any_loads(seed: int) -> None:
-    """The forecast fills level by level; choosing one stage at a time must agree, even-loaded or far apart."""
-    rng = np.random.default_rng(seed)
-    router = make_router(RouterConfig(policy="least_outstanding"), rng)
-    group = clients(*rng.integers(0, 12, size=int(rng.integers(2, 6))).tolist())
-    count = int(rng.integers(0, 20))
-    forecast = router.forecast(group, count)
+def choices(router: Router, group: list[Client], count: int) -> list[str]:
+    """The names ``choose`` picks for ``count`` stages in turn, none finishing."""
     chosen = []
     for _ in range(count):
         client = router.choose(group, None)
-        client.stages += 1
+        client.stages += 1  # the stage it was handed
         chosen.append(client.name)
-    assert forecast is not None and [c.name for c in forecast] == chosen
+    return chosen
+
+
+def foreseen(router: Router, group: list[Client]) -> list[int | None]:
+    """Each client's :meth:`Router.stages_before`."""
+    return [router.stages_before(group, client) for client in group]
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_outstanding"])
+def test_stages_before_counts_the_stages_choose_sends_elsewhere_first(policy: str) -> None:
+    router = make_router(RouterConfig(policy=policy), np.random.default_rng(0))
+    group = clients(2, 0, 1)
+    router.choose(group, None)  # a round-robin counter part way round (least_outstanding: no change)
+    ahead = foreseen(router, group)
+    chosen = choices(router, group, 10)
+    assert ahead == [chosen.index(c.name) for c in group]
+
+
+def test_least_outstanding_fills_the_least_loaded_first_listed_first() -> None:
+    router = make_router(RouterConfig(policy="least_outstanding"), np.random.default_rng(0))
+    assert foreseen(router, clients(2, 0, 1)) == [3, 0, 2]  # choose() sends c1, c1, c2, c0
+    assert foreseen(router, clients(1, 1, 1)) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_least_outstanding_stages_before_equal_choosing_one_by_one_from_any_loads(seed: int) -> None:
+    """choose() fills level by level; the count must agree with it, even-loaded or far apart."""
+    rng = np.random.default_rng(seed)
+    router = make_router(RouterConfig(policy="least_outstanding"), rng)
+    group = clients(*rng.integers(0, 12, size=int(rng.integers(2, 6))).tolist())
+    ahead = foreseen(router, group)
+    chosen = choices(router, group, 12 * len(group) + 1)
+    assert ahead == [chosen.index(c.name) for c in group]
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "least_outstanding"])
+def test_no_stage_goes_to_a_client_that_is_no_candidate(policy: str) -> None:
+    router = make_router(RouterConfig(policy=policy), np.random.default_rng(0))
+    outsider = Client("gone", 0)
+    assert router.stages_before(clients(3, 5), outsider) == NEVER
+    assert router.stages_before(clients(3), outsider) == NEVER
 
 
 @pytest.mark.parametrize("policy", sorted(set(ROUTERS) - {"round_robin", "least_outstanding"}))
-def test_policies_that_cannot_be_foreseen_give_no_forecast(policy: str) -> None:
+def test_policies_that_cannot_be_foreseen_tell_nothing_but_of_a_lone_candidate(policy: str) -> None:
     router = make_router(RouterConfig(policy=policy), np.random.default_rng(0))
-    assert router.forecast(clients(0, 0), 3) is None
-    assert [c.name for c in router.forecast(clients(5), 2)] == ["c0", "c0"]
+    assert foreseen(router, clients(0, 0)) == [None, None]
+    assert foreseen(router, clients(5)) == [0]
 
 
 def test_vllm_dp_balances_on_published_counts_raised_locally_between_publications() -> None:
