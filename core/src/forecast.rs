@@ -11,8 +11,6 @@
 //! predicted step's drafter forwards (`drafts`), which the drafter's own session times ahead; the
 //! drafter stays Python, called back per formed step.
 
-use std::sync::Arc;
-
 use pyo3::exceptions::PyKeyError;
 use pyo3::prelude::*;
 
@@ -21,7 +19,7 @@ use crate::manager::BlockManager;
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::sequence::{ident, same, Sequence};
-use crate::timing::Hashed;
+use crate::timing::{SharedKey, StepKey};
 
 /// The signatures of up to `depth` batches that follow `in_flight` if no work arrives.
 ///
@@ -37,7 +35,7 @@ pub fn predict(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, Scheduled
 }
 
 /// The Python signature tuples of `keys`.
-fn signatures(py: Python<'_>, keys: &[Arc<Hashed>]) -> PyResult<Vec<PyObject>> {
+fn signatures(py: Python<'_>, keys: &[SharedKey]) -> PyResult<Vec<PyObject>> {
     keys.iter().map(|key| Ok(key.key().to_signature(py)?.into_any().unbind())).collect()
 }
 
@@ -62,7 +60,7 @@ pub struct Forecast {
     /// What the copy's last applied step changed.
     outcome: StepOutcome,
     /// Of steps 1, 2, ...: their timing keys (signatures), handed out to the timing cache as they are.
-    keys: Vec<Arc<Hashed>>,
+    keys: Vec<SharedKey>,
     drafts_of: Option<PyObject>,
     /// Of steps 1, 2, ...: the drafter's forwards after each.
     drafts: Vec<Vec<PyObject>>,
@@ -113,7 +111,7 @@ impl Forecast {
 impl Forecast {
     /// `after`'s keys, as the timing cache takes them.
     pub fn keys_after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
-        -> PyResult<Option<Vec<Arc<Hashed>>>> {
+        -> PyResult<Option<Vec<SharedKey>>> {
         let step = step.max(0) as usize;
         let limit = step + depth.max(0) as usize;
         while self.applied < step && !self.ended { // the step in flight, and what it changes
@@ -185,7 +183,7 @@ impl Forecast {
     }
 
     /// Keys of steps `start + 1 ..= end` (clamped to those predicted).
-    fn slice(&self, start: usize, end: usize) -> Vec<Arc<Hashed>> {
+    fn slice(&self, start: usize, end: usize) -> Vec<SharedKey> {
         let end = end.min(self.keys.len());
         self.keys[start.min(end)..end].to_vec()
     }
@@ -204,7 +202,7 @@ impl Forecast {
         let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome)?;
         if let Some(mut run) = run {
             let steps = (run.steps_left().max(0) as usize).min(room).max(1); // room: at least this step
-            self.keys.extend(run.keys(py, steps as i64)?.into_iter().map(|key| Arc::new(key.hashed())));
+            self.keys.extend(run.keys(py, steps as i64)?.into_iter().map(StepKey::shared));
             if self.drafts_of.is_some() { // kept aligned (a speculating client takes no decode runs)
                 self.drafts.extend((0..steps).map(|_| Vec::new()));
             }
@@ -222,7 +220,7 @@ impl Forecast {
             return Ok(());
         }
         let batch = Bound::new(py, batch)?;
-        self.keys.push(Arc::new(batch.borrow_mut().key(py)?.hashed()));
+        self.keys.push(batch.borrow_mut().key(py)?.shared());
         if let Some(drafts_of) = &self.drafts_of { // formed, not applied: who proposes is known
             self.drafts.push(drafts_of.call1(py, (batch.clone(),))?.extract(py)?);
         }

@@ -21,8 +21,6 @@ use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
-use std::sync::Arc;
-
 use pyo3::types::PyTuple;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
@@ -31,7 +29,7 @@ use crate::manager::BlockManager;
 use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
-use crate::timing::{signature_keys, Hashed, RuntimeSessionProxy, Timing};
+use crate::timing::{signature_keys, RuntimeSessionProxy, SharedKey, Timing};
 
 /// A forecast longer than this is made again from the step in flight (bounds its memory).
 const MAX_FORECAST_STEPS: usize = 1024;
@@ -266,7 +264,7 @@ impl StepTimer {
         };
         let session = session.bind(py);
         let key = batch.borrow_mut().key(py)?.finish(dp_rank_tokens, session.borrow().bucket_tokens);
-        let mut ahead = |depth: i64| -> PyResult<Vec<Arc<Hashed>>> {
+        let mut ahead = |depth: i64| -> PyResult<Vec<SharedKey>> {
             let depth = slf.borrow().depth(py, now_ns, depth)?;
             Self::lookahead(slf, batch, depth)
         };
@@ -354,7 +352,7 @@ impl StepTimer {
     /// The batches after the step in flight, when those predicted so far fall short of the
     /// lookahead horizon; the session asks when another client sharing it makes a call anyway, so
     /// that this client's next miss, and its round trip, mostly never come.
-    pub fn top_up(slf: &Bound<'_, Self>, now_ns: i64, depth: i64) -> PyResult<Vec<Arc<Hashed>>> {
+    pub fn top_up(slf: &Bound<'_, Self>, now_ns: i64, depth: i64) -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
         let (batch, depth) = {
             let this = slf.borrow();
@@ -373,7 +371,7 @@ impl StepTimer {
     /// The keys of the batches after `batch` (in flight): the forecast's, or, where a Python
     /// subclass replaces `_lookahead` (a test checking each prediction against a fresh copy's),
     /// the signatures it returns.
-    fn lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<Arc<Hashed>>> {
+    fn lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
         let replaced = slf.borrow().lookahead_replaced;
         let replaced = match replaced {
@@ -393,7 +391,7 @@ impl StepTimer {
 
     /// See `_lookahead`: the keys, with the steps they reach noted (`predicted_through`).
     fn lookahead_keys(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
-        -> PyResult<Vec<Arc<Hashed>>> {
+        -> PyResult<Vec<SharedKey>> {
         let (_, _, keys) = Self::predicted(slf, batch, depth)?;
         let mut this = slf.borrow_mut();
         this.predicted_through = this.steps_begun + keys.len() as i64;
@@ -497,7 +495,7 @@ impl StepTimer {
     /// Up to `depth` batches after `batch` (in flight): the kept forecast's where it holds, else a
     /// new one's; with the forecast and the step in flight's number in it.
     fn predicted(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
-        -> PyResult<(Py<Forecast>, i64, Vec<Arc<Hashed>>)> {
+        -> PyResult<(Py<Forecast>, i64, Vec<SharedKey>)> {
         let py = slf.py();
         let (forecast, step) = {
             let this = slf.borrow();

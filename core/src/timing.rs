@@ -17,16 +17,16 @@
 //! a miss calls its compiled model ([`RooflineModel`]) directly, with the backend's checks and cache,
 //! counted as the client's call (`native`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
-use rustc_hash::{FxBuildHasher, FxHasher};
+use rustc_hash::FxBuildHasher;
 
+use crate::bounded_cache::{BoundedCache, Hashed};
 use crate::roofline::cache::BatchRef;
 use crate::roofline::py::{check_batch, RooflineModel};
 use crate::runs::DecodeRun;
@@ -98,7 +98,11 @@ impl Timing {
 }
 
 /// Up to `depth` keys of the batches predicted to follow a step.
-pub type Ahead<'a> = &'a mut dyn FnMut(i64) -> PyResult<Vec<Arc<Hashed>>>;
+pub type Ahead<'a> = &'a mut dyn FnMut(i64) -> PyResult<Vec<SharedKey>>;
+
+/// A step's key, hashed once and shared: from the forecast that predicts the step to the cache
+/// that stores its timing.
+pub type SharedKey = Arc<Hashed<StepKey>>;
 
 /// A batch's signature: what times it (Python's `Signature`: `(new, context, *fields)`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
@@ -121,11 +125,9 @@ impl StepKey {
         Ok(key)
     }
 
-    /// With its hash, computed once (a key is looked up, deduplicated and stored).
-    pub fn hashed(self) -> Hashed {
-        let mut hasher = FxHasher::default();
-        self.hash(&mut hasher);
-        Hashed { hash: hasher.finish(), key: self }
+    /// With its hash, computed once (a key is looked up, deduplicated and stored), to share.
+    pub fn shared(self) -> SharedKey {
+        Arc::new(Hashed::new(self))
     }
 
     /// The Python signature tuple of this key.
@@ -183,44 +185,15 @@ fn ints(values: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
 }
 
 /// The keys of an iterable of Python signature tuples.
-pub fn signature_keys(signatures: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<Hashed>>> {
-    signatures.try_iter()?.map(|signature| Ok(Arc::new(StepKey::from_signature(&signature?)?.hashed()))).collect()
+pub fn signature_keys(signatures: &Bound<'_, PyAny>) -> PyResult<Vec<SharedKey>> {
+    signatures.try_iter()?.map(|signature| Ok(StepKey::from_signature(&signature?)?.shared())).collect()
 }
 
-/// A [`StepKey`] with its hash. Predicted keys are shared ([`Arc`]) from the forecast that makes
-/// them to the cache that stores them, hashed once.
-#[derive(Clone, Debug)]
-pub struct Hashed {
-    hash: u64,
-    key: StepKey,
-}
-
-impl Hashed {
-    pub fn key(&self) -> &StepKey {
-        &self.key
-    }
-}
-
-impl PartialEq for Hashed {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl Eq for Hashed {}
-
-impl Hash for Hashed {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
+/// A session's step timings by key, the oldest stored dropped first past a bound.
 #[pyclass(module = "cosim_core")]
 #[derive(Default)]
 pub struct TimingCache {
-    map: HashMap<Arc<Hashed>, Timing, FxBuildHasher>,
-    /// Keys in the order they were stored.
-    order: VecDeque<Arc<Hashed>>,
+    entries: BoundedCache<StepKey, Timing>,
 }
 
 #[pymethods]
@@ -231,33 +204,23 @@ impl TimingCache {
     }
 
     fn __len__(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 }
 
 impl TimingCache {
-    pub fn get(&self, key: &Hashed) -> Option<Timing> {
-        self.map.get(key).copied()
+    pub fn get(&self, key: &Hashed<StepKey>) -> Option<Timing> {
+        self.entries.get(key).copied()
     }
 
-    pub fn contains(&self, key: &Hashed) -> bool {
-        self.map.contains_key(key)
+    pub fn contains(&self, key: &Hashed<StepKey>) -> bool {
+        self.entries.contains(key)
     }
 
     /// Stores `timing` under `key` (a key stored already keeps its place), dropping the oldest
     /// past `max_entries`.
-    pub fn store(&mut self, key: Arc<Hashed>, timing: Timing, max_entries: usize) {
-        if let Some(old) = self.map.get_mut(&key) {
-            *old = timing;
-            return;
-        }
-        self.map.insert(key.clone(), timing);
-        self.order.push_back(key);
-        if self.map.len() > max_entries {
-            if let Some(oldest) = self.order.pop_front() {
-                self.map.remove(&oldest);
-            }
-        }
+    pub fn store(&mut self, key: SharedKey, timing: Timing, max_entries: usize) {
+        self.entries.store(key, timing, max_entries);
     }
 }
 
@@ -441,7 +404,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?.hashed()))
+        Ok(self.cache.borrow(py).get(&Hashed::new(StepKey::from_signature(signature)?)))
     }
 
     /// Whether misses are timed by the backend's compiled model, in process.
@@ -457,7 +420,7 @@ impl RuntimeSessionProxy {
 
     /// The signatures cached, oldest first (for tests and inspection).
     fn cached(&self, py: Python<'_>) -> PyResult<Vec<Py<PyTuple>>> {
-        self.cache.borrow(py).order.iter().map(|key| Ok(key.key.to_signature(py)?.unbind())).collect()
+        self.cache.borrow(py).entries.keys().map(|key| Ok(key.to_signature(py)?.unbind())).collect()
     }
 }
 
@@ -467,7 +430,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens).hashed();
+        let key = Hashed::new(run.borrow().next_key(py)?.bucketed(self.bucket_tokens));
         Ok(self.cache.borrow(py).get(&key))
     }
 
@@ -484,7 +447,7 @@ impl RuntimeSessionProxy {
     pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_>>,
                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Timing> {
         let py = slf.py();
-        let key = key.hashed();
+        let key = Hashed::new(key);
         {
             let mut this = slf.borrow_mut();
             if this.use_cache {
@@ -501,7 +464,7 @@ impl RuntimeSessionProxy {
             let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
             let this = slf.borrow();
             let cache = this.cache.borrow(py);
-            let mut seen: HashSet<&Hashed, FxBuildHasher> =
+            let mut seen: HashSet<&Hashed<StepKey>, FxBuildHasher> =
                 HashSet::with_capacity_and_hasher(predicted.len(), FxBuildHasher);
             keys.reserve(predicted.len());
             for k in &predicted {
@@ -528,7 +491,7 @@ impl RuntimeSessionProxy {
             Some(timings) => timings,
             None => {
                 let make = client.getattr(intern!(py, "step_batch"))?;
-                let batches = PyList::new(py, keys.iter().map(|k| k.key.to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
+                let batches = PyList::new(py, keys.iter().map(|k| k.key().to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
                 let kwargs = PyDict::new(py);
                 kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
                 kwargs.set_item(intern!(py, "client"), name)?;
@@ -560,11 +523,11 @@ impl RuntimeSessionProxy {
     /// anything is timed or counted, where a batch is not one the hub forms (a field the backend
     /// does not read, counts the checks refuse): the Python path then answers, or raises its error.
     fn time_natively(model: &Bound<'_, RooflineModel>, client: &Bound<'_, PyAny>,
-                     keys: &[Arc<Hashed>]) -> PyResult<Option<Vec<Timing>>> {
+                     keys: &[SharedKey]) -> PyResult<Option<Vec<Timing>>> {
         let py = model.py();
         let mut batches = Vec::with_capacity(keys.len());
         for k in keys {
-            match native_batch(&k.key) {
+            match native_batch(k.key()) {
                 Some(batch) => batches.push(batch),
                 None => return Ok(None),
             }
@@ -585,7 +548,7 @@ impl RuntimeSessionProxy {
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
     fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<Ahead<'_>>, rider: Option<&Bound<'_, PyAny>>)
-        -> PyResult<Vec<Arc<Hashed>>> {
+        -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
         let (depth, riders, bucket) = {
             let mut this = slf.borrow_mut();
@@ -607,7 +570,7 @@ impl RuntimeSessionProxy {
         }
         if bucket > 0 {
             for key in &mut predicted {
-                *key = Arc::new(key.key.clone().bucketed(bucket).hashed());
+                *key = key.key().clone().bucketed(bucket).shared();
             }
         }
         Ok(predicted)
@@ -616,7 +579,7 @@ impl RuntimeSessionProxy {
 
 /// A rider's top-up, the batches it wants timed along with another rider's miss: a step timer's
 /// keys natively ([`StepTimer::top_up`]), any other rider's signatures from its `top_up(now_ns, depth)`.
-fn top_up(rider: &Bound<'_, PyAny>, now_ns: i64, depth: i64) -> PyResult<Vec<Arc<Hashed>>> {
+fn top_up(rider: &Bound<'_, PyAny>, now_ns: i64, depth: i64) -> PyResult<Vec<SharedKey>> {
     match rider.downcast::<StepTimer>() {
         Ok(timer) => StepTimer::top_up(timer, now_ns, depth),
         Err(_) => signature_keys(&rider.call_method1(intern!(rider.py(), "top_up"), (now_ns, depth))?),

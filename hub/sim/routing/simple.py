@@ -8,7 +8,7 @@ import numpy as np
 
 from ...config.sections import RouterConfig
 from ..records import RequestRecord
-from .router import C, Router
+from .router import C, Routable, Router
 
 
 class RoundRobin(Router):
@@ -40,16 +40,28 @@ class Random(Router):
 class LeastOutstanding(Router):
     """``least_outstanding``: the fewest stages in flight."""
 
+    def __init__(self, config: RouterConfig, rng: np.random.Generator,
+                 clock: Callable[[], int] = lambda: 0) -> None:
+        super().__init__(config, rng, clock)
+        # The last plan and what it was made of: a lookahead miss asks once per client sharing the
+        # session, with nothing routed in between.
+        self._planned: tuple[tuple[Sequence[Routable], list[int], int], list[Routable]] | None = None
+
     def pick(self, candidates: Sequence[C], request: RequestRecord) -> C:
         return min(candidates, key=lambda c: c.load("stages"))
 
     def plan(self, candidates: Sequence[C], count: int) -> list[C] | None:
         load = [c.load("stages") for c in candidates]
+        made_of = (candidates, load, count)
+        if self._planned is not None and self._planned[0] == made_of:
+            return self._planned[1]  # type: ignore[return-value]
+        load = load.copy()
         chosen = []
         for _ in range(count):
             j = load.index(min(load))  # the first listed among the least loaded, as pick() chooses
             load[j] += 1
             chosen.append(candidates[j])
+        self._planned = (made_of, chosen)
         return chosen
 
 
