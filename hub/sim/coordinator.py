@@ -232,18 +232,22 @@ class Coordinator:
         if "prefill" not in client.serves:
             landings = self._landings.get(client.name)
             return landings.next_at(now) if landings is not None else None
-        times = self._arrivals.get(client.info.model)
+        model = client.info.model
+        times = self._arrivals.get(model)
         if times is None:
             return None
         start = bisect_right(times, now)
         upcoming = times[start:start + FORECAST_ARRIVALS].tolist()
         if not upcoming:
             return None
-        candidates = self.candidates("prefill", client.info.model)
+        candidates = self.candidates("prefill", model)
         plan = self.router.forecast(candidates, len(upcoming))
         if plan is None:
             return now + (upcoming[0] - now) * len(candidates)
-        return next((t for t, target in zip(upcoming, plan) if target is client), upcoming[-1])
+        for arrival, target in zip(upcoming, plan):
+            if target is client:
+                return arrival
+        return upcoming[-1]
 
     def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""
