@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...config.sections import RouterConfig
 from ..records import RequestRecord
-from .router import C, Routable, Router
+from .router import C, Router
 
 
 class RoundRobin(Router):
@@ -45,7 +46,7 @@ class LeastOutstanding(Router):
         super().__init__(config, rng, clock)
         # The last plan and what it was made of: a lookahead miss asks once per client sharing the
         # session, with nothing routed in between.
-        self._planned: tuple[tuple[Sequence[Routable], list[int], int], list[Routable]] | None = None
+        self._planned: tuple[tuple[Sequence[Any], list[int], int], list[Any]] | None = None
 
     def pick(self, candidates: Sequence[C], request: RequestRecord) -> C:
         return min(candidates, key=lambda c: c.load("stages"))
@@ -54,7 +55,7 @@ class LeastOutstanding(Router):
         load = [c.load("stages") for c in candidates]
         made_of = (candidates, load, count)
         if self._planned is not None and self._planned[0] == made_of:
-            return self._planned[1]  # type: ignore[return-value]
+            return self._planned[1]
         load = load.copy()
         chosen = []
         for _ in range(count):

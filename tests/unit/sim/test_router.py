@@ -47,6 +47,19 @@ def test_least_outstanding_forecast_fills_the_least_loaded_first_listed_first() 
     assert forecast is not None and [c.name for c in forecast] == ["c1", "c1", "c2", "c0"]
 
 
+def test_least_outstanding_forecast_follows_the_loads_when_asked_again() -> None:
+    """Asked again with the loads unchanged it gives the same plan (a miss asks once per client); a
+    stage handed out or finished since changes it."""
+    router = make_router(RouterConfig(policy="least_outstanding"), np.random.default_rng(0))
+    group = clients(2, 0, 1)
+    first = router.forecast(group, 3)
+    assert first is not None and router.forecast(group, 3) == first
+    group[1].stages += 3
+    again = router.forecast(group, 3)
+    assert again is not None and [c.name for c in again] == ["c2", "c0", "c2"]
+    assert [c.name for c in router.forecast(group, 2) or []] == ["c2", "c0"]
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_least_outstanding_forecast_equals_choosing_one_by_one_from_any_loads(seed: int) -> None:
     """The forecast fills level by level; choosing one stage at a time must agree, even-loaded or far apart."""
