@@ -473,13 +473,9 @@ impl RuntimeSessionProxy {
                 }
             }
         }
-        let (client, session_id, name, scale) = {
+        let (client, scale) = {
             let this = slf.borrow();
-            let name = match rider {
-                Some(rider) => rider.getattr(intern!(py, "name"))?.extract::<String>()?,
-                None => this.client_name.clone(),
-            };
-            (this.client.clone_ref(py), this.session_id.clone(), name, this.scale)
+            (this.client.clone_ref(py), this.scale)
         };
         let client = client.bind(py);
         let native = slf.borrow().native.as_ref().map(|model| model.clone_ref(py));
@@ -490,6 +486,14 @@ impl RuntimeSessionProxy {
         let mut timings = match natively {
             Some(timings) => timings,
             None => {
+                let (session_id, name) = {
+                    let this = slf.borrow();
+                    let name = match rider {
+                        Some(rider) => rider.getattr(intern!(py, "name"))?.extract::<String>()?,
+                        None => this.client_name.clone(),
+                    };
+                    (this.session_id.clone(), name)
+                };
                 let make = client.getattr(intern!(py, "step_batch"))?;
                 let batches = PyList::new(py, keys.iter().map(|k| k.key().to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
                 let kwargs = PyDict::new(py);
