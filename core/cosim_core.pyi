@@ -562,7 +562,8 @@ class RuntimeSessionProxy:
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
                  shared_cache: TimingCache | None = None, scale: float = 1.0, native: object | None = None) -> None: ...
     def join(self, rider: Any) -> None:
-        """Adds a client (``name``, ``top_up(now_ns, depth)``) whose top-ups ride along when another misses."""
+        """Adds a client whose top-ups ride along when another misses: a :class:`StepTimer` (asked
+        natively), or any object with a ``name`` and ``top_up(now_ns, depth)`` giving signatures."""
     def step_time(self, new_tokens: Seq[int], context_tokens: Seq[int], *, now_ns: int,
                   ahead: Callable[[int], Seq[tuple[Any, ...]]] | None = None, rider: Any = None,
                   dp_rank_tokens: Seq[int] = (), fields: Seq[tuple[str, tuple[int, ...]]] | None = None) -> Timing:
@@ -640,10 +641,10 @@ class StepTimer:
         scheduled (:meth:`step_done`)."""
     def step_done(self, client: Stepper, batch: ScheduledBatch, start_ns: int) -> None:
         """A step's end the heap handles: ended (:meth:`end_step`), and the client woken."""
-    def top_up(self, now_ns: int, depth: int) -> list[tuple[Any, ...]]:
-        """The batches after the step in flight, where those predicted so far fall short."""
     def _lookahead(self, batch: ScheduledBatch, depth: int) -> list[tuple[Any, ...]]:
-        """The batches after ``batch`` (in flight), the kept forecast's or a new one's."""
+        """The signatures of the batches after ``batch`` (in flight), the kept forecast's or a new
+        one's. The session takes the forecast's keys directly; a subclass replacing this method
+        (a test checking each prediction) is asked instead."""
 
 class Timeline:
     """What a client records at each step (core/src/timeline.rs): its row, energy and inter-token gaps;

@@ -74,9 +74,12 @@ pub struct ScheduledBatch {
     seqs_list: Option<Py<PyList>>,
     num_new_list: Option<Py<PyList>>,
     context_list: Option<Py<PyList>>,
-    /// Made in Python: `seqs`, `num_new` and `context` are the lists given until [`Self::ensure`]
-    /// reads them (a decode run's steps are timed, never handed back, so most are never read).
-    pending: bool,
+    /// Made in Python, or a decode run's step: `seqs` is the list given until [`Self::ensure`]
+    /// reads it (a decode run's steps are timed, never handed back, so most are never read).
+    seqs_pending: bool,
+    /// Made in Python: `num_new` and `context` are the lists given until read (a step's timing
+    /// key reads them, not its sequences).
+    counts_pending: bool,
     pub num_new: Vec<i64>,
     pub context: Vec<i64>,
     #[pyo3(get, set)]
@@ -113,9 +116,10 @@ impl ScheduledBatch {
         let seqs_list = seqs.map(Bound::unbind);
         let num_new_list = counts_list(num_new)?;
         let context_list = counts_list(context)?;
-        let pending = seqs_list.is_some() || num_new_list.is_some() || context_list.is_some();
+        let (seqs_pending, counts_pending) = (seqs_list.is_some(), num_new_list.is_some() || context_list.is_some());
         Ok(ScheduledBatch {
-            seqs: Vec::new(), seqs_list, num_new_list, context_list, pending, num_new: Vec::new(), context: Vec::new(),
+            seqs: Vec::new(), seqs_list, num_new_list, context_list, seqs_pending, counts_pending, num_new: Vec::new(),
+            context: Vec::new(),
             swap_bytes, num_tokens, prefill_tokens, admitted, queue_blocked, queue_stamp,
             preempted: preempted.map(|p| seqs_of(&p)).transpose()?.unwrap_or_default(),
             cache_hits: cache_hits.unwrap_or_default().into_iter().map(|(seq, n)| (seq.unbind(), n)).collect(),
@@ -227,14 +231,14 @@ impl ScheduledBatch {
         ScheduledBatch { queue_blocked, ..Default::default() }
     }
 
-    /// A decode run's step: `seqs` and `ones` are the run's lists, shared by its steps (read in
-    /// Rust only if the step is handed back), `context` each sequence's tokens in KV.
+    /// A decode run's step: `seqs` and `ones` are the run's lists, shared by its steps (`seqs` read
+    /// in Rust only if the step is handed back), `context` each sequence's tokens in KV.
     pub fn of_run(seqs: Py<PyList>, ones: Py<PyList>, context: Vec<i64>, queue_stamp: i64,
                   lora: Option<Py<PyAny>>) -> Self {
         let num_tokens = context.len() as i64;
         ScheduledBatch {
-            seqs_list: Some(seqs), num_new_list: Some(ones), pending: true, context, num_tokens,
-            queue_blocked: true, queue_stamp, lora, ..Default::default()
+            seqs_list: Some(seqs), num_new_list: Some(ones), seqs_pending: true, num_new: vec![1; context.len()],
+            context, num_tokens, queue_blocked: true, queue_stamp, lora, ..Default::default()
         }
     }
 
@@ -251,7 +255,7 @@ impl ScheduledBatch {
     /// Adds `seq`, which holds `computed` tokens, to compute `num` (a prefill's count, `prefill`).
     #[inline]
     pub fn push(&mut self, seq: Py<Sequence>, num: i64, computed: i64, prefill: bool) {
-        debug_assert!(!self.pending, "a batch made in Python is read (ensure) before it changes");
+        debug_assert!(!self.seqs_pending && !self.counts_pending, "a batch made in Python is read (ensure) before it changes");
         self.forget_lists();
         self.seqs.push(seq);
         self.num_new.push(num);
@@ -268,26 +272,36 @@ impl ScheduledBatch {
         self.push(handle, num, seq.num_computed, seq.is_prefill(seq.num_computed));
     }
 
-    /// Reads the lists a batch made in Python was given (see `pending`), before Rust works on it.
+    /// Reads the lists a batch made in Python was given (see `seqs_pending`), before Rust works on it.
     pub fn ensure(&mut self, py: Python<'_>) -> PyResult<()> {
-        if self.pending {
+        self.ensure_counts(py)?;
+        if self.seqs_pending {
             if let Some(list) = &self.seqs_list {
                 self.seqs = seqs_of(list.bind(py).as_any())?;
             }
+            self.seqs_pending = false;
+        }
+        Ok(())
+    }
+
+    /// Reads the counts a batch made in Python was given (see `counts_pending`).
+    fn ensure_counts(&mut self, py: Python<'_>) -> PyResult<()> {
+        if self.counts_pending {
             if let Some(list) = &self.num_new_list {
                 self.num_new = list.bind(py).extract()?;
             }
             if let Some(list) = &self.context_list {
                 self.context = list.bind(py).extract()?;
             }
-            self.pending = false;
+            self.counts_pending = false;
         }
         Ok(())
     }
 
-    /// Its timing key (`signature`'s, read from Rust data; a LoRA step's adapters from Python).
+    /// Its timing key (`signature`'s, read from Rust data; a LoRA step's adapters from Python);
+    /// a decode run's step leaves its sequences unread.
     pub fn key(&mut self, py: Python<'_>) -> PyResult<StepKey> {
-        self.ensure(py)?;
+        self.ensure_counts(py)?;
         let mut key = StepKey { new: self.num_new.clone(), context: self.context.clone(), fields: Vec::new() };
         if self.draft_tokens.iter().any(|&d| d != 0) {
             key.fields.push(("draft_tokens".to_owned(), self.draft_tokens.clone()));

@@ -19,6 +19,7 @@ use crate::manager::BlockManager;
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::sequence::{ident, same, Sequence};
+use crate::timing::{SharedKey, StepKey};
 
 /// The signatures of up to `depth` batches that follow `in_flight` if no work arrives.
 ///
@@ -29,13 +30,18 @@ use crate::sequence::{ident, same, Sequence};
 pub fn predict(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, depth: i64)
     -> PyResult<Vec<PyObject>> {
     let mut forecast = Forecast::new(scheduler, in_flight, None)?;
-    let batches = forecast.after(scheduler.py(), 0, depth, in_flight)?;
-    Ok(batches.expect("the origin's own step always matches"))
+    let keys = forecast.keys_after(scheduler.py(), 0, depth, in_flight)?;
+    signatures(scheduler.py(), &keys.expect("the origin's own step always matches"))
+}
+
+/// The Python signature tuples of `keys`.
+fn signatures(py: Python<'_>, keys: &[SharedKey]) -> PyResult<Vec<PyObject>> {
+    keys.iter().map(|key| Ok(key.key().to_signature(py)?.into_any().unbind())).collect()
 }
 
 /// Predicted steps after an origin (the step in flight when it was made), grown on demand.
 ///
-/// Step `k` is the k-th after the origin (the origin is step 0). Per step it keeps the signature,
+/// Step `k` is the k-th after the origin (the origin is step 0). Per step it keeps the timing key,
 /// and once the step is applied on the copy, whether requests wait after it and whether it is a
 /// departure with none waiting (where a backlog's prediction stops), so that `after` can answer
 /// for any later step in flight as a fresh copy made then would. Valid only while the scheduler
@@ -53,8 +59,8 @@ pub struct Forecast {
     last: Py<ScheduledBatch>,
     /// What the copy's last applied step changed.
     outcome: StepOutcome,
-    /// Of steps 1, 2, ...
-    signatures: Vec<PyObject>,
+    /// Of steps 1, 2, ...: their timing keys (signatures), handed out to the timing cache as they are.
+    keys: Vec<SharedKey>,
     drafts_of: Option<PyObject>,
     /// Of steps 1, 2, ...: the drafter's forwards after each.
     drafts: Vec<Vec<PyObject>>,
@@ -82,41 +88,15 @@ impl Forecast {
     /// Steps predicted so far.
     #[getter]
     pub fn num_steps(&self) -> usize {
-        self.signatures.len()
+        self.keys.len()
     }
 
     /// The signatures of up to `depth` steps after step `step`, now in flight as `in_flight`, as
     /// `predict` would give them from a fresh copy; None when the forecast does not hold that step
     /// (it ended before it, or predicted another batch).
-    pub fn after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
+    fn after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
         -> PyResult<Option<Vec<PyObject>>> {
-        let step = step.max(0) as usize;
-        let limit = step + depth.max(0) as usize;
-        while self.applied < step && !self.ended { // the step in flight, and what it changes
-            self.advance(py, limit.saturating_sub(self.signatures.len()))?;
-        }
-        if self.applied < step {
-            return Ok(None);
-        }
-        if step > 0 && self.signatures[step - 1].bind(py).ne(in_flight.borrow_mut().signature(py)?)? {
-            return Ok(None);
-        }
-        let backlog = self.waiting[step];
-        let mut checked = step + 1; // the next step whose departure is to be checked
-        loop {
-            // the step at the depth ends the call unchecked
-            let last_checked = self.applied.min(limit.saturating_sub(1));
-            while checked <= last_checked && limit > 0 {
-                if backlog && self.departs[checked] {
-                    return Ok(Some(self.slice(py, step, checked))); // the backlog is gone: an arrival joins next
-                }
-                checked += 1;
-            }
-            if self.signatures.len() >= limit || self.ended {
-                return Ok(Some(self.slice(py, step, limit)));
-            }
-            self.advance(py, limit - self.signatures.len())?;
-        }
+        self.keys_after(py, step, depth, in_flight)?.map(|keys| signatures(py, &keys)).transpose()
     }
 
     /// The drafter's forwards after each of the `count` predicted steps after step `step` (those
@@ -129,6 +109,38 @@ impl Forecast {
 }
 
 impl Forecast {
+    /// `after`'s keys, as the timing cache takes them.
+    pub fn keys_after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
+        -> PyResult<Option<Vec<SharedKey>>> {
+        let step = step.max(0) as usize;
+        let limit = step + depth.max(0) as usize;
+        while self.applied < step && !self.ended { // the step in flight, and what it changes
+            self.advance(py, limit.saturating_sub(self.keys.len()))?;
+        }
+        if self.applied < step {
+            return Ok(None);
+        }
+        if step > 0 && *self.keys[step - 1].key() != in_flight.borrow_mut().key(py)? {
+            return Ok(None);
+        }
+        let backlog = self.waiting[step];
+        let mut checked = step + 1; // the next step whose departure is to be checked
+        loop {
+            // the step at the depth ends the call unchecked
+            let last_checked = self.applied.min(limit.saturating_sub(1));
+            while checked <= last_checked && limit > 0 {
+                if backlog && self.departs[checked] {
+                    return Ok(Some(self.slice(step, checked))); // the backlog is gone: an arrival joins next
+                }
+                checked += 1;
+            }
+            if self.keys.len() >= limit || self.ended {
+                return Ok(Some(self.slice(step, limit)));
+            }
+            self.advance(py, limit - self.keys.len())?;
+        }
+    }
+
     /// `Forecast(scheduler, in_flight, drafts_of)` on `sim`, a copy of `scheduler` made just
     /// now (`Scheduler.copy`, or `Scheduler::copy_reusing` with an earlier forecast's KV blocks,
     /// from [`Forecast::into_spare`]).
@@ -155,7 +167,7 @@ impl Forecast {
         let outcome = sim.borrow_mut(py).update(py, last.bind(py).borrow_mut())?;
         let waiting = !sim.borrow(py).waiting.is_empty();
         Ok(Forecast {
-            sim, last, outcome, signatures: Vec::new(), drafts_of, drafts: Vec::new(), waiting: vec![waiting],
+            sim, last, outcome, keys: Vec::new(), drafts_of, drafts: Vec::new(), waiting: vec![waiting],
             departs: vec![false], applied: 0, ended: false,
         })
     }
@@ -170,15 +182,15 @@ impl Forecast {
         (kv.get_refcnt(py) == 1).then_some(kv)
     }
 
-    /// Signatures of steps `start + 1 ..= end` (clamped to those predicted).
-    fn slice(&self, py: Python<'_>, start: usize, end: usize) -> Vec<PyObject> {
-        let end = end.min(self.signatures.len());
-        self.signatures[start.min(end)..end].iter().map(|sig| sig.clone_ref(py)).collect()
+    /// Keys of steps `start + 1 ..= end` (clamped to those predicted).
+    fn slice(&self, start: usize, end: usize) -> Vec<SharedKey> {
+        let end = end.min(self.keys.len());
+        self.keys[start.min(end)..end].to_vec()
     }
 
     /// Applies the pending step on the copy, or forms the next (a decode run: up to `room`).
     fn advance(&mut self, py: Python<'_>, room: usize) -> PyResult<()> {
-        if self.applied < self.signatures.len() {
+        if self.applied < self.keys.len() {
             self.outcome = self.sim.borrow_mut(py).update(py, self.last.bind(py).borrow_mut())?;
             let waiting = !self.sim.borrow(py).waiting.is_empty();
             self.waiting.push(waiting);
@@ -190,7 +202,7 @@ impl Forecast {
         let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome)?;
         if let Some(mut run) = run {
             let steps = (run.steps_left().max(0) as usize).min(room).max(1); // room: at least this step
-            self.signatures.extend(run.signatures(py, steps as i64)?.into_iter().map(|sig| sig.into_any().unbind()));
+            self.keys.extend(run.keys(py, steps as i64)?.into_iter().map(StepKey::shared));
             if self.drafts_of.is_some() { // kept aligned (a speculating client takes no decode runs)
                 self.drafts.extend((0..steps).map(|_| Vec::new()));
             }
@@ -208,7 +220,7 @@ impl Forecast {
             return Ok(());
         }
         let batch = Bound::new(py, batch)?;
-        self.signatures.push(batch.borrow_mut().signature(py)?.into_any().unbind());
+        self.keys.push(batch.borrow_mut().key(py)?.shared());
         if let Some(drafts_of) = &self.drafts_of { // formed, not applied: who proposes is known
             self.drafts.push(drafts_of.call1(py, (batch.clone(),))?.extract(py)?);
         }

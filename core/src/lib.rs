@@ -15,6 +15,7 @@
 //! backend's step-time model ([`roofline`]).
 
 pub mod batch;
+pub mod bounded_cache;
 pub mod cow_map;
 pub mod forecast;
 pub mod free_queue;

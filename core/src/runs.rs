@@ -135,17 +135,8 @@ impl DecodeRun {
     }
 
     /// The signatures of the run's next `steps` steps, as `ScheduledBatch.signature` gives them.
-    pub fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let ones = self.ones.bind(py).to_tuple();
-        let fields: Vec<Bound<'py, PyAny>> = match &self.lora {
-            Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.try_iter()?.collect::<PyResult<_>>()?,
-            None => Vec::new(),
-        };
-        (self.done..self.done + steps).map(|k| {
-            let mut parts = vec![ones.clone().into_any(), PyTuple::new(py, self.contexts_at(k))?.into_any()];
-            parts.extend(fields.iter().cloned());
-            PyTuple::new(py, parts)
-        }).collect()
+    fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
+        self.keys(py, steps)?.iter().map(|key| key.to_signature(py)).collect()
     }
 
     /// Lookahead on a scheduler's copy: begins the run's next `steps` steps at once and applies
@@ -194,14 +185,25 @@ impl DecodeRun {
         }))
     }
 
+    /// The timing keys of the run's next `steps` steps (as their batches' `signature`).
+    pub fn keys(&self, py: Python<'_>, steps: i64) -> PyResult<Vec<StepKey>> {
+        let fields = self.fields(py)?;
+        Ok((self.done..self.done + steps).map(|k| {
+            StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(k), fields: fields.clone() }
+        }).collect())
+    }
+
     /// The timing key of the run's next step (as its batch's `signature`).
     pub fn next_key(&self, py: Python<'_>) -> PyResult<StepKey> {
-        let mut key = StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(self.done),
-                                fields: Vec::new() };
-        if let Some(lora) = &self.lora {
-            key.extend_fields(&lora.bind(py).getattr(intern!(py, "key"))?)?;
+        Ok(StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(self.done), fields: self.fields(py)? })
+    }
+
+    /// The StepBatch fields of its steps' keys: their LoRA adapters' (none for the base model).
+    fn fields(&self, py: Python<'_>) -> PyResult<Vec<(String, Vec<i64>)>> {
+        match &self.lora {
+            Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.extract(),
+            None => Ok(Vec::new()),
         }
-        Ok(key)
     }
 
     /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).

@@ -13,16 +13,16 @@
 //! misses, this one's predictions ride along too where they fall short (`top_up`). A dropped
 //! forecast's KV blocks are kept, and the next forecast brings them up to date by the keys either
 //! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
-//! predictions are asked through Python's attribute lookup (`_lookahead`), once a miss, so that a test may check
-//! each against a fresh copy's. A decode run's steps whose timings are cached are taken back to back
-//! while nothing else happens (`run_ahead`), and the client's steps are begun, timed, ended and
-//! recorded natively, in place where nothing else comes first ([`crate::stepping`]).
+//! predictions reach the session as the forecast's timing keys, with no Python in between, unless a
+//! Python subclass replaces `_lookahead` (a test checking each against a fresh copy's). A decode
+//! run's steps whose timings are cached are taken back to back while nothing else happens
+//! (`run_ahead`), and the client's steps are begun, timed, ended and recorded natively, in place
+//! where nothing else comes first ([`crate::stepping`]).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
-use pyo3::types::PyList;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::forecast::Forecast;
@@ -31,7 +31,7 @@ use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::stepping;
-use crate::timing::{RuntimeSessionProxy, Timing};
+use crate::timing::{signature_keys, RuntimeSessionProxy, SharedKey, Timing};
 
 /// A forecast longer than this is made again from the step in flight (bounds its memory).
 const MAX_FORECAST_STEPS: usize = 1024;
@@ -94,6 +94,8 @@ pub struct StepTimer {
     /// of copying the client's anew (`Scheduler::copy_reusing`).
     #[pyo3(get, name = "_spare")]
     spare: Option<Py<BlockManager>>,
+    /// Whether its class replaces `_lookahead` (asked at its first prediction; see `lookahead`).
+    lookahead_replaced: Option<bool>,
 }
 
 #[pymethods]
@@ -112,7 +114,7 @@ impl StepTimer {
             energy, max_lookahead: if alone && !overlapping { max_lookahead } else { 0 },
             decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
             last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
-            spare: None,
+            spare: None, lookahead_replaced: None,
         }
     }
 
@@ -264,9 +266,9 @@ impl StepTimer {
         };
         let session = session.bind(py);
         let key = batch.borrow_mut().key(py)?.finish(dp_rank_tokens, session.borrow().bucket_tokens);
-        let mut ahead = |depth: i64| -> PyResult<Bound<'_, PyAny>> {
+        let mut ahead = |depth: i64| -> PyResult<Vec<SharedKey>> {
             let depth = slf.borrow().depth(py, now_ns, depth)?;
-            slf.call_method1(intern!(py, "_lookahead"), (batch, depth))
+            Self::lookahead(slf, batch, depth)
         };
         let rider = slf.as_any();
         let timing = RuntimeSessionProxy::time(session, key, now_ns, predicts.then_some(&mut ahead), Some(rider))?;
@@ -351,31 +353,12 @@ impl StepTimer {
         stepping::step_done(slf, client, batch, start_ns)
     }
 
-    /// The batches after the step in flight, when those predicted so far fall short of the
-    /// lookahead horizon; the session asks when another client sharing it makes a call anyway, so
-    /// that this client's next miss, and its round trip, mostly never come.
-    fn top_up<'py>(slf: &Bound<'py, Self>, now_ns: i64, depth: i64) -> PyResult<Bound<'py, PyAny>> {
-        let py = slf.py();
-        let (batch, depth) = {
-            let this = slf.borrow();
-            let Some(batch) = this.in_flight.as_ref().filter(|_| this.max_lookahead > 0) else {
-                return Ok(PyList::empty(py).into_any());
-            };
-            let depth = this.depth(py, now_ns, depth)?;
-            if this.predicted_through - this.steps_begun >= depth {
-                return Ok(PyList::empty(py).into_any());
-            }
-            (batch.clone_ref(py), depth)
-        };
-        slf.call_method1(intern!(py, "_lookahead"), (batch, depth))
-    }
-
-    /// The batches after `batch` (in flight), as the kept forecast, or a new one, gives them.
+    /// The signatures of the batches after `batch` (in flight), as the kept forecast, or a new one,
+    /// gives them: what the session is handed on a miss (a subclass may replace it, see `lookahead`).
     fn _lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<PyObject>> {
-        let (_, _, batches) = Self::predicted(slf, batch, depth)?;
-        let mut this = slf.borrow_mut();
-        this.predicted_through = this.steps_begun + batches.len() as i64;
-        Ok(batches)
+        let py = slf.py();
+        Self::lookahead_keys(slf, batch, depth)?.iter()
+            .map(|key| Ok(key.key().to_signature(py)?.into_any().unbind())).collect()
     }
 }
 
@@ -398,6 +381,55 @@ impl<'py> StepLists<'_, 'py> {
 }
 
 impl StepTimer {
+    /// The batches after the step in flight, when those predicted so far fall short of the
+    /// lookahead horizon; the session asks when another client sharing it makes a call anyway, so
+    /// that this client's next miss, and its round trip, mostly never come.
+    pub fn top_up(slf: &Bound<'_, Self>, now_ns: i64, depth: i64) -> PyResult<Vec<SharedKey>> {
+        let py = slf.py();
+        let (batch, depth) = {
+            let this = slf.borrow();
+            let Some(batch) = this.in_flight.as_ref().filter(|_| this.max_lookahead > 0) else {
+                return Ok(Vec::new());
+            };
+            let depth = this.depth(py, now_ns, depth)?;
+            if this.predicted_through - this.steps_begun >= depth {
+                return Ok(Vec::new());
+            }
+            (batch.clone_ref(py), depth)
+        };
+        Self::lookahead(slf, batch.bind(py), depth)
+    }
+
+    /// The keys of the batches after `batch` (in flight): the forecast's, or, where a Python
+    /// subclass replaces `_lookahead` (a test checking each prediction against a fresh copy's),
+    /// the signatures it returns.
+    fn lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<SharedKey>> {
+        let py = slf.py();
+        let replaced = slf.borrow().lookahead_replaced;
+        let replaced = match replaced {
+            Some(replaced) => replaced,
+            None => {
+                let name = intern!(py, "_lookahead");
+                let replaced = !slf.get_type().getattr(name)?.is(&py.get_type::<StepTimer>().getattr(name)?);
+                slf.borrow_mut().lookahead_replaced = Some(replaced);
+                replaced
+            }
+        };
+        if replaced {
+            return signature_keys(&slf.call_method1(intern!(py, "_lookahead"), (batch, depth))?);
+        }
+        Self::lookahead_keys(slf, batch, depth)
+    }
+
+    /// See `_lookahead`: the keys, with the steps they reach noted (`predicted_through`).
+    fn lookahead_keys(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
+        -> PyResult<Vec<SharedKey>> {
+        let (_, _, keys) = Self::predicted(slf, batch, depth)?;
+        let mut this = slf.borrow_mut();
+        this.predicted_through = this.steps_begun + keys.len() as i64;
+        Ok(keys)
+    }
+
     /// Drops the kept forecast, keeping its copy's KV blocks for the next (`spare`).
     fn drop_forecast(&mut self, py: Python<'_>) {
         if let Some(forecast) = self.forecast.take() {
@@ -495,14 +527,14 @@ impl StepTimer {
     /// Up to `depth` batches after `batch` (in flight): the kept forecast's where it holds, else a
     /// new one's; with the forecast and the step in flight's number in it.
     fn predicted(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
-        -> PyResult<(Py<Forecast>, i64, Vec<PyObject>)> {
+        -> PyResult<(Py<Forecast>, i64, Vec<SharedKey>)> {
         let py = slf.py();
         let (forecast, step) = {
             let this = slf.borrow();
             (this.forecast.as_ref().map(|f| f.clone_ref(py)), this.steps_begun - this.forecast_origin)
         };
         if let Some(forecast) = forecast {
-            let batches = forecast.borrow_mut(py).after(py, step, depth, batch)?;
+            let batches = forecast.borrow_mut(py).keys_after(py, step, depth, batch)?;
             if let Some(batches) = batches {
                 if forecast.borrow(py).num_steps() <= MAX_FORECAST_STEPS {
                     return Ok((forecast, step, batches));
@@ -533,7 +565,7 @@ impl StepTimer {
             this.forecast = Some(forecast.clone_ref(py));
             this.forecast_origin = this.steps_begun;
         }
-        let batches = forecast.borrow_mut(py).after(py, 0, depth, batch)?
+        let batches = forecast.borrow_mut(py).keys_after(py, 0, depth, batch)?
             .expect("its origin is the step in flight");
         Ok((forecast, 0, batches))
     }

@@ -17,19 +17,20 @@
 //! a miss calls its compiled model ([`RooflineModel`]) directly, with the backend's checks and cache,
 //! counted as the client's call (`native`).
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
-use rustc_hash::{FxBuildHasher, FxHasher};
+use rustc_hash::FxBuildHasher;
 
+use crate::bounded_cache::{BoundedCache, Hashed};
 use crate::roofline::cache::BatchRef;
 use crate::roofline::py::{check_batch, RooflineModel};
 use crate::runs::DecodeRun;
+use crate::step_timer::StepTimer;
 
 /// The parts of a StepTiming the hub uses (`energy_j` None: the backend reported none).
 #[pyclass(module = "cosim_core", frozen, get_all, eq)]
@@ -96,8 +97,12 @@ impl Timing {
     }
 }
 
-/// Up to `depth` signatures of the batches predicted to follow a step (an iterable of tuples).
-pub type Ahead<'a, 'py> = &'a mut dyn FnMut(i64) -> PyResult<Bound<'py, PyAny>>;
+/// Up to `depth` keys of the batches predicted to follow a step.
+pub type Ahead<'a> = &'a mut dyn FnMut(i64) -> PyResult<Vec<SharedKey>>;
+
+/// A step's key, hashed once and shared: from the forecast that predicts the step to the cache
+/// that stores its timing.
+pub type SharedKey = Arc<Hashed<StepKey>>;
 
 /// A batch's signature: what times it (Python's `Signature`: `(new, context, *fields)`).
 #[derive(Clone, PartialEq, Eq, Hash, Debug, Default)]
@@ -120,15 +125,13 @@ impl StepKey {
         Ok(key)
     }
 
-    /// With its hash, computed once (a key is looked up, deduplicated and stored).
-    pub fn hashed(self) -> Hashed {
-        let mut hasher = FxHasher::default();
-        self.hash(&mut hasher);
-        Hashed { hash: hasher.finish(), key: self }
+    /// With its hash, computed once (a key is looked up, deduplicated and stored), to share.
+    pub fn shared(self) -> SharedKey {
+        Arc::new(Hashed::new(self))
     }
 
     /// The Python signature tuple of this key.
-    fn to_signature<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    pub fn to_signature<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
         let mut parts = vec![PyTuple::new(py, &self.new)?.into_any(), PyTuple::new(py, &self.context)?.into_any()];
         for (name, values) in &self.fields {
             parts.push((name.as_str(), PyTuple::new(py, values)?).into_pyobject(py)?.into_any());
@@ -153,29 +156,19 @@ impl StepKey {
         self.bucketed(bucket_tokens)
     }
 
-    fn bucketed(mut self, bucket_tokens: i64) -> Self {
+    pub fn bucketed(mut self, bucket_tokens: i64) -> Self {
         if bucket_tokens > 0 {
             self.context.iter_mut().for_each(|c| *c = (*c + bucket_tokens - 1).div_euclid(bucket_tokens) * bucket_tokens);
         }
         self
     }
 
-    /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`;
-    /// `signature`: the key's Python signature where one is at hand (its tuples are sent as they are).
-    fn to_batch<'py>(&self, make: &Bound<'py, PyAny>, signature: Option<&Bound<'py, PyTuple>>)
-        -> PyResult<Bound<'py, PyAny>> {
+    /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`.
+    fn to_batch<'py>(&self, make: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
         let py = make.py();
         let kwargs = PyDict::new(py);
-        match signature {
-            Some(parts) => {
-                kwargs.set_item(intern!(py, "new_tokens"), parts.get_item(0)?)?;
-                kwargs.set_item(intern!(py, "context_tokens"), parts.get_item(1)?)?;
-            }
-            None => {
-                kwargs.set_item(intern!(py, "new_tokens"), PyTuple::new(py, &self.new)?)?;
-                kwargs.set_item(intern!(py, "context_tokens"), PyTuple::new(py, &self.context)?)?;
-            }
-        }
+        kwargs.set_item(intern!(py, "new_tokens"), PyTuple::new(py, &self.new)?)?;
+        kwargs.set_item(intern!(py, "context_tokens"), PyTuple::new(py, &self.context)?)?;
         for (name, values) in &self.fields {
             kwargs.set_item(name, PyTuple::new(py, values)?)?;
         }
@@ -191,33 +184,16 @@ fn ints(values: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
     }
 }
 
-/// A [`StepKey`] with its hash.
-#[derive(Clone, Debug)]
-pub struct Hashed {
-    hash: u64,
-    key: StepKey,
+/// The keys of an iterable of Python signature tuples.
+pub fn signature_keys(signatures: &Bound<'_, PyAny>) -> PyResult<Vec<SharedKey>> {
+    signatures.try_iter()?.map(|signature| Ok(StepKey::from_signature(&signature?)?.shared())).collect()
 }
 
-impl PartialEq for Hashed {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.key == other.key
-    }
-}
-
-impl Eq for Hashed {}
-
-impl Hash for Hashed {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash);
-    }
-}
-
+/// A session's step timings by key, the oldest stored dropped first past a bound.
 #[pyclass(module = "cosim_core")]
 #[derive(Default)]
 pub struct TimingCache {
-    map: HashMap<Arc<Hashed>, Timing, FxBuildHasher>,
-    /// Keys in the order they were stored.
-    order: VecDeque<Arc<Hashed>>,
+    entries: BoundedCache<StepKey, Timing>,
 }
 
 #[pymethods]
@@ -228,34 +204,23 @@ impl TimingCache {
     }
 
     fn __len__(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 }
 
 impl TimingCache {
-    pub fn get(&self, key: &Hashed) -> Option<Timing> {
-        self.map.get(key).copied()
+    pub fn get(&self, key: &Hashed<StepKey>) -> Option<Timing> {
+        self.entries.get(key).copied()
     }
 
-    pub fn contains(&self, key: &Hashed) -> bool {
-        self.map.contains_key(key)
+    pub fn contains(&self, key: &Hashed<StepKey>) -> bool {
+        self.entries.contains(key)
     }
 
     /// Stores `timing` under `key` (a key stored already keeps its place), dropping the oldest
     /// past `max_entries`.
-    pub fn store(&mut self, key: Hashed, timing: Timing, max_entries: usize) {
-        if let Some(old) = self.map.get_mut(&key) {
-            *old = timing;
-            return;
-        }
-        let key = Arc::new(key);
-        self.map.insert(key.clone(), timing);
-        self.order.push_back(key);
-        if self.map.len() > max_entries {
-            if let Some(oldest) = self.order.pop_front() {
-                self.map.remove(&oldest);
-            }
-        }
+    pub fn store(&mut self, key: SharedKey, timing: Timing, max_entries: usize) {
+        self.entries.store(key, timing, max_entries);
     }
 }
 
@@ -429,8 +394,8 @@ impl RuntimeSessionProxy {
             key.extend_fields(fields)?;
         }
         let key = key.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
-        let mut call = |depth: i64| ahead.expect("called only when given").call1((depth,));
-        Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_, '_>), rider)
+        let mut call = |depth: i64| signature_keys(&ahead.expect("called only when given").call1((depth,))?);
+        Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_>), rider)
     }
 
     /// The cached timing of the batch of signature `signature` (exact, as cached), if any, not
@@ -439,7 +404,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        Ok(self.cache.borrow(py).get(&StepKey::from_signature(signature)?.hashed()))
+        Ok(self.cache.borrow(py).get(&Hashed::new(StepKey::from_signature(signature)?)))
     }
 
     /// Whether misses are timed by the backend's compiled model, in process.
@@ -455,7 +420,7 @@ impl RuntimeSessionProxy {
 
     /// The signatures cached, oldest first (for tests and inspection).
     fn cached(&self, py: Python<'_>) -> PyResult<Vec<Py<PyTuple>>> {
-        self.cache.borrow(py).order.iter().map(|key| Ok(key.key.to_signature(py)?.unbind())).collect()
+        self.cache.borrow(py).entries.keys().map(|key| Ok(key.to_signature(py)?.unbind())).collect()
     }
 }
 
@@ -465,7 +430,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        let key = run.borrow().next_key(py)?.bucketed(self.bucket_tokens).hashed();
+        let key = Hashed::new(run.borrow().next_key(py)?.bucketed(self.bucket_tokens));
         Ok(self.cache.borrow(py).get(&key))
     }
 
@@ -478,11 +443,11 @@ impl RuntimeSessionProxy {
     }
 
     /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call:
-    /// `ahead(depth)`'s signatures (an iterable), then the other riders' top-ups.
-    pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
+    /// `ahead(depth)`'s, then the other riders' top-ups, each once, none cached already.
+    pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_>>,
                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Timing> {
         let py = slf.py();
-        let key = key.hashed();
+        let key = Hashed::new(key);
         {
             let mut this = slf.borrow_mut();
             if this.use_cache {
@@ -494,28 +459,23 @@ impl RuntimeSessionProxy {
             }
             this.num_lookups += 1; // a miss: the backend is asked
         }
-        // Each key with its Python signature where one came (its tuples are sent as they are).
-        let mut keys = vec![(key, None)];
+        let mut keys = vec![Arc::new(key)];
         if slf.borrow().lookahead {
             let predicted = Self::predicted(slf, now_ns, ahead, rider)?;
             let this = slf.borrow();
             let cache = this.cache.borrow(py);
-            let mut seen: HashSet<&Hashed, FxBuildHasher> = HashSet::default();
-            let mut fresh = Vec::new();
-            for (k, signature) in &predicted {
-                if seen.insert(k) && *k != keys[0].0 && !cache.contains(k) {
-                    fresh.push((k.clone(), signature.clone()));
+            let mut seen: HashSet<&Hashed<StepKey>, FxBuildHasher> =
+                HashSet::with_capacity_and_hasher(predicted.len(), FxBuildHasher);
+            keys.reserve(predicted.len());
+            for k in &predicted {
+                if **k != *keys[0] && !cache.contains(k) && seen.insert(&**k) {
+                    keys.push(k.clone());
                 }
             }
-            keys.extend(fresh);
         }
-        let (client, session_id, name, scale) = {
+        let (client, scale) = {
             let this = slf.borrow();
-            let name = match rider {
-                Some(rider) => rider.getattr(intern!(py, "name"))?.extract::<String>()?,
-                None => this.client_name.clone(),
-            };
-            (this.client.clone_ref(py), this.session_id.clone(), name, this.scale)
+            (this.client.clone_ref(py), this.scale)
         };
         let client = client.bind(py);
         let native = slf.borrow().native.as_ref().map(|model| model.clone_ref(py));
@@ -526,9 +486,16 @@ impl RuntimeSessionProxy {
         let mut timings = match natively {
             Some(timings) => timings,
             None => {
+                let (session_id, name) = {
+                    let this = slf.borrow();
+                    let name = match rider {
+                        Some(rider) => rider.getattr(intern!(py, "name"))?.extract::<String>()?,
+                        None => this.client_name.clone(),
+                    };
+                    (this.session_id.clone(), name)
+                };
                 let make = client.getattr(intern!(py, "step_batch"))?;
-                let batches = PyList::new(py, keys.iter()
-                    .map(|(k, signature)| k.key.to_batch(&make, signature.as_ref())).collect::<PyResult<Vec<_>>>()?)?;
+                let batches = PyList::new(py, keys.iter().map(|k| k.key().to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
                 let kwargs = PyDict::new(py);
                 kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
                 kwargs.set_item(intern!(py, "client"), name)?;
@@ -547,7 +514,7 @@ impl RuntimeSessionProxy {
         if this.use_cache {
             let max_entries = this.max_cache_entries;
             let mut cache = this.cache.borrow_mut(py);
-            for ((k, _), timing) in keys.into_iter().zip(timings) {
+            for (k, timing) in keys.into_iter().zip(timings) {
                 cache.store(k, timing, max_entries);
             }
         }
@@ -560,11 +527,11 @@ impl RuntimeSessionProxy {
     /// anything is timed or counted, where a batch is not one the hub forms (a field the backend
     /// does not read, counts the checks refuse): the Python path then answers, or raises its error.
     fn time_natively(model: &Bound<'_, RooflineModel>, client: &Bound<'_, PyAny>,
-                     keys: &[(Hashed, Option<Bound<'_, PyTuple>>)]) -> PyResult<Option<Vec<Timing>>> {
+                     keys: &[SharedKey]) -> PyResult<Option<Vec<Timing>>> {
         let py = model.py();
         let mut batches = Vec::with_capacity(keys.len());
-        for (k, _) in keys {
-            match native_batch(&k.key) {
+        for k in keys {
+            match native_batch(k.key()) {
                 Some(batch) => batches.push(batch),
                 None => return Ok(None),
             }
@@ -584,8 +551,8 @@ impl RuntimeSessionProxy {
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
-    fn predicted<'py>(slf: &Bound<'py, Self>, now_ns: i64, ahead: Option<Ahead<'_, 'py>>,
-                      rider: Option<&Bound<'py, PyAny>>) -> PyResult<Vec<(Hashed, Option<Bound<'py, PyTuple>>)>> {
+    fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<Ahead<'_>>, rider: Option<&Bound<'_, PyAny>>)
+        -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
         let (depth, riders, bucket) = {
             let mut this = slf.borrow_mut();
@@ -594,31 +561,32 @@ impl RuntimeSessionProxy {
             let riders: Vec<PyObject> = this.riders.iter().map(|r| r.clone_ref(py)).collect();
             (depth, riders, this.bucket_tokens)
         };
-        let mut predicted = Vec::new();
-        let mut add = |signature: Bound<'py, PyAny>| -> PyResult<()> {
-            let key = StepKey::from_signature(&signature)?;
-            if bucket > 0 {
-                predicted.push((key.bucketed(bucket).hashed(), None)); // its contexts differ from the signature's
-            } else {
-                predicted.push((key.hashed(), Some(signature.downcast_into::<PyTuple>()?)));
-            }
-            Ok(())
+        let mut predicted = match ahead {
+            Some(ahead) => ahead(depth)?,
+            None => Vec::new(),
         };
-        if let Some(ahead) = ahead {
-            for signature in ahead(depth)?.try_iter()? {
-                add(signature?)?;
-            }
-        }
         for other in &riders {
+            let other = other.bind(py);
             if rider.is_some_and(|rider| rider.is(other)) {
                 continue;
             }
-            let top_up = other.bind(py).call_method1(intern!(py, "top_up"), (now_ns, Self::MIN_LOOKAHEAD))?;
-            for signature in top_up.try_iter()? {
-                add(signature?)?;
+            predicted.extend(top_up(other, now_ns, Self::MIN_LOOKAHEAD)?);
+        }
+        if bucket > 0 {
+            for key in &mut predicted {
+                *key = key.key().clone().bucketed(bucket).shared();
             }
         }
         Ok(predicted)
+    }
+}
+
+/// A rider's top-up, the batches it wants timed along with another rider's miss: a step timer's
+/// keys natively ([`StepTimer::top_up`]), any other rider's signatures from its `top_up(now_ns, depth)`.
+fn top_up(rider: &Bound<'_, PyAny>, now_ns: i64, depth: i64) -> PyResult<Vec<SharedKey>> {
+    match rider.downcast::<StepTimer>() {
+        Ok(timer) => StepTimer::top_up(timer, now_ns, depth),
+        Err(_) => signature_keys(&rider.call_method1(intern!(rider.py(), "top_up"), (now_ns, depth))?),
     }
 }
 

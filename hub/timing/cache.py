@@ -5,9 +5,10 @@ The timing cache lives in the compiled core (``cosim_core``, core/src/timing.rs)
 signature; on a miss it sends the step and the predicted batches (the client's forecast, the other
 riders' top-ups) in one PredictSteps call through the Python ``RuntimeClient`` and caches every
 answer as a :class:`Timing`. :class:`SharedTimings` shares caches across the runs of one process by
-session spec. A rider (a client's ``StepTimer``) has a ``name`` and ``top_up(now_ns, depth)``, the
-batches it wants predicted when another rider's miss makes a call anyway. This module names them
-for the hub, with the capability a bucketed cache needs.
+session spec. A rider (a client's ``StepTimer``) tops up a call another rider's miss makes anyway
+with the batches it wants predicted: a step timer hands the core its forecast's keys, any other
+rider has a ``name`` and ``top_up(now_ns, depth)`` giving signatures. This module names them for
+the hub, with the capability a bucketed cache needs.
 """
 
 from __future__ import annotations

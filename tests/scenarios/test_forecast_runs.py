@@ -9,8 +9,12 @@ import pytest
 from cosim_core import predict
 from hypothesis import HealthCheck, given, settings
 
+import cosim
+from cosim.adapters.sdk import Session
+from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.sim.scheduling import ScheduledBatch, Signature
 from cosim.hub.timing.step_timer import StepTimer
+from cosim.v1 import types_pb2 as pb
 from tests.scenarios.helpers import client, scenario
 from tests.scenarios.test_properties import scenarios, simulate
 
@@ -74,15 +78,47 @@ def test_forecasts_on_kept_kv_blocks_predict_as_fresh_copies_in_random_scenarios
     simulate(raw)
 
 
-def test_shared_session_top_ups_continue_the_forecast(checked: dict[str, int]) -> None:
+def shared_session() -> dict[str, Any]:
+    """Three clients of one session under a burst of arrivals: misses, top-ups and kept forecasts."""
     sched: dict[str, Any] = {"batching": "continuous", "block_size": 16, "num_gpu_blocks": 400}
-    raw = scenario(clients=[client("a", **sched), client("b", **sched), client("c", **sched)], per_token_ns=11,
-                   workload={"requests": 60, "arrival": {"process": "poisson", "rate_per_s": 200_000},
-                             "input_tokens": {"dist": "uniform", "low": 20, "high": 300},
-                             "output_tokens": {"dist": "uniform", "low": 20, "high": 200}},
-                   router={"policy": "least_outstanding"})
-    simulate(raw)
+    return scenario(clients=[client("a", **sched), client("b", **sched), client("c", **sched)], per_token_ns=11,
+                    workload={"requests": 60, "arrival": {"process": "poisson", "rate_per_s": 200_000},
+                              "input_tokens": {"dist": "uniform", "low": 20, "high": 300},
+                              "output_tokens": {"dist": "uniform", "low": 20, "high": 200}},
+                    router={"policy": "least_outstanding"})
+
+
+def test_shared_session_top_ups_continue_the_forecast(checked: dict[str, int]) -> None:
+    simulate(shared_session())
     assert checked["calls"] > 100 and checked["kept"] > checked["calls"] // 4
+
+
+class BatchRecorder(LinearBackend):
+    """Linear, recording the batches the hub has it time, in order."""
+
+    batches: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        BatchRecorder.batches.append((tuple(batch.new_tokens), tuple(batch.context_tokens)))
+        return super().predict(session, batch)
+
+
+def test_predictions_handed_over_natively_are_those_lookahead_gives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step timer hands its forecast's keys to the session directly, and is asked through
+    ``_lookahead`` (its signatures) only where a subclass replaces it: either way the backend times
+    the same batches in the same calls."""
+    raw = shared_session()
+    raw["backends"]["lin"]["python"] = "tests.scenarios.test_forecast_runs:BatchRecorder"
+
+    def timed() -> tuple[list[tuple[tuple[int, ...], tuple[int, ...]]], dict[str, Any]]:
+        BatchRecorder.batches = []
+        return BatchRecorder.batches, cosim.run(raw).summary["backends"]
+
+    natively = timed()
+    lookahead = StepTimer._lookahead
+    monkeypatch.setattr(StepTimer, "_lookahead", lambda self, batch, depth: lookahead(self, batch, depth))
+    assert timed() == natively
+    assert len(natively[0]) > 1000 and natively[1]["rpcs"] > 20, natively[1]
 
 
 

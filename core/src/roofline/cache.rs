@@ -4,11 +4,10 @@
 //! entry. Shared by the backend's Python `predict` (gRPC) and the hub's native calls, so that the
 //! model's memo sees the same steps in the same order either way.
 
-use std::collections::VecDeque;
-
-use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 use super::estimator::StepEstimate;
+use crate::bounded_cache::{BoundedCache, Hashed};
 
 /// Step timings kept per model; the oldest stored goes first.
 pub const CACHE_SIZE: usize = 16384;
@@ -58,33 +57,26 @@ impl CacheKey {
 }
 
 /// Timings by [`CacheKey`], first in first out.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct StepCache {
-    map: FxHashMap<CacheKey, StepEstimate>,
-    order: VecDeque<CacheKey>,
+    entries: BoundedCache<CacheKey, StepEstimate>,
 }
 
 impl StepCache {
-    pub fn get(&self, key: &CacheKey) -> Option<&StepEstimate> {
-        self.map.get(key)
+    pub fn get(&self, key: &Hashed<CacheKey>) -> Option<&StepEstimate> {
+        self.entries.get(key)
     }
 
-    /// Stores a timing not cached yet, dropping the oldest past [`CACHE_SIZE`].
-    pub fn store(&mut self, key: CacheKey, timing: StepEstimate) {
-        self.order.push_back(key.clone());
-        self.map.insert(key, timing);
-        if self.map.len() > CACHE_SIZE {
-            if let Some(oldest) = self.order.pop_front() {
-                self.map.remove(&oldest);
-            }
-        }
+    /// Stores a timing, dropping the oldest past [`CACHE_SIZE`].
+    pub fn store(&mut self, key: Hashed<CacheKey>, timing: StepEstimate) {
+        self.entries.store(Arc::new(key), timing, CACHE_SIZE);
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.entries.is_empty()
     }
 }

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::cache::{BatchRef, CacheKey, StepCache};
+use crate::bounded_cache::Hashed;
 use super::collectives::{self, Formula, PathLink, PCIE_PROTOCOLS};
 use super::config::{path_link, Device, Params, Shape};
 use super::estimator::{self, Breakdown, Model, StepEstimate};
@@ -95,7 +96,7 @@ impl RooflineModel {
     pub fn predict(&mut self, py: Python<'_>, batch: &BatchRef<'_>, slim: bool) -> PyResult<StepEstimate> {
         check_batch(batch.new.len(), batch.drafts.len(), batch.lora_ranks.len(), batch.lora_ids.len())
             .map_err(|e| e.into_py_err(py))?;
-        let key = CacheKey::of(batch, slim);
+        let key = Hashed::new(CacheKey::of(batch, slim));
         if let Some(timing) = self.cache.get(&key) {
             return Ok(timing.clone());
         }
