@@ -35,10 +35,9 @@ use crate::timing::StepKey;
 pub struct DecodeRun {
     scheduler: Py<Scheduler>,
     seq_handles: Vec<Py<Sequence>>,
-    #[pyo3(get)]
-    pub seqs: Py<PyList>,
-    #[pyo3(get)]
-    pub ones: Py<PyList>,
+    /// The lists Python sees as `seqs` and `ones`, shared by the steps `step` gives (which tells
+    /// them as the run's); made when first asked: a forecast's runs are never shown.
+    lists: Option<(Py<PyList>, Py<PyList>)>,
     /// Each sequence's computed tokens when the pending steps began.
     contexts: Vec<i64>,
     /// KV blocks the batch grows into at each step of the run, in order.
@@ -68,6 +67,18 @@ impl DecodeRun {
         DecodeRun::after(scheduler, &batch, &outcome)
     }
 
+    /// The batch (every step's `seqs`, the same list).
+    #[getter]
+    pub fn seqs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Ok(self.lists(py)?.0.bind(py).clone())
+    }
+
+    /// One new token per sequence (every step's `num_new`, the same list).
+    #[getter]
+    pub fn ones<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Ok(self.lists(py)?.1.bind(py).clone())
+    }
+
     /// Requests among its sequences (parallel paths of one count once).
     #[getter]
     pub fn num_requests(&mut self, py: Python<'_>) -> usize {
@@ -88,10 +99,11 @@ impl DecodeRun {
         self.contexts_at(self.done)
     }
 
-    /// The batch of the run's next step (`begin` takes its blocks).
-    pub fn step(&self, py: Python<'_>) -> ScheduledBatch {
-        ScheduledBatch::of_run(self.seqs.clone_ref(py), self.ones.clone_ref(py), self.contexts_at(self.done),
-                               self.queue_stamp, self.lora.as_ref().map(|lora| lora.clone_ref(py)))
+    /// The batch of the run's next step (`begin` takes its blocks), on the run's lists.
+    pub fn step(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
+        let (seqs, ones) = self.lists(py)?;
+        let (seqs, ones) = (seqs.clone_ref(py), ones.clone_ref(py));
+        Ok(self.batch(py).shown_as(seqs, ones))
     }
 
     /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
@@ -136,7 +148,7 @@ impl DecodeRun {
 
     /// The signatures of the run's next `steps` steps, as `ScheduledBatch.signature` gives them.
     pub fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let ones = self.ones.bind(py).to_tuple();
+        let ones = PyTuple::new(py, std::iter::repeat_n(1i64, self.seq_handles.len()))?;
         let fields: Vec<Bound<'py, PyAny>> = match &self.lora {
             Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.try_iter()?.collect::<PyResult<_>>()?,
             None => Vec::new(),
@@ -157,7 +169,7 @@ impl DecodeRun {
         self.taken += steps;
         self.done += steps - 1;
         self.settle(py)?;
-        Ok(self.step(py))
+        Ok(self.batch(py))
     }
 
     fn __repr__(&self) -> String {
@@ -179,8 +191,7 @@ impl DecodeRun {
         let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
         Ok(Some(DecodeRun {
             scheduler: scheduler.clone().unbind(),
-            seqs: PyList::new(py, seq_handles.iter().map(|seq| seq.bind(py)))?.unbind(),
-            ones: PyList::new(py, vec![1i64; seq_handles.len()])?.unbind(),
+            lists: None,
             seq_handles,
             contexts,
             new_blocks,
@@ -202,6 +213,33 @@ impl DecodeRun {
             key.extend_fields(&lora.bind(py).getattr(intern!(py, "key"))?)?;
         }
         Ok(key)
+    }
+
+    /// Whether `batch` is one of the run's steps (`step` gave it).
+    pub fn owns(&self, batch: &ScheduledBatch) -> bool {
+        self.lists.as_ref().is_some_and(|(seqs, _)| batch.is_step_of(seqs))
+    }
+
+    /// Sequences in the batch.
+    pub fn num_seqs(&self) -> usize {
+        self.seq_handles.len()
+    }
+
+    /// `seqs` and `ones`, made at the first call.
+    fn lists(&mut self, py: Python<'_>) -> PyResult<&(Py<PyList>, Py<PyList>)> {
+        if self.lists.is_none() {
+            let seqs = PyList::new(py, self.seq_handles.iter().map(|seq| seq.bind(py)))?.unbind();
+            let ones = PyList::new(py, std::iter::repeat_n(1i64, self.seq_handles.len()))?.unbind();
+            self.lists = Some((seqs, ones));
+        }
+        Ok(self.lists.as_ref().expect("made just now"))
+    }
+
+    /// The batch of the run's next step, on Rust data alone.
+    fn batch(&self, py: Python<'_>) -> ScheduledBatch {
+        let seqs = self.seq_handles.iter().map(|seq| same(py, seq)).collect();
+        ScheduledBatch::of_run(seqs, self.contexts_at(self.done), self.queue_stamp,
+                               self.lora.as_ref().map(|lora| lora.clone_ref(py)))
     }
 
     /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).

@@ -291,7 +291,7 @@ impl Scheduler {
         if self.speculation.is_some() {
             return self.update_speculative(py, &batch);
         }
-        let mut sampled = Vec::new();
+        let mut sampled = Vec::with_capacity(batch.seqs.len());
         let mut forking = Vec::new();
         let mut finished = Vec::new();
         for (seq, &num) in batch.seqs.iter().zip(&batch.num_new) {
@@ -454,34 +454,44 @@ impl Scheduler {
             let s = seq.borrow(py);
             s.target_generated - s.generated
         }).min().unwrap_or(0).max(0) as usize;
-        // A sequence whose blocks hold `room` more tokens needs a block at step room + 1, and
-        // every block_size steps after (0-based: room, room + block_size, ...).
-        let block_size = self.block_size;
-        let mut new_blocks = vec![0i64; length];
-        for seq in &self.running {
-            let s = seq.borrow(py);
-            let room = (s.num_blocks + s.prefix_blocks) * block_size - s.num_computed;
-            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
-            let mut j = room.max(0) as usize;
-            while j < length {
-                new_blocks[j] += 1;
-                j += block_size as usize;
-            }
-        }
-        let mut free = self.kv.borrow(py).num_free();
-        for (j, blocks) in new_blocks.iter().enumerate() {
-            free -= blocks;
-            if free < 0 {
-                new_blocks.truncate(j);
-                break;
-            }
-        }
+        let new_blocks = self.decode_blocks(py, length);
         if new_blocks.is_empty() {
             return Ok(None);
         }
         // the same adapters every step: touched once here
         let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
         Ok(Some((new_blocks, lora)))
+    }
+
+    /// The KV blocks the running sequences take at each of the next `steps` decode steps, as far
+    /// as the free blocks last.
+    ///
+    /// A sequence whose blocks hold `room` more tokens needs a block at step `room` (0-based) and
+    /// every `block_size` steps after, so a step takes the blocks first needed then plus those
+    /// taken `block_size` steps before: one pass over the sequences and one over the steps.
+    fn decode_blocks(&self, py: Python<'_>, steps: usize) -> Vec<i64> {
+        let block_size = self.block_size as usize;
+        let mut new_blocks = vec![0i64; steps];
+        for seq in &self.running {
+            let s = seq.borrow(py);
+            let room = (s.num_blocks + s.prefix_blocks) * self.block_size - s.num_computed;
+            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
+            if let Some(first) = new_blocks.get_mut(room.max(0) as usize) {
+                *first += 1;
+            }
+        }
+        let mut free = self.kv.borrow(py).num_free();
+        for j in 0..steps {
+            if j >= block_size {
+                new_blocks[j] += new_blocks[j - block_size];
+            }
+            free -= new_blocks[j];
+            if free < 0 {
+                new_blocks.truncate(j);
+                break;
+            }
+        }
+        new_blocks
     }
 
     /// See `apply_decodes`: on Rust sequences.
@@ -705,6 +715,7 @@ impl Scheduler {
     pub fn schedule_running(&mut self, py: Python<'_>, mut batch: ScheduledBatch, budget: Option<i64>,
                             max_chunk_tokens: i64) -> PyResult<ScheduledBatch> {
         let block_size = self.block_size;
+        batch.reserve(self.running.len());
         let mut i = 0;
         'running: while i < self.running.len() {
             let seq = same(py, &self.running[i]);
