@@ -9,15 +9,13 @@
 //! back like any other (sequences may finish in it). Work arriving cuts the run short after the
 //! steps begun (`cut`). None of it changes a result.
 
-use std::collections::HashSet;
-
 use pyo3::exceptions::PyIndexError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Scheduler, Steady};
 use crate::sequence::{same, Sequence};
 use crate::timing::StepKey;
 
@@ -64,7 +62,7 @@ impl DecodeRun {
     #[staticmethod]
     fn start(scheduler: &Bound<'_, Scheduler>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<DecodeRun>> {
-        DecodeRun::after(scheduler, &batch, &outcome)
+        DecodeRun::after(scheduler, &batch, &outcome, usize::MAX)
     }
 
     /// The batch (every step's `seqs`, the same list).
@@ -84,7 +82,10 @@ impl DecodeRun {
     pub fn num_requests(&mut self, py: Python<'_>) -> usize {
         let handles = &self.seq_handles;
         *self.num_requests.get_or_insert_with(|| {
-            handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect::<HashSet<_>>().len()
+            let mut requests: Vec<usize> = handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect();
+            requests.sort_unstable();
+            requests.dedup();
+            requests.len()
         })
     }
 
@@ -179,16 +180,15 @@ impl DecodeRun {
 }
 
 impl DecodeRun {
-    /// See `start`.
-    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome)
+    /// See `start`; a run of `most` steps at most (a lookahead takes no more).
+    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
         -> PyResult<Option<DecodeRun>> {
         let py = scheduler.py();
         let sched = scheduler.borrow();
-        let Some((new_blocks, lora)) = sched.steady(py, batch, outcome)? else {
+        let Some(Steady { new_blocks, contexts, lora }) = sched.steady(py, batch, outcome, most)? else {
             return Ok(None);
         };
         let seq_handles: Vec<Py<Sequence>> = sched.running.iter().map(|seq| same(py, seq)).collect();
-        let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
         Ok(Some(DecodeRun {
             scheduler: scheduler.clone().unbind(),
             lists: None,

@@ -49,8 +49,15 @@ use crate::sequence::{ident, same, Sequence, State};
 const LORA: &str = "cosim.hub.sim.scheduling.lora";
 const SPECULATIVE: &str = "cosim.hub.sim.scheduling.speculative";
 
-/// Steady decodes' KV blocks per step and their LoRA adapters (`Scheduler::steady`).
-pub type Steady = (Vec<i64>, Option<Py<PyAny>>);
+/// Steady decodes (`Scheduler::steady`).
+pub struct Steady {
+    /// KV blocks each step takes.
+    pub new_blocks: Vec<i64>,
+    /// Each running sequence's tokens in KV before the first.
+    pub contexts: Vec<i64>,
+    /// Their LoRA adapters, the same every step.
+    pub lora: Option<Py<PyAny>>,
+}
 
 fn python<'py>(py: Python<'py>, module: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import(module)?.getattr(name)
@@ -327,12 +334,12 @@ impl Scheduler {
     /// handed back with `update` like any other.
     fn steady_decodes(&self, py: Python<'_>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<SteadyDecodes>> {
-        let Some((new_blocks, lora)) = self.steady(py, &batch, &outcome)? else {
+        let Some(Steady { new_blocks, contexts, lora }) = self.steady(py, &batch, &outcome, usize::MAX)? else {
             return Ok(None);
         };
         Ok(Some(SteadyDecodes {
             seqs: list(py, &self.running)?.unbind(),
-            contexts: PyList::new(py, self.running.iter().map(|seq| seq.borrow(py).num_computed))?.unbind(),
+            contexts: PyList::new(py, contexts)?.unbind(),
             new_blocks: PyList::new(py, new_blocks)?.unbind(),
             queue_stamp: batch.queue_stamp,
             lora,
@@ -433,8 +440,8 @@ impl Scheduler {
 }
 
 impl Scheduler {
-    /// `steady_decodes`'s steps: the KV blocks each takes, and their LoRA adapters.
-    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome)
+    /// `steady_decodes`'s steps, the first `most` at most (a lookahead needs no more).
+    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
         -> PyResult<Option<Steady>> {
         let n = self.running.len();
         if self.speculation.is_some() || self.offload.is_some() {
@@ -450,31 +457,35 @@ impl Scheduler {
             || !batch.queue_blocked || batch.queue_stamp != self.next_order) {
             return Ok(None);
         }
-        let length = self.running.iter().map(|seq| {
+        // each sequence read once (a borrow costs more than the arithmetic)
+        let mut length = i64::MAX;
+        let mut rooms = Vec::with_capacity(n); // tokens each one's blocks have room for
+        let mut contexts = Vec::with_capacity(n);
+        for seq in &self.running {
             let s = seq.borrow(py);
-            s.target_generated - s.generated
-        }).min().unwrap_or(0).max(0) as usize;
-        let new_blocks = self.decode_blocks(py, length);
+            length = length.min(s.target_generated - s.generated);
+            rooms.push((s.num_blocks + s.prefix_blocks) * self.block_size - s.num_computed);
+            contexts.push(s.num_computed);
+        }
+        let new_blocks = self.decode_blocks(py, &rooms, (length.max(0) as usize).min(most));
         if new_blocks.is_empty() {
             return Ok(None);
         }
         // the same adapters every step: touched once here
         let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
-        Ok(Some((new_blocks, lora)))
+        Ok(Some(Steady { new_blocks, contexts, lora }))
     }
 
-    /// The KV blocks the running sequences take at each of the next `steps` decode steps, as far
-    /// as the free blocks last.
+    /// The KV blocks decoding sequences whose blocks have room for `rooms` more tokens take at
+    /// each of the next `steps` steps, as far as the free blocks last.
     ///
     /// A sequence whose blocks hold `room` more tokens needs a block at step `room` (0-based) and
     /// every `block_size` steps after, so a step takes the blocks first needed then plus those
     /// taken `block_size` steps before: one pass over the sequences and one over the steps.
-    fn decode_blocks(&self, py: Python<'_>, steps: usize) -> Vec<i64> {
+    fn decode_blocks(&self, py: Python<'_>, rooms: &[i64], steps: usize) -> Vec<i64> {
         let block_size = self.block_size as usize;
         let mut new_blocks = vec![0i64; steps];
-        for seq in &self.running {
-            let s = seq.borrow(py);
-            let room = (s.num_blocks + s.prefix_blocks) * self.block_size - s.num_computed;
+        for &room in rooms {
             debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
             if let Some(first) = new_blocks.get_mut(room.max(0) as usize) {
                 *first += 1;

@@ -216,7 +216,8 @@ impl StepTimer {
         let scheduler = slf.borrow().scheduler.clone_ref(py);
         let outcome = scheduler.borrow_mut(py).update(py, batch.borrow_mut())?;
         let run = if slf.borrow().decode_runs {
-            DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome)?.map(|run| Py::new(py, run)).transpose()?
+            DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome, usize::MAX)?
+                .map(|run| Py::new(py, run)).transpose()?
         } else {
             None
         };
