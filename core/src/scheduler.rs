@@ -71,6 +71,34 @@ fn position(seqs: &[Py<Sequence>], seq: &Py<Sequence>) -> Option<usize> {
     seqs.iter().position(|s| s.is(seq))
 }
 
+/// The KV blocks decoding sequences whose blocks have room for `rooms` more tokens take at each
+/// of the next `steps` steps, as far as `free` blocks last.
+///
+/// A sequence whose blocks hold `room` more tokens needs a block at step `room` (0-based) and
+/// every `block_size` steps after, so a step takes the blocks first needed then plus those taken
+/// `block_size` steps before: one pass over the sequences and one over the steps.
+fn decode_blocks(rooms: &[i64], steps: usize, block_size: i64, mut free: i64) -> Vec<i64> {
+    let period = block_size as usize;
+    let mut new_blocks = vec![0i64; steps];
+    for &room in rooms {
+        debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
+        if let Some(first) = new_blocks.get_mut(room.max(0) as usize) {
+            *first += 1;
+        }
+    }
+    for j in 0..steps {
+        if j >= period {
+            new_blocks[j] += new_blocks[j - period];
+        }
+        free -= new_blocks[j];
+        if free < 0 {
+            new_blocks.truncate(j);
+            break;
+        }
+    }
+    new_blocks
+}
+
 /// Waiting queue, running set and KV blocks of one client, stepped through `schedule` and
 /// `update` (see the module).
 ///
@@ -397,7 +425,11 @@ impl Scheduler {
     /// `copy` with `kv` as the copy's KV blocks.
     fn copy_with(&self, py: Python<'_>, kv: Py<BlockManager>) -> PyResult<Scheduler> {
         let clone_all = |seqs: &[Py<Sequence>]| -> PyResult<Vec<Py<Sequence>>> {
-            seqs.iter().map(|seq| Py::new(py, seq.borrow(py).copy(py))).collect()
+            let mut clones = Vec::with_capacity(seqs.len()); // (collecting results would grow it step by step)
+            for seq in seqs {
+                clones.push(Py::new(py, seq.borrow(py).copy(py))?);
+            }
+            Ok(clones)
         };
         let speculation = self.speculation.as_ref().map(|s| s.clone_ref(py));
         let spec_stats = match &speculation {
@@ -467,42 +499,14 @@ impl Scheduler {
             rooms.push((s.num_blocks + s.prefix_blocks) * self.block_size - s.num_computed);
             contexts.push(s.num_computed);
         }
-        let new_blocks = self.decode_blocks(py, &rooms, (length.max(0) as usize).min(most));
+        let free = self.kv.borrow(py).num_free();
+        let new_blocks = decode_blocks(&rooms, (length.max(0) as usize).min(most), self.block_size, free);
         if new_blocks.is_empty() {
             return Ok(None);
         }
         // the same adapters every step: touched once here
         let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
         Ok(Some(Steady { new_blocks, contexts, lora }))
-    }
-
-    /// The KV blocks decoding sequences whose blocks have room for `rooms` more tokens take at
-    /// each of the next `steps` steps, as far as the free blocks last.
-    ///
-    /// A sequence whose blocks hold `room` more tokens needs a block at step `room` (0-based) and
-    /// every `block_size` steps after, so a step takes the blocks first needed then plus those
-    /// taken `block_size` steps before: one pass over the sequences and one over the steps.
-    fn decode_blocks(&self, py: Python<'_>, rooms: &[i64], steps: usize) -> Vec<i64> {
-        let block_size = self.block_size as usize;
-        let mut new_blocks = vec![0i64; steps];
-        for &room in rooms {
-            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
-            if let Some(first) = new_blocks.get_mut(room.max(0) as usize) {
-                *first += 1;
-            }
-        }
-        let mut free = self.kv.borrow(py).num_free();
-        for j in 0..steps {
-            if j >= block_size {
-                new_blocks[j] += new_blocks[j - block_size];
-            }
-            free -= new_blocks[j];
-            if free < 0 {
-                new_blocks.truncate(j);
-                break;
-            }
-        }
-        new_blocks
     }
 
     /// See `apply_decodes`: on Rust sequences.
@@ -1064,5 +1068,46 @@ impl Scheduler {
             self.retire(py)?; // the step formed ahead of the next is empty: vLLM frees them with these outputs
         }
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_blocks;
+
+    /// Each sequence's blocks counted step by step, as `schedule` takes them.
+    fn stepped(rooms: &[i64], steps: usize, block_size: i64, mut free: i64) -> Vec<i64> {
+        let mut rooms = rooms.to_vec();
+        let mut taken = Vec::new();
+        for _ in 0..steps {
+            let mut blocks = 0;
+            for room in &mut rooms {
+                if *room == 0 {
+                    blocks += 1;
+                    *room += block_size;
+                }
+                *room -= 1;
+            }
+            free -= blocks;
+            if free < 0 {
+                break;
+            }
+            taken.push(blocks);
+        }
+        taken
+    }
+
+    #[test]
+    fn a_step_takes_the_blocks_its_sequences_fill_until_none_are_free() {
+        let rooms = [0, 3, 1, 7, 0, 2, 15];
+        for block_size in [1, 2, 4, 16] {
+            let rooms: Vec<i64> = rooms.iter().map(|r| r % block_size).chain([block_size + 3]).collect();
+            for free in [0, 1, 5, 40, 1000] {
+                for steps in [0, 1, 9, 100] {
+                    assert_eq!(decode_blocks(&rooms, steps, block_size, free), stepped(&rooms, steps, block_size, free),
+                               "rooms {rooms:?}, {steps} steps of block size {block_size}, {free} free");
+                }
+            }
+        }
     }
 }
