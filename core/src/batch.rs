@@ -227,21 +227,15 @@ impl ScheduledBatch {
         ScheduledBatch { queue_blocked, ..Default::default() }
     }
 
-    /// A decode run's step: `seqs` decoding a token each, `context` each one's tokens in KV.
-    pub fn of_run(seqs: Vec<Py<Sequence>>, context: Vec<i64>, queue_stamp: i64, lora: Option<Py<PyAny>>) -> Self {
-        let num_tokens = seqs.len() as i64;
+    /// A decode run's step: `seqs` and `ones` are the run's lists, shared by its steps (read in
+    /// Rust only if the step is handed back), `context` each sequence's tokens in KV.
+    pub fn of_run(seqs: Py<PyList>, ones: Py<PyList>, context: Vec<i64>, queue_stamp: i64,
+                  lora: Option<Py<PyAny>>) -> Self {
+        let num_tokens = context.len() as i64;
         ScheduledBatch {
-            seqs, num_new: vec![1; context.len()], context, num_tokens, queue_blocked: true, queue_stamp, lora,
-            ..Default::default()
+            seqs_list: Some(seqs), num_new_list: Some(ones), pending: true, context, num_tokens,
+            queue_blocked: true, queue_stamp, lora, ..Default::default()
         }
-    }
-
-    /// This batch, showing Python `seqs` and `num_new` as the given lists (which hold the same):
-    /// a decode run's steps share their run's lists, by which they are recognised.
-    pub fn shown_as(mut self, seqs: Py<PyList>, num_new: Py<PyList>) -> Self {
-        self.seqs_list = Some(seqs);
-        self.num_new_list = Some(num_new);
-        self
     }
 
     /// `batch` (in flight) on other sequences, `seqs` (a scheduler copy's): what a forecast applies
@@ -251,6 +245,17 @@ impl ScheduledBatch {
             seqs, num_new: batch.num_new.clone(), context: batch.context.clone(), draft_tokens: batch.draft_tokens.clone(),
             num_tokens: batch.num_tokens, admitted: batch.admitted, queue_blocked: batch.queue_blocked,
             queue_stamp: batch.queue_stamp, ..Default::default()
+        }
+    }
+
+    /// A decode run's step on Rust data alone, no list made (what a forecast's copy applies):
+    /// `seqs` decoding a token each, `context` each one's tokens in KV.
+    pub fn of_decodes(seqs: Vec<Py<Sequence>>, context: Vec<i64>, queue_stamp: i64, lora: Option<Py<PyAny>>)
+        -> Self {
+        let num_tokens = seqs.len() as i64;
+        ScheduledBatch {
+            seqs, num_new: vec![1; context.len()], context, num_tokens, queue_blocked: true, queue_stamp, lora,
+            ..Default::default()
         }
     }
 

@@ -187,10 +187,9 @@ impl Forecast {
             return Ok(());
         }
         let sim = self.sim.bind(py);
-        let room = room.max(1); // at least this step
-        let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome, room)?;
+        let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome, room.max(1))?; // no longer than taken
         if let Some(mut run) = run {
-            let steps = (run.steps_left().max(0) as usize).min(room);
+            let steps = (run.steps_left().max(0) as usize).min(room).max(1); // room: at least this step
             self.signatures.extend(run.signatures(py, steps as i64)?.into_iter().map(|sig| sig.into_any().unbind()));
             if self.drafts_of.is_some() { // kept aligned (a speculating client takes no decode runs)
                 self.drafts.extend((0..steps).map(|_| Vec::new()));

@@ -100,11 +100,12 @@ impl DecodeRun {
         self.contexts_at(self.done)
     }
 
-    /// The batch of the run's next step (`begin` takes its blocks), on the run's lists.
+    /// The batch of the run's next step (`begin` takes its blocks).
     pub fn step(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
         let (seqs, ones) = self.lists(py)?;
         let (seqs, ones) = (seqs.clone_ref(py), ones.clone_ref(py));
-        Ok(self.batch(py).shown_as(seqs, ones))
+        Ok(ScheduledBatch::of_run(seqs, ones, self.contexts_at(self.done), self.queue_stamp,
+                                  self.lora.as_ref().map(|lora| lora.clone_ref(py))))
     }
 
     /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
@@ -170,7 +171,9 @@ impl DecodeRun {
         self.taken += steps;
         self.done += steps - 1;
         self.settle(py)?;
-        Ok(self.batch(py))
+        let seqs = self.seq_handles.iter().map(|seq| same(py, seq)).collect();
+        Ok(ScheduledBatch::of_decodes(seqs, self.contexts_at(self.done), self.queue_stamp,
+                                      self.lora.as_ref().map(|lora| lora.clone_ref(py))))
     }
 
     fn __repr__(&self) -> String {
@@ -215,6 +218,11 @@ impl DecodeRun {
         Ok(key)
     }
 
+    /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).
+    fn contexts_at(&self, k: i64) -> Vec<i64> {
+        self.contexts.iter().map(|c| c + k).collect()
+    }
+
     /// Whether `batch` is one of the run's steps (`step` gave it).
     pub fn owns(&self, batch: &ScheduledBatch) -> bool {
         self.lists.as_ref().is_some_and(|(seqs, _)| batch.is_step_of(seqs))
@@ -233,17 +241,5 @@ impl DecodeRun {
             self.lists = Some((seqs, ones));
         }
         Ok(self.lists.as_ref().expect("made just now"))
-    }
-
-    /// The batch of the run's next step, on Rust data alone.
-    fn batch(&self, py: Python<'_>) -> ScheduledBatch {
-        let seqs = self.seq_handles.iter().map(|seq| same(py, seq)).collect();
-        ScheduledBatch::of_run(seqs, self.contexts_at(self.done), self.queue_stamp,
-                               self.lora.as_ref().map(|lora| lora.clone_ref(py)))
-    }
-
-    /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).
-    fn contexts_at(&self, k: i64) -> Vec<i64> {
-        self.contexts.iter().map(|c| c + k).collect()
     }
 }
