@@ -150,7 +150,7 @@ impl DecodeRun {
 
     /// The signatures of the run's next `steps` steps, as `ScheduledBatch.signature` gives them.
     pub fn signatures<'py>(&self, py: Python<'py>, steps: i64) -> PyResult<Vec<Bound<'py, PyTuple>>> {
-        let ones = PyTuple::new(py, std::iter::repeat_n(1i64, self.seq_handles.len()))?;
+        let ones = PyTuple::new(py, std::iter::repeat_n(1i64.into_pyobject(py)?, self.seq_handles.len()))?;
         let fields: Vec<Bound<'py, PyAny>> = match &self.lora {
             Some(lora) => lora.bind(py).getattr(intern!(py, "key"))?.try_iter()?.collect::<PyResult<_>>()?,
             None => Vec::new(),
