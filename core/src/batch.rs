@@ -252,6 +252,24 @@ impl ScheduledBatch {
         }
     }
 
+    /// A decode run's step on Rust data alone, no list made (what a forecast's copy applies):
+    /// `seqs` decoding a token each, `context` each one's tokens in KV.
+    pub fn of_decodes(seqs: Vec<Py<Sequence>>, context: Vec<i64>, queue_stamp: i64, lora: Option<Py<PyAny>>)
+        -> Self {
+        let num_tokens = seqs.len() as i64;
+        ScheduledBatch {
+            seqs, num_new: vec![1; context.len()], context, num_tokens, queue_blocked: true, queue_stamp, lora,
+            ..Default::default()
+        }
+    }
+
+    /// Makes room for `more` sequences at once (a step of the running ones grows no vector).
+    pub fn reserve(&mut self, more: usize) {
+        self.seqs.reserve(more);
+        self.num_new.reserve(more);
+        self.context.reserve(more);
+    }
+
     /// Adds `seq`, which holds `computed` tokens, to compute `num` (a prefill's count, `prefill`).
     #[inline]
     pub fn push(&mut self, seq: Py<Sequence>, num: i64, computed: i64, prefill: bool) {

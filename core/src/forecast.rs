@@ -199,7 +199,7 @@ impl Forecast {
             return Ok(());
         }
         let sim = self.sim.bind(py);
-        let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome)?;
+        let run = DecodeRun::after(sim, &self.last.borrow(py), &self.outcome, room.max(1))?; // no longer than taken
         if let Some(mut run) = run {
             let steps = (run.steps_left().max(0) as usize).min(room).max(1); // room: at least this step
             self.keys.extend(run.keys(py, steps as i64)?.into_iter().map(StepKey::shared));

@@ -9,15 +9,13 @@
 //! back like any other (sequences may finish in it). Work arriving cuts the run short after the
 //! steps begun (`cut`). None of it changes a result.
 
-use std::collections::HashSet;
-
 use pyo3::exceptions::PyIndexError;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Scheduler, Steady};
 use crate::sequence::{same, Sequence};
 use crate::timing::StepKey;
 
@@ -35,10 +33,9 @@ use crate::timing::StepKey;
 pub struct DecodeRun {
     scheduler: Py<Scheduler>,
     seq_handles: Vec<Py<Sequence>>,
-    #[pyo3(get)]
-    pub seqs: Py<PyList>,
-    #[pyo3(get)]
-    pub ones: Py<PyList>,
+    /// The lists Python sees as `seqs` and `ones`, shared by the steps `step` gives (which tells
+    /// them as the run's); made when first asked: a forecast's runs are never shown.
+    lists: Option<(Py<PyList>, Py<PyList>)>,
     /// Each sequence's computed tokens when the pending steps began.
     contexts: Vec<i64>,
     /// KV blocks the batch grows into at each step of the run, in order.
@@ -65,7 +62,19 @@ impl DecodeRun {
     #[staticmethod]
     fn start(scheduler: &Bound<'_, Scheduler>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<DecodeRun>> {
-        DecodeRun::after(scheduler, &batch, &outcome)
+        DecodeRun::after(scheduler, &batch, &outcome, usize::MAX)
+    }
+
+    /// The batch (every step's `seqs`, the same list).
+    #[getter]
+    pub fn seqs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Ok(self.lists(py)?.0.bind(py).clone())
+    }
+
+    /// One new token per sequence (every step's `num_new`, the same list).
+    #[getter]
+    pub fn ones<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        Ok(self.lists(py)?.1.bind(py).clone())
     }
 
     /// Requests among its sequences (parallel paths of one count once).
@@ -73,7 +82,10 @@ impl DecodeRun {
     pub fn num_requests(&mut self, py: Python<'_>) -> usize {
         let handles = &self.seq_handles;
         *self.num_requests.get_or_insert_with(|| {
-            handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect::<HashSet<_>>().len()
+            let mut requests: Vec<usize> = handles.iter().map(|seq| seq.borrow(py).request.as_ptr() as usize).collect();
+            requests.sort_unstable();
+            requests.dedup();
+            requests.len()
         })
     }
 
@@ -89,9 +101,11 @@ impl DecodeRun {
     }
 
     /// The batch of the run's next step (`begin` takes its blocks).
-    pub fn step(&self, py: Python<'_>) -> ScheduledBatch {
-        ScheduledBatch::of_run(self.seqs.clone_ref(py), self.ones.clone_ref(py), self.contexts_at(self.done),
-                               self.queue_stamp, self.lora.as_ref().map(|lora| lora.clone_ref(py)))
+    pub fn step(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
+        let (seqs, ones) = self.lists(py)?;
+        let (seqs, ones) = (seqs.clone_ref(py), ones.clone_ref(py));
+        Ok(ScheduledBatch::of_run(seqs, ones, self.contexts_at(self.done), self.queue_stamp,
+                                  self.lora.as_ref().map(|lora| lora.clone_ref(py))))
     }
 
     /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
@@ -148,7 +162,9 @@ impl DecodeRun {
         self.taken += steps;
         self.done += steps - 1;
         self.settle(py)?;
-        Ok(self.step(py))
+        let seqs = self.seq_handles.iter().map(|seq| same(py, seq)).collect();
+        Ok(ScheduledBatch::of_decodes(seqs, self.contexts_at(self.done), self.queue_stamp,
+                                      self.lora.as_ref().map(|lora| lora.clone_ref(py))))
     }
 
     fn __repr__(&self) -> String {
@@ -158,20 +174,18 @@ impl DecodeRun {
 }
 
 impl DecodeRun {
-    /// See `start`.
-    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome)
+    /// See `start`; a run of `most` steps at most (a lookahead takes no more).
+    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
         -> PyResult<Option<DecodeRun>> {
         let py = scheduler.py();
         let sched = scheduler.borrow();
-        let Some((new_blocks, lora)) = sched.steady(py, batch, outcome)? else {
+        let Some(Steady { new_blocks, contexts, lora }) = sched.steady(py, batch, outcome, most)? else {
             return Ok(None);
         };
         let seq_handles: Vec<Py<Sequence>> = sched.running.iter().map(|seq| same(py, seq)).collect();
-        let contexts = seq_handles.iter().map(|seq| seq.borrow(py).num_computed).collect();
         Ok(Some(DecodeRun {
             scheduler: scheduler.clone().unbind(),
-            seqs: PyList::new(py, seq_handles.iter().map(|seq| seq.bind(py)))?.unbind(),
-            ones: PyList::new(py, vec![1i64; seq_handles.len()])?.unbind(),
+            lists: None,
             seq_handles,
             contexts,
             new_blocks,
@@ -209,5 +223,25 @@ impl DecodeRun {
     /// Each sequence's tokens in KV at the run's pending step `k` (0: the first not applied).
     fn contexts_at(&self, k: i64) -> Vec<i64> {
         self.contexts.iter().map(|c| c + k).collect()
+    }
+
+    /// Whether `batch` is one of the run's steps (`step` gave it).
+    pub fn owns(&self, batch: &ScheduledBatch) -> bool {
+        self.lists.as_ref().is_some_and(|(seqs, _)| batch.is_step_of(seqs))
+    }
+
+    /// Sequences in the batch.
+    pub fn num_seqs(&self) -> usize {
+        self.seq_handles.len()
+    }
+
+    /// `seqs` and `ones`, made at the first call.
+    fn lists(&mut self, py: Python<'_>) -> PyResult<&(Py<PyList>, Py<PyList>)> {
+        if self.lists.is_none() {
+            let seqs = PyList::new(py, self.seq_handles.iter().map(|seq| seq.bind(py)))?.unbind();
+            let ones = PyList::new(py, std::iter::repeat_n(1i64, self.seq_handles.len()))?.unbind();
+            self.lists = Some((seqs, ones));
+        }
+        Ok(self.lists.as_ref().expect("made just now"))
     }
 }

@@ -49,8 +49,15 @@ use crate::sequence::{ident, same, Sequence, State};
 const LORA: &str = "cosim.hub.sim.scheduling.lora";
 const SPECULATIVE: &str = "cosim.hub.sim.scheduling.speculative";
 
-/// Steady decodes' KV blocks per step and their LoRA adapters (`Scheduler::steady`).
-pub type Steady = (Vec<i64>, Option<Py<PyAny>>);
+/// Steady decodes (`Scheduler::steady`).
+pub struct Steady {
+    /// KV blocks each step takes.
+    pub new_blocks: Vec<i64>,
+    /// Each running sequence's tokens in KV before the first.
+    pub contexts: Vec<i64>,
+    /// Their LoRA adapters, the same every step.
+    pub lora: Option<Py<PyAny>>,
+}
 
 fn python<'py>(py: Python<'py>, module: &str, name: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import(module)?.getattr(name)
@@ -62,6 +69,34 @@ fn list<'py>(py: Python<'py>, seqs: &[Py<Sequence>]) -> PyResult<Bound<'py, PyLi
 
 fn position(seqs: &[Py<Sequence>], seq: &Py<Sequence>) -> Option<usize> {
     seqs.iter().position(|s| s.is(seq))
+}
+
+/// The KV blocks decoding sequences whose blocks have room for `rooms` more tokens take at each
+/// of the next `steps` steps, as far as `free` blocks last.
+///
+/// A sequence whose blocks hold `room` more tokens needs a block at step `room` (0-based) and
+/// every `block_size` steps after, so a step takes the blocks first needed then plus those taken
+/// `block_size` steps before: one pass over the sequences and one over the steps.
+fn decode_blocks(rooms: &[i64], steps: usize, block_size: i64, mut free: i64) -> Vec<i64> {
+    let period = block_size as usize;
+    let mut new_blocks = vec![0i64; steps];
+    for &room in rooms {
+        debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
+        if let Some(first) = new_blocks.get_mut(room.max(0) as usize) {
+            *first += 1;
+        }
+    }
+    for j in 0..steps {
+        if j >= period {
+            new_blocks[j] += new_blocks[j - period];
+        }
+        free -= new_blocks[j];
+        if free < 0 {
+            new_blocks.truncate(j);
+            break;
+        }
+    }
+    new_blocks
 }
 
 /// Waiting queue, running set and KV blocks of one client, stepped through `schedule` and
@@ -291,7 +326,7 @@ impl Scheduler {
         if self.speculation.is_some() {
             return self.update_speculative(py, &batch);
         }
-        let mut sampled = Vec::new();
+        let mut sampled = Vec::with_capacity(batch.seqs.len());
         let mut forking = Vec::new();
         let mut finished = Vec::new();
         for (seq, &num) in batch.seqs.iter().zip(&batch.num_new) {
@@ -327,12 +362,12 @@ impl Scheduler {
     /// handed back with `update` like any other.
     fn steady_decodes(&self, py: Python<'_>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
         -> PyResult<Option<SteadyDecodes>> {
-        let Some((new_blocks, lora)) = self.steady(py, &batch, &outcome)? else {
+        let Some(Steady { new_blocks, contexts, lora }) = self.steady(py, &batch, &outcome, usize::MAX)? else {
             return Ok(None);
         };
         Ok(Some(SteadyDecodes {
             seqs: list(py, &self.running)?.unbind(),
-            contexts: PyList::new(py, self.running.iter().map(|seq| seq.borrow(py).num_computed))?.unbind(),
+            contexts: PyList::new(py, contexts)?.unbind(),
             new_blocks: PyList::new(py, new_blocks)?.unbind(),
             queue_stamp: batch.queue_stamp,
             lora,
@@ -390,7 +425,11 @@ impl Scheduler {
     /// `copy` with `kv` as the copy's KV blocks.
     fn copy_with(&self, py: Python<'_>, kv: Py<BlockManager>) -> PyResult<Scheduler> {
         let clone_all = |seqs: &[Py<Sequence>]| -> PyResult<Vec<Py<Sequence>>> {
-            seqs.iter().map(|seq| Py::new(py, seq.borrow(py).copy(py))).collect()
+            let mut clones = Vec::with_capacity(seqs.len()); // (collecting results would grow it step by step)
+            for seq in seqs {
+                clones.push(Py::new(py, seq.borrow(py).copy(py))?);
+            }
+            Ok(clones)
         };
         let speculation = self.speculation.as_ref().map(|s| s.clone_ref(py));
         let spec_stats = match &speculation {
@@ -433,8 +472,8 @@ impl Scheduler {
 }
 
 impl Scheduler {
-    /// `steady_decodes`'s steps: the KV blocks each takes, and their LoRA adapters.
-    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome)
+    /// `steady_decodes`'s steps, the first `most` at most (a lookahead needs no more).
+    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
         -> PyResult<Option<Steady>> {
         let n = self.running.len();
         if self.speculation.is_some() || self.offload.is_some() {
@@ -450,38 +489,24 @@ impl Scheduler {
             || !batch.queue_blocked || batch.queue_stamp != self.next_order) {
             return Ok(None);
         }
-        let length = self.running.iter().map(|seq| {
-            let s = seq.borrow(py);
-            s.target_generated - s.generated
-        }).min().unwrap_or(0).max(0) as usize;
-        // A sequence whose blocks hold `room` more tokens needs a block at step room + 1, and
-        // every block_size steps after (0-based: room, room + block_size, ...).
-        let block_size = self.block_size;
-        let mut new_blocks = vec![0i64; length];
+        // each sequence read once (a borrow costs more than the arithmetic)
+        let mut length = i64::MAX;
+        let mut rooms = Vec::with_capacity(n); // tokens each one's blocks have room for
+        let mut contexts = Vec::with_capacity(n);
         for seq in &self.running {
             let s = seq.borrow(py);
-            let room = (s.num_blocks + s.prefix_blocks) * block_size - s.num_computed;
-            debug_assert!(room >= 0, "a sequence holds blocks for its computed tokens");
-            let mut j = room.max(0) as usize;
-            while j < length {
-                new_blocks[j] += 1;
-                j += block_size as usize;
-            }
+            length = length.min(s.target_generated - s.generated);
+            rooms.push((s.num_blocks + s.prefix_blocks) * self.block_size - s.num_computed);
+            contexts.push(s.num_computed);
         }
-        let mut free = self.kv.borrow(py).num_free();
-        for (j, blocks) in new_blocks.iter().enumerate() {
-            free -= blocks;
-            if free < 0 {
-                new_blocks.truncate(j);
-                break;
-            }
-        }
+        let free = self.kv.borrow(py).num_free();
+        let new_blocks = decode_blocks(&rooms, (length.max(0) as usize).min(most), self.block_size, free);
         if new_blocks.is_empty() {
             return Ok(None);
         }
         // the same adapters every step: touched once here
         let lora = if self.lora.is_some() { self.lora_step(py, &self.running, None)? } else { None };
-        Ok(Some((new_blocks, lora)))
+        Ok(Some(Steady { new_blocks, contexts, lora }))
     }
 
     /// See `apply_decodes`: on Rust sequences.
@@ -705,6 +730,7 @@ impl Scheduler {
     pub fn schedule_running(&mut self, py: Python<'_>, mut batch: ScheduledBatch, budget: Option<i64>,
                             max_chunk_tokens: i64) -> PyResult<ScheduledBatch> {
         let block_size = self.block_size;
+        batch.reserve(self.running.len());
         let mut i = 0;
         'running: while i < self.running.len() {
             let seq = same(py, &self.running[i]);
@@ -1042,5 +1068,46 @@ impl Scheduler {
             self.retire(py)?; // the step formed ahead of the next is empty: vLLM frees them with these outputs
         }
         Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_blocks;
+
+    /// Each sequence's blocks counted step by step, as `schedule` takes them.
+    fn stepped(rooms: &[i64], steps: usize, block_size: i64, mut free: i64) -> Vec<i64> {
+        let mut rooms = rooms.to_vec();
+        let mut taken = Vec::new();
+        for _ in 0..steps {
+            let mut blocks = 0;
+            for room in &mut rooms {
+                if *room == 0 {
+                    blocks += 1;
+                    *room += block_size;
+                }
+                *room -= 1;
+            }
+            free -= blocks;
+            if free < 0 {
+                break;
+            }
+            taken.push(blocks);
+        }
+        taken
+    }
+
+    #[test]
+    fn a_step_takes_the_blocks_its_sequences_fill_until_none_are_free() {
+        let rooms = [0, 3, 1, 7, 0, 2, 15];
+        for block_size in [1, 2, 4, 16] {
+            let rooms: Vec<i64> = rooms.iter().map(|r| r % block_size).chain([block_size + 3]).collect();
+            for free in [0, 1, 5, 40, 1000] {
+                for steps in [0, 1, 9, 100] {
+                    assert_eq!(decode_blocks(&rooms, steps, block_size, free), stepped(&rooms, steps, block_size, free),
+                               "rooms {rooms:?}, {steps} steps of block size {block_size}, {free} free");
+                }
+            }
+        }
     }
 }

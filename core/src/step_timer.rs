@@ -148,7 +148,7 @@ impl StepTimer {
             Some(run) if run.borrow(py).steps_left() > 0 => {
                 let mut run = run.borrow_mut(py);
                 run.begin(py)?;
-                Py::new(py, run.step(py))?
+                Py::new(py, run.step(py)?)?
             }
             _ => {
                 Self::settle(slf)?;
@@ -187,7 +187,7 @@ impl StepTimer {
 
     /// Whether `batch` is a decode run's step (its effects are pending, see `settled`).
     pub(crate) fn in_run(&self, py: Python<'_>, batch: &Bound<'_, ScheduledBatch>) -> bool {
-        self.run.as_ref().is_some_and(|run| batch.borrow().is_step_of(&run.borrow(py).seqs))
+        self.run.as_ref().is_some_and(|run| run.borrow(py).owns(&batch.borrow()))
     }
 
     /// The decode run's sequences and requests (parallel paths of one count once).
@@ -195,8 +195,7 @@ impl StepTimer {
     pub(crate) fn run_size(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
         let run = self.run.as_ref().ok_or_else(|| PyValueError::new_err("asked while no decode run's step ends"))?;
         let mut run = run.borrow_mut(py);
-        let seqs = run.seqs.bind(py).len();
-        Ok((seqs, run.num_requests(py)))
+        Ok((run.num_seqs(), run.num_requests(py)))
     }
 
     /// Hands a finished step back to the scheduler; None for a decode run's step (applied later).
@@ -209,7 +208,7 @@ impl StepTimer {
             this.run.as_ref().map(|run| run.clone_ref(py))
         };
         if let Some(run) = run {
-            if batch.borrow().is_step_of(&run.borrow(py).seqs) {
+            if run.borrow(py).owns(&batch.borrow()) {
                 if run.borrow(py).steps_left() > 0 {
                     run.borrow_mut(py).end_step(start_ns, end_ns);
                     return Ok(None);
@@ -221,7 +220,8 @@ impl StepTimer {
         let scheduler = slf.borrow().scheduler.clone_ref(py);
         let outcome = scheduler.borrow_mut(py).update(py, batch.borrow_mut())?;
         let run = if slf.borrow().decode_runs {
-            DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome)?.map(|run| Py::new(py, run)).transpose()?
+            DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome, usize::MAX)?
+                .map(|run| Py::new(py, run)).transpose()?
         } else {
             None
         };
@@ -374,7 +374,7 @@ impl<'py> StepLists<'_, 'py> {
     fn num_new(&self) -> PyResult<Bound<'py, PyAny>> {
         match self {
             StepLists::Batch(batch) => batch.as_any().getattr(intern!(batch.py(), "num_new")),
-            StepLists::Run(run, _) => Ok(run.borrow().ones.bind(run.py()).clone().into_any()),
+            StepLists::Run(run, _) => Ok(run.borrow_mut().ones(run.py())?.into_any()),
             StepLists::Given(num_new) => Ok((*num_new).clone()),
         }
     }
@@ -516,7 +516,7 @@ impl StepTimer {
                 return Ok(());
             }
             let (gap, last) = (run.max_gap_ns, run.last_ns);
-            (run.seqs.clone_ref(py), run.settle(py)?, gap, last)
+            (run.seqs(py)?.unbind(), run.settle(py)?, gap, last)
         };
         if steps != 0 {
             on_settled.call1(py, (seqs, steps, gap, last))?;

@@ -166,6 +166,28 @@ def test_steady_decodes_give_the_blocks_each_step_takes_when_stepped_one_by_one(
     assert [x.request.id for x in finished] == [1]  # in the run's last step
 
 
+@pytest.mark.parametrize("block_size", [1, 4, 16])
+@pytest.mark.parametrize("spare", [5, 1000], ids=["few_free", "many_free"])
+def test_steady_decodes_blocks_over_many_block_periods_are_those_stepping_takes(block_size: int, spare: int) -> None:
+    prompts = [5, 17, 3, 33]
+    s = scheduler(blocks=sum(-(-p // block_size) for p in prompts) + spare, block_size=block_size,
+                  batching="continuous")
+    for rid, (prompt, output) in enumerate(zip(prompts, [70, 64, 90, 80])):
+        s.add(seq(prompt, output, rid=rid))
+    batch = s.schedule()
+    steady = s.steady_decodes(batch, s.update(batch))
+    assert steady is not None and steady.contexts == [x.num_computed for x in s.running]
+    taken = []
+    for _ in steady.new_blocks:
+        used = s.kv.num_used
+        batch = s.schedule()
+        taken.append(s.kv.num_used - used)  # taken as the step is formed
+        s.update(batch)
+    assert taken == steady.new_blocks
+    if spare > 100:
+        assert len(taken) == 64 - 1  # request 1 samples its 64th token in the run's last step
+
+
 def test_steady_decodes_stop_where_the_free_blocks_run_out() -> None:
     s = decoding()
     s.kv.take(s.kv.num_free - 2)  # two blocks left: the step's decodes take one, the run's step 0 the other
