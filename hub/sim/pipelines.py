@@ -35,52 +35,53 @@ def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
 
     Arrival times are kept; requests of a template with its own lengths get new
     ones, reasoning templates multiply the output by their factor, and
-    kv_retrieval templates get a stored prefix (a share of the prompt).
+    kv_retrieval templates get a stored prefix (a share of the prompt). Each template's requests are
+    worked out as columns; a spec is remade only where something changed (the common case: none).
     """
     names = list(weights)
     probabilities = np.array([weights[n] for n in names], dtype=float)
     picks = rng.choice(len(names), size=len(specs), p=probabilities / probabilities.sum())
-    pipelines: list[Pipeline] = []
-    shared: dict[Pipeline, Pipeline] = {}  # a million requests share a few pipelines
-    result: list[RequestSpec] = []
+    drawn_inputs = np.fromiter((spec.input_tokens for spec in specs), np.int64, len(specs))
+    drawn_outputs = np.fromiter((spec.output_tokens for spec in specs), np.int64, len(specs))
+    drawn_models = np.array([spec.model for spec in specs], dtype=object)
+    result = list(specs)
+    pipelines = np.empty(len(specs), dtype=object)
     for index, name in enumerate(names):
         template = templates[name]
         members = np.flatnonzero(picks == index)
-        inputs, outputs = (None if dist is None else
+        inputs, outputs = (drawn[members] if dist is None else
                            clip_lengths(sample_lengths(dist, len(members), rng), dist.min, dist.max,
                                         where=f"templates.{name}.{field}")
-                           for field, dist in (("input_tokens", template.input_tokens),
-                                               ("output_tokens", template.output_tokens)))
+                           for field, dist, drawn in (("input_tokens", template.input_tokens, drawn_inputs),
+                                                      ("output_tokens", template.output_tokens, drawn_outputs)))
         prefix_ids = rng.integers(template.kv_prefix.num_prefixes, size=len(members))
-        stages = tuple(template.stages)
-        for j, i in enumerate(members.tolist()):
-            spec = specs[i]
-            input_tokens = int(inputs[j]) if inputs is not None else spec.input_tokens
-            output_tokens = int(outputs[j]) if outputs is not None else spec.output_tokens
-            branches = 1
-            if "reason" in template.stages:
-                output_tokens = max(1, int(round(output_tokens * template.reasoning.factor)))
-                if output_tokens > 1:  # a path needs two tokens to run beside its siblings
-                    branches = template.reasoning.branches
-                    output_tokens *= branches
-            prefix_id, prefix_tokens = spec.prefix_id, spec.prefix_tokens
-            if "kv_retrieval" in template.stages:
-                prefix_id = f"{name}/prefix-{prefix_ids[j]}"
-                prefix_tokens = int(input_tokens * template.kv_prefix.fraction)
-            model = template.model or spec.model
-            if (input_tokens, output_tokens, model, prefix_id, prefix_tokens) == \
-                    (spec.input_tokens, spec.output_tokens, spec.model, spec.prefix_id, spec.prefix_tokens):
-                result.append(spec)  # as drawn (the common case: a template of the workload's lengths)
-            else:  # the spec's other fields (its trace row, LoRA adapter, class) stay as drawn
-                result.append(dataclasses.replace(
-                    spec, input_tokens=input_tokens, output_tokens=output_tokens, model=model, prefix_id=prefix_id,
-                    prefix_tokens=prefix_tokens,
-                    prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None))
-            pipeline = Pipeline(template=name, stages=stages, model=model or default_model,
-                                branches=branches)
-            pipelines.append(shared.setdefault(pipeline, pipeline))  # one object per distinct pipeline
-    order = sorted(range(len(result)), key=lambda k: result[k].id)
-    return [result[k] for k in order], [pipelines[k] for k in order]
+        branches = np.ones(len(members), dtype=np.int64)
+        if "reason" in template.stages:
+            outputs = np.maximum(1, np.rint(outputs * template.reasoning.factor).astype(np.int64))
+            branches[outputs > 1] = template.reasoning.branches  # a path needs two tokens to run beside its siblings
+            outputs = outputs * branches
+        models = np.full(len(members), template.model, dtype=object) if template.model else drawn_models[members]
+        retrieves = "kv_retrieval" in template.stages  # a stored prefix of its own: every spec changes
+        changed = (inputs != drawn_inputs[members]) | (outputs != drawn_outputs[members]) | \
+            (models != drawn_models[members]) | retrieves
+        prefix_tokens = (inputs * template.kv_prefix.fraction).astype(np.int64)
+        for j in np.flatnonzero(changed).tolist():  # the spec's other fields (trace row, LoRA, class) stay
+            spec, input_tokens = specs[members[j]], int(inputs[j])
+            result[members[j]] = dataclasses.replace(
+                spec, input_tokens=input_tokens, output_tokens=int(outputs[j]), model=models[j],
+                prefix_id=f"{name}/prefix-{prefix_ids[j]}" if retrieves else spec.prefix_id,
+                prefix_tokens=int(prefix_tokens[j]) if retrieves else spec.prefix_tokens,
+                prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None)
+        pipelines[members] = _shared(name, tuple(template.stages),
+                                     [model or default_model for model in models.tolist()], branches.tolist())
+    return result, pipelines.tolist()
+
+
+def _shared(template: str, stages: tuple[str, ...], models: list[str], branches: list[int]) -> list[Pipeline]:
+    """Each request's pipeline, one object per distinct pipeline (a million requests share a few)."""
+    distinct: dict[tuple[str, int], Pipeline] = {}
+    return [distinct.get(key) or distinct.setdefault(key, Pipeline(template, stages, *key))
+            for key in zip(models, branches)]
 
 
 def session_pipeline(model: str) -> Pipeline:
