@@ -34,7 +34,7 @@ from .scheduling import BatchingPolicy
 
 if TYPE_CHECKING:
     from .pipelines import Pipeline
-    from .workload import RequestSpec
+    from .workload import RequestSpec, RequestSpecs
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def request_problem(clients: Sequence[ClientLimits], model: str, prompt: int, ou
     return None  # no prefill client at all is the config check's to report
 
 
-def check_requests(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec],
+def check_requests(clients: Sequence[ClientLimits], specs: RequestSpecs,
                    pipelines: Sequence[Pipeline], *, retrieved_tokens: int = 0,
                    route: Route = every_client) -> None:
     """Refuses a workload with a request that a route through the LLM ``clients`` can never serve
@@ -204,13 +204,12 @@ def check_requests(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec]
                                f"{spec.output_tokens} tokens) can never be served: {why}{more}")
 
 
-def _suspects(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec], pipelines: Sequence[Pipeline],
+def _suspects(clients: Sequence[ClientLimits], specs: RequestSpecs, pipelines: Sequence[Pipeline],
               retrieved_tokens: int) -> np.ndarray:
     """The indices of the requests that some client of their model cannot serve with the prompt computed
     there and a branch's output generated (:meth:`ClientLimits.fails`, over columns): every route of any
     other request fits, as each route's clients are some of those and ask no more of them."""
-    inputs = np.fromiter((spec.input_tokens for spec in specs), np.int64, len(specs))
-    outputs = np.fromiter((spec.output_tokens for spec in specs), np.int64, len(specs))
+    inputs, outputs = specs.ints["input_tokens"], specs.ints["output_tokens"]
     distinct: dict[int, int] = {}  # numbers the few pipeline objects the requests share, as they come
     kinds = np.fromiter((distinct.setdefault(id(p), len(distinct)) for p in pipelines), np.int64, len(specs))
     suspect = np.zeros(len(specs), dtype=bool)

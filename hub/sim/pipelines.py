@@ -6,15 +6,15 @@ distributions where it has its own, and the :class:`Pipeline` the coordinator mo
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..config.templates import BUILTIN_TEMPLATES, TemplateConfig
 from .records import RequestRecord
-from .workload import RequestSpec
+from .workload import RequestSpecs
 from .workload.sampling import clip_lengths, sample_lengths
 
 
@@ -28,53 +28,54 @@ class Pipeline:
     branches: int = 1
 
 
-def assign_pipelines(specs: Sequence[RequestSpec], weights: Mapping[str, float],
-                     templates: Mapping[str, TemplateConfig], rng: np.random.Generator,
-                     default_model: str) -> tuple[list[RequestSpec], list[Pipeline]]:
+def assign_pipelines(specs: RequestSpecs, weights: Mapping[str, float], templates: Mapping[str, TemplateConfig],
+                     rng: np.random.Generator, default_model: str) -> tuple[RequestSpecs, list[Pipeline]]:
     """Draws a template per request (by weight) and re-draws lengths from its distributions.
 
     Arrival times are kept; requests of a template with its own lengths get new
     ones, reasoning templates multiply the output by their factor, and
-    kv_retrieval templates get a stored prefix (a share of the prompt). Each template's requests are
-    worked out as columns; a spec is remade only where something changed (the common case: none).
+    kv_retrieval templates get a stored prefix (a share of the prompt). A request's other fields
+    (its trace row, LoRA adapter, class) stay as drawn; its prompt's token ids only with its input.
     """
     names = list(weights)
     probabilities = np.array([weights[n] for n in names], dtype=float)
     picks = rng.choice(len(names), size=len(specs), p=probabilities / probabilities.sum())
-    drawn_inputs = np.fromiter((spec.input_tokens for spec in specs), np.int64, len(specs))
-    drawn_outputs = np.fromiter((spec.output_tokens for spec in specs), np.int64, len(specs))
-    drawn_models = np.array([spec.model for spec in specs], dtype=object)
-    result = list(specs)
+    ints = {name: column.copy() for name, column in specs.ints.items()}
+    objects = {name: list(column) for name, column in specs.objects.items()}
     pipelines = np.empty(len(specs), dtype=object)
     for index, name in enumerate(names):
         template = templates[name]
         members = np.flatnonzero(picks == index)
-        inputs, outputs = (drawn[members] if dist is None else
-                           clip_lengths(sample_lengths(dist, len(members), rng), dist.min, dist.max,
-                                        where=f"templates.{name}.{field}")
-                           for field, dist, drawn in (("input_tokens", template.input_tokens, drawn_inputs),
-                                                      ("output_tokens", template.output_tokens, drawn_outputs)))
+        for field, dist in (("input_tokens", template.input_tokens), ("output_tokens", template.output_tokens)):
+            if dist is not None:
+                ints[field][members] = clip_lengths(sample_lengths(dist, len(members), rng), dist.min, dist.max,
+                                                    where=f"templates.{name}.{field}")
         prefix_ids = rng.integers(template.kv_prefix.num_prefixes, size=len(members))
         branches = np.ones(len(members), dtype=np.int64)
         if "reason" in template.stages:
-            outputs = np.maximum(1, np.rint(outputs * template.reasoning.factor).astype(np.int64))
+            scaled = np.rint(ints["output_tokens"][members] * template.reasoning.factor).astype(np.int64)
+            outputs = np.maximum(1, scaled)
             branches[outputs > 1] = template.reasoning.branches  # a path needs two tokens to run beside its siblings
-            outputs = outputs * branches
-        models = np.full(len(members), template.model, dtype=object) if template.model else drawn_models[members]
-        retrieves = "kv_retrieval" in template.stages  # a stored prefix of its own: every spec changes
-        changed = (inputs != drawn_inputs[members]) | (outputs != drawn_outputs[members]) | \
-            (models != drawn_models[members]) | retrieves
-        prefix_tokens = (inputs * template.kv_prefix.fraction).astype(np.int64)
-        for j in np.flatnonzero(changed).tolist():  # the spec's other fields (trace row, LoRA, class) stay
-            spec, input_tokens = specs[members[j]], int(inputs[j])
-            result[members[j]] = dataclasses.replace(
-                spec, input_tokens=input_tokens, output_tokens=int(outputs[j]), model=models[j],
-                prefix_id=f"{name}/prefix-{prefix_ids[j]}" if retrieves else spec.prefix_id,
-                prefix_tokens=int(prefix_tokens[j]) if retrieves else spec.prefix_tokens,
-                prompt_token_ids=spec.prompt_token_ids if input_tokens == spec.input_tokens else None)
-        pipelines[members] = _shared(name, tuple(template.stages),
-                                     [model or default_model for model in models.tolist()], branches.tolist())
-    return result, pipelines.tolist()
+            ints["output_tokens"][members] = outputs * branches
+        if "kv_retrieval" in template.stages:
+            ints["prefix_tokens"][members] = ints["input_tokens"][members] * template.kv_prefix.fraction
+            _assign(objects, "prefix_id", members, [f"{name}/prefix-{k}" for k in prefix_ids.tolist()], len(specs))
+        if template.model:
+            _assign(objects, "model", members, [template.model] * len(members), len(specs))
+        drawn = objects.get("model")
+        models = [drawn[i] or default_model for i in members.tolist()] if drawn else [default_model] * len(members)
+        pipelines[members] = _shared(name, tuple(template.stages), models, branches.tolist())
+    if "prompt_token_ids" in objects:  # a prompt of new length has none
+        for i in np.flatnonzero(ints["input_tokens"] != specs.ints["input_tokens"]).tolist():
+            objects["prompt_token_ids"][i] = None
+    return RequestSpecs(ints, objects), pipelines.tolist()
+
+
+def _assign(objects: dict[str, list[Any]], name: str, members: np.ndarray, values: list[Any], n: int) -> None:
+    """Sets column ``name`` of ``members`` to ``values`` (a column of Nones where there was none)."""
+    column = objects.setdefault(name, [None] * n)
+    for i, value in zip(members.tolist(), values, strict=True):
+        column[i] = value
 
 
 def _shared(template: str, stages: tuple[str, ...], models: list[str], branches: list[int]) -> list[Pipeline]:
