@@ -30,10 +30,10 @@ import numpy as np
 
 from ..config.scheduler import SchedulerConfig
 from ..errors import ScenarioError
+from .pipelines import Pipeline, distinct_pipelines
 from .scheduling import BatchingPolicy
 
 if TYPE_CHECKING:
-    from .pipelines import Pipeline
     from .workload import RequestSpec, RequestSpecs
 
 
@@ -210,11 +210,10 @@ def _suspects(clients: Sequence[ClientLimits], specs: RequestSpecs, pipelines: S
     there and a branch's output generated (:meth:`ClientLimits.fails`, over columns): every route of any
     other request fits, as each route's clients are some of those and ask no more of them."""
     inputs, outputs = specs.ints["input_tokens"], specs.ints["output_tokens"]
-    distinct: dict[int, int] = {}  # numbers the few pipeline objects the requests share, as they come
-    kinds = np.fromiter((distinct.setdefault(id(p), len(distinct)) for p in pipelines), np.int64, len(specs))
+    kinds, distinct = distinct_pipelines(pipelines)
     suspect = np.zeros(len(specs), dtype=bool)
-    for kind, first in enumerate(np.unique(kinds, return_index=True)[1].tolist()):
-        pipeline, members = pipelines[first], np.flatnonzero(kinds == kind)
+    for kind, pipeline in enumerate(distinct):
+        members = np.flatnonzero(kinds == kind)
         prompts = inputs[members] + (retrieved_tokens if "rag" in pipeline.stages else 0)
         generated = np.maximum(outputs[members] // pipeline.branches, 1)
         for client in clients:

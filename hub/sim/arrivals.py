@@ -16,7 +16,7 @@ import numpy as np
 from ..config.scenario import ScenarioConfig
 from ..config.templates import resolve_templates
 from .conversations import SessionSource
-from .pipelines import Pipeline, assign_pipelines, session_pipeline
+from .pipelines import Pipeline, assign_pipelines, distinct_pipelines, session_pipeline
 from .records import RequestRecord
 from .workload import RequestSpecs, generate_requests
 from .workload.inference_perf import InferencePerfSessions
@@ -34,15 +34,12 @@ class PendingRequests:
     OBJECT_FIELDS = ("prefix_id", "prompt_token_ids", "lora", "cls")
 
     def __init__(self, specs: RequestSpecs, pipelines: Sequence[Pipeline]) -> None:
-        n = len(specs)
         # One row per request (the fields of RequestSpecs.INTS), so that a record's integers come out as
         # Python ints in one call.
         self._ints = np.column_stack([specs.ints[name] for name in RequestSpecs.INTS])
         # The object fields a record takes that some request may set (a record's others keep their default, None).
         self._objects = {name: column for name, column in specs.objects.items() if name in self.OBJECT_FIELDS}
-        unique: dict[int, int] = {}  # numbers the few pipeline objects the requests share, as they come
-        self._pipeline_index = np.fromiter((unique.setdefault(id(p), len(unique)) for p in pipelines), np.int32, n)
-        self._pipelines = [pipelines[first] for first in np.unique(self._pipeline_index, return_index=True)[1].tolist()]
+        self._pipeline_index, self._pipelines = distinct_pipelines(pipelines)
         self._next = 0
 
     def __len__(self) -> int:

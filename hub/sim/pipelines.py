@@ -6,7 +6,7 @@ distributions where it has its own, and the :class:`Pipeline` the coordinator mo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +83,14 @@ def _shared(template: str, stages: tuple[str, ...], models: list[str], branches:
     distinct: dict[tuple[str, int], Pipeline] = {}
     return [distinct.get(key) or distinct.setdefault(key, Pipeline(template, stages, *key))
             for key in zip(models, branches)]
+
+
+def distinct_pipelines(pipelines: Sequence[Pipeline]) -> tuple[np.ndarray, list[Pipeline]]:
+    """The few pipeline objects that the requests share, and each request's index among them (an
+    int32 column)."""
+    numbers: dict[int, int] = {}  # by object: equal pipelines are the same object where it matters
+    index = np.fromiter((numbers.setdefault(id(p), len(numbers)) for p in pipelines), np.int32, len(pipelines))
+    return index, [pipelines[first] for first in np.unique(index, return_index=True)[1].tolist()]
 
 
 def session_pipeline(model: str) -> Pipeline:
