@@ -24,15 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..config.scheduler import SchedulerConfig
 from ..errors import ScenarioError
+from .pipelines import Pipeline, distinct_pipelines
 from .scheduling import BatchingPolicy
 
 if TYPE_CHECKING:
-    from .pipelines import Pipeline
-    from .workload import RequestSpec
+    from .workload import RequestSpec, RequestSpecs
 
 
 @dataclass(frozen=True)
@@ -79,24 +81,42 @@ class ClientLimits:
         fit; what is wrong), or None when it fits. ``prefills``: it computes the prompt here (not a
         decode whose prompt's KV was transferred)."""
         total = prompt + generated
-        if self.max_model_len and total > self.max_model_len:
+        if self._too_long(total):
             part = "prompt" if prompt >= self.max_model_len else "output"
             return part, (f"prompt {prompt} + output {generated} = {total} tokens exceed the max_model_len "
                           f"{self.max_model_len} of client {self.name!r} (scheduler.max_model_len)")
-        if prefills and self.prompt_budget is not None and prompt > self.prompt_budget:
+        if prefills and self._over_budget(prompt):
             return "prompt", (f"prompt of {prompt} tokens exceeds the max_num_batched_tokens {self.prompt_budget} "
                               f"of client {self.name!r}, whose {self.batching} batching takes whole prompts "
                               "(chunked prefill off: vLLM refuses such a prompt); raise max_num_batched_tokens "
                               "or use batching: chunked")
-        kv_tokens = total - 1  # the last token is sampled, never computed
-        capacity = self.kv_blocks * self.block_size
-        if -(-kv_tokens // self.block_size) > self.kv_blocks:
-            part = "prompt" if -(-prompt // self.block_size) > self.kv_blocks else "output"
+        if self._too_big(total):
+            kv_tokens = total - 1  # the last token is sampled, never computed
+            capacity = self.kv_blocks * self.block_size
+            part = "prompt" if self._too_big(prompt + 1) else "output"
             return part, (f"prompt {prompt} + output {generated} tokens need {kv_tokens} tokens of KV cache, "
                           f"more than client {self.name!r} holds ({self.kv_blocks} blocks x {self.block_size} = "
                           f"{capacity} tokens)" + ("" if part == "prompt" else "; the prompt fits, the output "
                                                    "does not"))
         return None
+
+    def fails(self, prompt: np.ndarray, generated: np.ndarray) -> np.ndarray:
+        """Per sequence, whether :meth:`problem` finds one (prompt computed here): its conditions over
+        columns. Each grows with ``prompt`` and ``generated``, so a sequence that fits this way fits
+        with fewer tokens and without the prompt computed here."""
+        total = prompt + generated
+        fails: np.ndarray = self._too_long(total) | self._over_budget(prompt) | self._too_big(total)
+        return fails
+
+    # The three conditions, each for one sequence or over columns (``total``: prompt + generated).
+    def _too_long(self, total: Any) -> Any:
+        return (total > self.max_model_len) & (self.max_model_len > 0)
+
+    def _over_budget(self, prompt: Any) -> Any:
+        return self.prompt_budget is not None and prompt > self.prompt_budget
+
+    def _too_big(self, total: Any) -> Any:
+        return -(-(total - 1) // self.block_size) > self.kv_blocks  # the last token is sampled, never computed
 
 
 Route = Callable[[Sequence[ClientLimits], int], Sequence[ClientLimits]]
@@ -143,7 +163,7 @@ def request_problem(clients: Sequence[ClientLimits], model: str, prompt: int, ou
     return None  # no prefill client at all is the config check's to report
 
 
-def check_requests(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec],
+def check_requests(clients: Sequence[ClientLimits], specs: RequestSpecs,
                    pipelines: Sequence[Pipeline], *, retrieved_tokens: int = 0,
                    route: Route = every_client) -> None:
     """Refuses a workload with a request that a route through the LLM ``clients`` can never serve
@@ -163,7 +183,8 @@ def check_requests(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec]
     first: tuple[RequestSpec, Pipeline, str, str] | None = None
     count = 0
     seen: dict[tuple[str, int, int, int], tuple[str, str] | None] = {}  # lengths repeat: check each once
-    for spec, pipeline in zip(specs, pipelines):
+    for index in _suspects(clients, specs, pipelines, retrieved_tokens).tolist():
+        spec, pipeline = specs[index], pipelines[index]
         prompt = spec.input_tokens + (retrieved_tokens if "rag" in pipeline.stages else 0)
         key = (pipeline.model, prompt, spec.output_tokens, pipeline.branches)
         if key not in seen:
@@ -181,3 +202,21 @@ def check_requests(clients: Sequence[ClientLimits], specs: Sequence[RequestSpec]
     retrieved = f" + {retrieved_tokens} retrieved" if retrieved_tokens and "rag" in pipeline.stages else ""
     raise ScenarioError(where, f"request {spec.id} (prompt {spec.input_tokens}{retrieved} tokens, output "
                                f"{spec.output_tokens} tokens) can never be served: {why}{more}")
+
+
+def _suspects(clients: Sequence[ClientLimits], specs: RequestSpecs, pipelines: Sequence[Pipeline],
+              retrieved_tokens: int) -> np.ndarray:
+    """The indices of the requests that some client of their model cannot serve with the prompt computed
+    there and a branch's output generated (:meth:`ClientLimits.fails`, over columns): every route of any
+    other request fits, as each route's clients are some of those and ask no more of them."""
+    inputs, outputs = specs.ints["input_tokens"], specs.ints["output_tokens"]
+    kinds, distinct = distinct_pipelines(pipelines)
+    suspect = np.zeros(len(specs), dtype=bool)
+    for kind, pipeline in enumerate(distinct):
+        members = np.flatnonzero(kinds == kind)
+        prompts = inputs[members] + (retrieved_tokens if "rag" in pipeline.stages else 0)
+        generated = np.maximum(outputs[members] // pipeline.branches, 1)
+        for client in clients:
+            if client.model == pipeline.model:
+                suspect[members] |= client.fails(prompts, generated)
+    return np.flatnonzero(suspect)

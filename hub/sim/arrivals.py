@@ -9,25 +9,17 @@ arrival is scheduled, one at a time, in id (= arrival) order. :func:`scenario_re
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from operator import attrgetter
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..config.scenario import ScenarioConfig
 from ..config.templates import resolve_templates
 from .conversations import SessionSource
-from .pipelines import Pipeline, assign_pipelines, session_pipeline
+from .pipelines import Pipeline, assign_pipelines, distinct_pipelines, session_pipeline
 from .records import RequestRecord
-from .workload import RequestSpec, generate_requests
+from .workload import RequestSpecs, generate_requests
 from .workload.inference_perf import InferencePerfSessions
-
-
-def _objects(specs: Sequence[RequestSpec], name: str) -> list[Any] | None:
-    """One spec field per request, or None where no request sets it (the common case: no column)."""
-    values = [getattr(spec, name) for spec in specs]
-    return values if any(v is not None for v in values) else None
 
 
 class PendingRequests:
@@ -38,21 +30,16 @@ class PendingRequests:
         pipelines: each request's pipeline.
     """
 
-    # The integer fields of a spec, as the columns of :attr:`_ints`.
-    INT_FIELDS = ("id", "arrival_ns", "input_tokens", "output_tokens", "prefix_tokens", "lora_rank", "priority",
-                  "deadline_ns")
+    # The object fields of a spec that a record takes.
+    OBJECT_FIELDS = ("prefix_id", "prompt_token_ids", "lora", "cls")
 
-    def __init__(self, specs: Sequence[RequestSpec], pipelines: Sequence[Pipeline]) -> None:
-        n = len(specs)
-        # One row per request, so that a record's integers come out as Python ints in one call.
-        self._ints = np.fromiter(map(attrgetter(*self.INT_FIELDS), specs), np.dtype((np.int64, len(self.INT_FIELDS))),
-                                 n).reshape(n, len(self.INT_FIELDS))
-        # The object fields some request sets (a record's others keep their default, None).
-        self._objects = {name: column for name in ("prefix_id", "prompt_token_ids", "lora", "cls")
-                         if (column := _objects(specs, name)) is not None}
-        unique: dict[Pipeline, int] = {}
-        self._pipeline_index = np.fromiter((unique.setdefault(p, len(unique)) for p in pipelines), np.int32, n)
-        self._pipelines = list(unique)
+    def __init__(self, specs: RequestSpecs, pipelines: Sequence[Pipeline]) -> None:
+        # One row per request (the fields of RequestSpecs.INTS), so that a record's integers come out as
+        # Python ints in one call.
+        self._ints = np.column_stack([specs.ints[name] for name in RequestSpecs.INTS])
+        # The object fields a record takes that some request may set (a record's others keep their default, None).
+        self._objects = {name: column for name, column in specs.objects.items() if name in self.OBJECT_FIELDS}
+        self._pipeline_index, self._pipelines = distinct_pipelines(pipelines)
         self._next = 0
 
     def __len__(self) -> int:
@@ -83,14 +70,14 @@ class PendingRequests:
     def arrival_times(self, model: str) -> np.ndarray:
         """Every arrival time of ``model``'s requests, sorted."""
         models = np.array([p.model == model for p in self._pipelines], dtype=bool)
-        arrivals = self._ints[:, self.INT_FIELDS.index("arrival_ns")]
+        arrivals = self._ints[:, RequestSpecs.INTS.index("arrival_ns")]
         times = arrivals[models[self._pipeline_index]] if len(self._pipelines) else \
             np.zeros(0, np.int64)
         return np.sort(times, kind="stable")
 
 
 def scenario_requests(config: ScenarioConfig, rng: np.random.Generator,
-                      base_dir: Path) -> tuple[list[RequestSpec], list[Pipeline]]:
+                      base_dir: Path) -> tuple[RequestSpecs, list[Pipeline]]:
     """A scenario's requests and their pipelines, as a run draws them from ``rng`` (the generator
     seeded with ``config.seed``): the workload, then a template per request by weight. With
     ``workload.sessions``, every turn known before the run (at arrival 0: the admission checks'

@@ -39,7 +39,7 @@ from .kernel import ARRIVAL, Kernel
 from .pipelines import Pipeline
 from .records import RequestRecord
 from .staged import StageClock
-from .workload.generator import RequestSpec
+from .workload.generator import RequestSpec, RequestSpecs
 from .workload.sampling import clip_lengths, sample_arrivals_ns, sample_lengths, sample_prefixes
 from .workload.session_traces import TracedSession, load_sessions
 from .workload.token_ids import SEGMENTS_PER_SESSION, SegmentIds, prefix_key, session_key
@@ -114,7 +114,7 @@ class SessionPlan(Protocol):
 
     def num_starts(self) -> int: ...
 
-    def check_specs(self) -> list[RequestSpec]: ...
+    def check_specs(self) -> RequestSpecs: ...
 
 
 class SessionSource:
@@ -219,7 +219,7 @@ class SessionSource:
         return SessionSpec(index=k, turns=turns, start_ns=self.start_ns(k) if not self.closed_loop else None,
                            source=traced.source)
 
-    def check_specs(self) -> list[RequestSpec]:
+    def check_specs(self) -> RequestSpecs:
         """Every turn of the sessions known before the run (all of them, but those a closed loop
         for a time would start past its ``users`` first) as a request, for the admission checks
         (:func:`cosim.hub.sim.admission.check_requests`)."""
@@ -230,7 +230,7 @@ class SessionSource:
             assert session is not None
             specs.extend(RequestSpec(id=len(specs), arrival_ns=0, input_tokens=t.input_tokens,
                                      output_tokens=t.output_tokens, source=session.source) for t in session.turns)
-        return specs
+        return RequestSpecs.of(specs)
 
 
 @dataclass

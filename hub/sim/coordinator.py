@@ -40,7 +40,7 @@ from .records import RequestRecord, StageRecord
 from .request_log import RequestLog, RequestView
 from .routing import Router, routes
 from .scheduling import Sequence
-from .workload import RequestSpec
+from .workload import RequestSpecs
 
 if TYPE_CHECKING:
     from .conversations import SessionDriver
@@ -149,7 +149,7 @@ class Coordinator:
         self._candidates.clear()
 
     # -- arrivals ----------------------------------------------------------
-    def schedule_arrivals(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *, spill: bool = False) -> None:
+    def schedule_arrivals(self, specs: RequestSpecs, pipelines: Seq[Pipeline], *, spill: bool = False) -> None:
         """Takes the requests and schedules their arrivals; ``spill``: finished requests' records go to
         a temporary file (:class:`RequestLog`), not memory.
 
@@ -164,14 +164,14 @@ class Coordinator:
         self._arrivals = {model: array("q", self.pending.arrival_times(model).tobytes()) for model in models}
         self._schedule_arrival()
 
-    def check(self, specs: Seq[RequestSpec], pipelines: Seq[Pipeline]) -> None:
+    def check(self, specs: RequestSpecs, pipelines: Seq[Pipeline]) -> None:
         """Refuses a request no route through the LLM clients can ever serve (:func:`check_requests`)."""
         retrieved = [s.timer.config.top_k * s.timer.config.doc_tokens for s in self.services
                      if isinstance(s.timer, RagStageTimer)]
         check_requests([c.limits for c in self.clients if c.limits is not None], specs, pipelines,
                        retrieved_tokens=min(retrieved, default=0), route=routes(self.router.config))
 
-    def schedule_sessions(self, sessions: SessionDriver, specs: Seq[RequestSpec], pipelines: Seq[Pipeline], *,
+    def schedule_sessions(self, sessions: SessionDriver, specs: RequestSpecs, pipelines: Seq[Pipeline], *,
                           spill: bool = False) -> None:
         """Runs multi-turn sessions: their turns arrive as ``sessions`` releases them (:meth:`release`).
 

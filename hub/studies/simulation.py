@@ -61,6 +61,7 @@ from ..sim.routing import Router, make_router
 from ..sim.scheduling import BlockManager, Scheduler
 from ..sim.scheduling.speculative import Speculation
 from ..sim.transfers import LinkTransfers, NetworkTransfers
+from ..sim.workload import RequestSpecs
 from ..sim.workload.inference_perf import InferencePerfSessions
 from ..timing.cache import RuntimeSessionProxy, SharedTimings
 from ..timing.step_error import Edge
@@ -318,7 +319,7 @@ class Simulation:
         if self._progress is not None:
             self._progress(request)
 
-    def workload(self) -> tuple[list[Any], list[Pipeline]]:
+    def workload(self) -> tuple[RequestSpecs, list[Pipeline]]:
         """The requests and their pipelines (templates drawn by weight when the workload mixes them;
         with sessions, every turn known before the run, for the admission checks)."""
         if self.session_driver is not None:

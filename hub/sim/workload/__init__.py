@@ -31,12 +31,12 @@ from cosim.hub.config.workload import (
     WorkloadConfig,
     parse_workload,
 )
-from cosim.hub.sim.workload.generator import RequestSpec, generate_requests
+from cosim.hub.sim.workload.generator import RequestSpec, RequestSpecs, generate_requests
 from cosim.hub.sim.workload.traces import TraceTable, load_trace
 
 __all__ = [
     "ArrivalProcess", "ConstantArrival", "FixedLength", "GammaArrival", "LengthDist", "LognormalLength",
-    "NormalLength", "PoissonArrival", "PrefixConfig", "RequestSpec", "TraceArrival", "TraceLength",
+    "NormalLength", "PoissonArrival", "PrefixConfig", "RequestSpec", "RequestSpecs", "TraceArrival", "TraceLength",
     "TraceSource", "TraceTable", "UniformArrival", "UniformLength", "WorkloadConfig", "generate_requests",
     "load_trace", "parse_workload",
 ]

@@ -1,7 +1,7 @@
 """Turns a :class:`~cosim.hub.config.workload.WorkloadConfig` into requests.
 
-:func:`generate_requests` returns :class:`RequestSpec` records sorted by
-arrival with ids ``0..n-1``. The caller's generator is split into
+:func:`generate_requests` returns the requests as columns (:class:`RequestSpecs`)
+sorted by arrival with ids ``0..n-1``. The caller's generator is split into
 independent child streams (arrivals, input lengths, output lengths,
 prefixes, models, trace rows), so changing, say, the output distribution
 leaves the arrival times of a seeded run unchanged.
@@ -10,9 +10,10 @@ leaves the arrival times of a seeded run unchanged.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -62,7 +63,51 @@ class RequestSpec:
     deadline_ns: int = NO_DEADLINE  # when its first token is due, under earliest-deadline-first
 
 
-def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_dir: Path) -> list[RequestSpec]:
+class RequestSpecs(Sequence[RequestSpec]):
+    """Requests as columns, in id order: a run of a million requests holds a few arrays, not a
+    million objects; ``specs[i]`` makes request ``i``'s :class:`RequestSpec` for the few readers that
+    want one.
+
+    Attributes:
+        ints: the integer fields (:attr:`INTS`), an int64 array each.
+        objects: the other fields (:attr:`OBJECTS`) that some request may set, a list each; a field
+            missing here is None for every request.
+    """
+
+    INTS = ("id", "arrival_ns", "input_tokens", "output_tokens", "prefix_tokens", "lora_rank", "priority",
+            "deadline_ns")
+    OBJECTS = ("model", "prefix_id", "prompt_token_ids", "source", "lora", "cls")
+
+    def __init__(self, ints: Mapping[str, np.ndarray], objects: Mapping[str, list[Any]]) -> None:
+        self.ints = {name: np.asarray(ints[name], dtype=np.int64) for name in self.INTS}
+        self.objects = dict(objects)
+
+    @classmethod
+    def of(cls, specs: Sequence[RequestSpec]) -> RequestSpecs:
+        """The columns of ``specs``."""
+        ints = {name: np.fromiter((getattr(spec, name) for spec in specs), np.int64, len(specs))
+                for name in cls.INTS}
+        objects = {name: [getattr(spec, name) for spec in specs] for name in cls.OBJECTS}
+        return cls(ints, {name: column for name, column in objects.items() if any(v is not None for v in column)})
+
+    def __len__(self) -> int:
+        return len(self.ints["id"])
+
+    @overload
+    def __getitem__(self, index: int) -> RequestSpec: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RequestSpec]: ...
+
+    def __getitem__(self, index: int | slice) -> RequestSpec | list[RequestSpec]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        fields: dict[str, Any] = {name: int(column[index]) for name, column in self.ints.items()}
+        fields.update((name, column[index]) for name, column in self.objects.items())
+        return RequestSpec(**fields)
+
+
+def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_dir: Path) -> RequestSpecs:
     """Draw the requests of a workload.
 
     Deterministic for a given ``rng`` state; the result is sorted by arrival
@@ -99,18 +144,19 @@ def generate_requests(config: WorkloadConfig, rng: np.random.Generator, *, base_
     classes = _classes(config, num, rng)
 
     order = np.argsort(arrivals, kind="stable")
-    result = [
-        RequestSpec(id=new_id, arrival_ns=int(arrivals[i]), input_tokens=int(inputs[i]),
-                    output_tokens=int(outputs[i]), model=models[i] if models else None,
-                    prefix_id=f"prefix-{prefix_idx[i]}" if prefix_idx[i] >= 0 else None,
-                    prefix_tokens=int(prefix_tokens[i]), prompt_token_ids=token_ids[i] if token_ids else None,
-                    source=sources[i] if sources else None,
-                    lora=adapters[i][0] if adapters else None, lora_rank=adapters[i][1] if adapters else 0,
-                    cls=classes[i] if classes else None,
-                    **(_class_terms(config, classes[i], int(arrivals[i])) if classes else {}))
-        for new_id, i in enumerate(order.tolist())
-    ]
-    logger.info("generated %d requests over %.3f s", num, (result[-1].arrival_ns - result[0].arrival_ns) / 1e9)
+    picked = order.tolist()
+    priorities, deadlines = _class_terms(config, classes, arrivals)
+    ranks = np.array([rank for _, rank in adapters], dtype=np.int64) if adapters else np.zeros(num, dtype=np.int64)
+    ints = {"arrival_ns": arrivals, "input_tokens": inputs, "output_tokens": outputs, "prefix_tokens": prefix_tokens,
+            "lora_rank": ranks, "priority": priorities, "deadline_ns": deadlines}
+    objects: dict[str, list[Any]] = {"model": models, "prompt_token_ids": token_ids, "source": sources,
+                                     "lora": [name for name, _ in adapters], "cls": classes,
+                                     "prefix_id": ([f"prefix-{k}" if k >= 0 else None for k in prefix_idx.tolist()]
+                                                   if config.prefix is not None else [])}
+    result = RequestSpecs({"id": np.arange(num), **{name: column[order] for name, column in ints.items()}},
+                          {name: [column[i] for i in picked] for name, column in objects.items() if column})
+    arrival_ns = result.ints["arrival_ns"]
+    logger.info("generated %d requests over %.3f s", num, (arrival_ns[-1] - arrival_ns[0]) / 1e9)
     return result
 
 
@@ -288,12 +334,16 @@ def _classes(config: WorkloadConfig, num: int, rng: np.random.Generator) -> list
     return [names[k] for k in picks.tolist()]
 
 
-def _class_terms(config: WorkloadConfig, name: str, arrival_ns: int) -> dict[str, int]:
-    """A request's priority and deadline from its class."""
+def _class_terms(config: WorkloadConfig, classes: list[str], arrivals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each request's priority and deadline (generation order) from its class: 0 and no deadline
+    without classes."""
+    if not classes:
+        return np.zeros(len(arrivals), dtype=np.int64), np.full(len(arrivals), NO_DEADLINE, dtype=np.int64)
     assert config.classes is not None
-    cls = config.classes[name]
-    deadline = NO_DEADLINE if cls.deadline_s is None else arrival_ns + round(cls.deadline_s * 1e9)
-    return {"priority": cls.priority, "deadline_ns": deadline}
+    terms = {name: (cls.priority, -1 if cls.deadline_s is None else round(cls.deadline_s * 1e9))
+             for name, cls in config.classes.items()}
+    priorities, due_in = np.array([terms[name] for name in classes], dtype=np.int64).T
+    return priorities, np.where(due_in < 0, NO_DEADLINE, arrivals + due_in)
 
 
 def _adapters(config: WorkloadConfig, tables: _TraceTables, rows: dict[TraceSource, np.ndarray], num: int,

@@ -38,7 +38,7 @@ from cosim.hub.config.inference_perf import InferencePerfConfig, InferencePerfLo
 from cosim.hub.errors import ScenarioError
 
 from ..conversations import SessionSpec, TurnSpec
-from .generator import RequestSpec
+from .generator import RequestSpec, RequestSpecs
 from .token_ids import SEGMENTS_PER_SESSION, question_key
 
 __all__ = ["InferencePerfSessions", "STREAM", "send_offsets_ns"]
@@ -119,10 +119,11 @@ class InferencePerfSessions:
     def num_starts(self) -> int:
         return 0
 
-    def check_specs(self) -> list[RequestSpec]:
+    def check_specs(self) -> RequestSpecs:
         """Every turn as a request (arrival 0), for the admission checks."""
-        return [RequestSpec(id=i, arrival_ns=0, input_tokens=t.input_tokens, output_tokens=t.output_tokens)
-                for i, t in enumerate(t for s in self.sessions for t in s.turns)]
+        return RequestSpecs.of([RequestSpec(id=i, arrival_ns=0, input_tokens=t.input_tokens,
+                                            output_tokens=t.output_tokens)
+                                for i, t in enumerate(t for s in self.sessions for t in s.turns)])
 
     # -- building -------------------------------------------------------------
     def _shared_prefix(self, offsets: list[np.ndarray], rng: np.random.Generator) -> list[SessionSpec]:

@@ -13,7 +13,7 @@ import calendar
 import csv
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -35,24 +35,24 @@ class TraceTable:
         columns: column names (the CSV header, or keys of the first JSON row).
     """
 
-    def __init__(self, label: str, columns: list[str], rows: list[dict[str, Any]], lines: list[int]) -> None:
+    def __init__(self, label: str, columns: list[str], values: dict[str, Sequence[Any]], lines: list[int]) -> None:
         self.label, self.columns = label, columns
-        self._rows, self._lines = rows, lines
+        self._values, self._lines = values, lines  # per column, its raw value in each row (None: missing)
         self._parsed: dict[tuple[str, str], np.ndarray] = {}
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self._lines)
 
     def tokens(self, column: str) -> np.ndarray:
         """A token-count column as int64 (integers >= 0)."""
-        return self._column(column, "tokens", _parse_tokens)
+        return self._column(column, "tokens", _parse_tokens, bulk=_decimal_integers)
 
     def times_ns(self, column: str, unit: TimeUnit) -> np.ndarray:
         """An arrival-time column in integer nanoseconds (absolute; callers rebase)."""
         if unit == "datetime":
             return self._column(column, unit, _parse_datetime_ns)
         if unit == "ns":
-            return self._column(column, unit, _parse_tokens)
+            return self._column(column, unit, _parse_tokens, bulk=_decimal_integers)
         scale = _UNIT_NS[unit]
         return self._column(column, unit, lambda raw: round(_parse_float(raw) * scale))
 
@@ -62,11 +62,8 @@ class TraceTable:
 
     def names(self, column: str) -> list[str | None]:
         """A column of names (a LoRA adapter's): per row, the text, or None where it is empty."""
-        if column not in self.columns:
-            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
         out: list[str | None] = []
-        for row, line in zip(self._rows, self._lines):
-            raw = row.get(column)
+        for raw, line in zip(self._raw(column), self._lines):
             if raw is not None and not isinstance(raw, str | int):
                 raise ScenarioError(f"{self.label}:{line}", f"{column}={quoted(raw, self.label)} is not a name")
             out.append(str(raw).strip() or None if raw is not None else None)
@@ -74,11 +71,8 @@ class TraceTable:
 
     def token_ids(self, column: str) -> list[np.ndarray]:
         """A token-ids column: per row, a JSON list of integers (or a space-separated string, in CSV)."""
-        if column not in self.columns:
-            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
         out = []
-        for row, line in zip(self._rows, self._lines):
-            raw = row.get(column)
+        for raw, line in zip(self._raw(column), self._lines):
             try:
                 ids = np.array(raw.split() if isinstance(raw, str) else raw, dtype=np.int64)
                 if ids.ndim != 1 or (ids < 0).any():
@@ -90,23 +84,33 @@ class TraceTable:
             out.append(ids)
         return out
 
-    def _column(self, column: str, kind: str, parse: Callable[[Any], int]) -> np.ndarray:
+    def _column(self, column: str, kind: str, parse: Callable[[Any], int],
+                bulk: Callable[[Sequence[Any]], np.ndarray | None] = lambda raw: None) -> np.ndarray:
+        """Column ``column`` parsed by ``parse``, once per ``kind``; ``bulk`` parses a whole column of
+        values it can read as ``parse`` would (None where it cannot: then row by row, naming the
+        first bad one)."""
         key = (column, kind)
         if key not in self._parsed:
-            if column not in self.columns:
-                raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
-            values = np.empty(len(self._rows), dtype=np.int64)
-            for i, row in enumerate(self._rows):
-                raw = row.get(column)
-                try:
-                    if raw is None or raw == "":
-                        raise ValueError("is empty")
-                    values[i] = parse(raw)
-                except (ValueError, TypeError, OverflowError) as err:
-                    raise ScenarioError(f"{self.label}:{self._lines[i]}",
-                                        f"{column}={quoted(raw, self.label)} {err}") from None
-            self._parsed[key] = values
+            raw = self._raw(column)
+            parsed = bulk(raw)
+            if parsed is None:
+                parsed = np.empty(len(raw), dtype=np.int64)
+                for i, value in enumerate(raw):
+                    try:
+                        if value is None or value == "":
+                            raise ValueError("is empty")
+                        parsed[i] = parse(value)
+                    except (ValueError, TypeError, OverflowError) as err:
+                        raise ScenarioError(f"{self.label}:{self._lines[i]}",
+                                            f"{column}={quoted(value, self.label)} {err}") from None
+            self._parsed[key] = parsed
         return self._parsed[key]
+
+    def _raw(self, column: str) -> Sequence[Any]:
+        """Each row's value of ``column``, as read."""
+        if column not in self._values:
+            raise ScenarioError(f"{self.label}:1", f"no column {column!r}{self._columns_shown()}")
+        return self._values[column]
 
     def _columns_shown(self) -> str:
         # The header is the file's text: a hub shows it only for files the submitter uploaded.
@@ -128,17 +132,17 @@ def load_trace(source: TraceSource, base_dir: Path) -> TraceTable:
     try:
         with path.open(encoding="utf-8-sig", newline="") as handle:
             reader = _read_jsonl if source.format in ("jsonl", "mooncake") else _read_csv
-            columns, rows, lines = reader(handle, label)
+            columns, values, lines = reader(handle, label)
     except FileNotFoundError:
         raise ScenarioError(label, f"trace file not found (looked for {path.resolve()})") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ScenarioError(label, f"cannot read trace file: {err}") from None
-    if not rows:
+    if not lines:
         raise ScenarioError(label, "trace file has no data rows")
-    return TraceTable(label, columns, rows, lines)
+    return TraceTable(label, columns, values, lines)
 
 
-def _read_csv(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+def _read_csv(handle: Any, label: str) -> tuple[list[str], dict[str, Sequence[Any]], list[int]]:
     reader = csv.reader(handle)
     header = next(reader, None)
     if not header:
@@ -153,14 +157,14 @@ def _read_csv(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]],
                 shown = f" ({','.join(header)})" if may_quote(label) else ""
                 raise ScenarioError(f"{label}:{reader.line_num}",
                                     f"expected {len(header)} fields{shown}, got {len(fields)}")
-            rows.append(dict(zip(header, fields, strict=True)))
+            rows.append(fields)
             lines.append(reader.line_num)
     except csv.Error as err:
         raise ScenarioError(f"{label}:{reader.line_num}", f"malformed CSV: {err}") from None
-    return header, rows, lines
+    return header, dict(zip(header, zip(*rows, strict=True))) if rows else {}, lines
 
 
-def _read_jsonl(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]], list[int]]:
+def _read_jsonl(handle: Any, label: str) -> tuple[list[str], dict[str, Sequence[Any]], list[int]]:
     rows, lines = [], []
     columns: list[str] = []
     for number, text in enumerate(handle, start=1):
@@ -177,7 +181,7 @@ def _read_jsonl(handle: Any, label: str) -> tuple[list[str], list[dict[str, Any]
                 columns.append(key)
         rows.append(row)
         lines.append(number)
-    return columns, rows, lines
+    return columns, {column: [row.get(column) for row in rows] for column in columns}, lines
 
 
 def _parse_float(raw: Any) -> float:
@@ -203,6 +207,18 @@ def _parse_tokens(raw: Any) -> int:
     if value < 0:
         raise ValueError("must be >= 0")
     return value
+
+
+def _decimal_integers(raw: Sequence[Any]) -> np.ndarray | None:
+    """A column of plain decimal strings (a CSV's token counts) as int64, read at once; None where a
+    value is anything else, or too large for :func:`_parse_tokens`'s float to hold exactly."""
+    try:
+        if not all(map(str.isdecimal, raw)):
+            return None
+        values = np.fromiter(map(int, raw), np.int64, len(raw))
+    except (TypeError, OverflowError):  # a value that is no string (JSON), or beyond int64
+        return None
+    return values if values.max(initial=0) <= 2**53 else None
 
 
 def _parse_datetime_ns(raw: Any) -> int:
@@ -250,4 +266,5 @@ def _sharegpt_table(source: TraceSource, path: Path) -> TraceTable:
         lines.append(int(session.source.rsplit(":", 1)[1]) if session.source else len(lines) + 1)
     if not rows:
         raise ScenarioError(str(path), "no conversation has a first message and answer vllm bench serve would take")
-    return TraceTable(str(path), ["input_tokens", "output_tokens"], rows, lines)
+    columns = ["input_tokens", "output_tokens"]
+    return TraceTable(str(path), columns, {column: [row[column] for row in rows] for column in columns}, lines)

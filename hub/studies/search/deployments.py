@@ -63,7 +63,7 @@ class SearchResult:
 def _mean_output_tokens(base: Mapping[str, Any], base_dir: Path) -> float:
     config = parse_config(base)
     specs = generate_requests(config.workload, np.random.default_rng(config.seed), base_dir=base_dir)
-    return float(np.mean([s.output_tokens for s in specs]))
+    return float(np.mean(specs.ints["output_tokens"]))
 
 
 def search(space: str | Path | Mapping[str, Any] | SearchSpace, *, output_dir: str | Path | None = None,

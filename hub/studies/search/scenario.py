@@ -56,7 +56,8 @@ def base_rate(data: Mapping[str, Any], base_dir: Path) -> float:
     scenario = parse_config({**data, "workload": {**data["workload"],
                                                   "arrival": {**data["workload"]["arrival"], "speedup": 1.0}}})
     specs = generate_requests(scenario.workload, np.random.default_rng(scenario.seed), base_dir=base_dir)
-    span_s = (specs[-1].arrival_ns - specs[0].arrival_ns) / 1e9
+    arrivals = specs.ints["arrival_ns"]
+    span_s = int(arrivals[-1] - arrivals[0]) / 1e9
     if len(specs) < 2 or span_s <= 0:
         raise ScenarioError("workload.arrival", "the trace's arrivals span no time; goodput needs a rate to vary")
     return (len(specs) - 1) / span_s
@@ -88,8 +89,8 @@ def single_request(data: Mapping[str, Any], base_dir: Path) -> dict[str, Any]:
     """The scenario with one request of the workload's mean input and output length, alone."""
     scenario = parse_config(data)
     specs = generate_requests(scenario.workload, np.random.default_rng(scenario.seed), base_dir=base_dir)
-    mean_in = max(1, round(float(np.mean([s.input_tokens for s in specs]))))
-    mean_out = max(1, round(float(np.mean([s.output_tokens for s in specs]))))
+    mean_in = max(1, round(float(np.mean(specs.ints["input_tokens"]))))
+    mean_out = max(1, round(float(np.mean(specs.ints["output_tokens"]))))
     workload: dict[str, Any] = {"requests": 1, "arrival": {"process": "constant"},
                                 "input_tokens": {"dist": "fixed", "value": mean_in},
                                 "output_tokens": {"dist": "fixed", "value": mean_out}}
