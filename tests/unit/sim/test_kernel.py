@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from cosim_core import StopFlag
 
 from cosim.hub.errors import HubError, ScenarioError
 from cosim.hub.sim.kernel import ARRIVAL, DONE, MAX_SIM_NS, WAKE, Kernel
-from cosim_core import StopFlag
 from cosim.hub.sim.records import RequestRecord
 
 
