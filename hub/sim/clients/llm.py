@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
+from functools import partial
 from typing import Protocol
 
 from cosim_core import record_run
@@ -89,7 +90,7 @@ class LLMClient:
         # steps may be pending on them.
         self.scheduler: UnsettledScheduler = scheduler
         self.timer = clock(scheduler=scheduler, settled=record_run,
-                           next_arrival_ns=lambda now: sink.next_arrival_at(self, now),
+                           next_arrival_ns=partial(sink.next_arrival_at, self),
                            alone=group is None, overlapping=self.micro_batches > 1)
         self.timeline = ClientTimeline()  # written by the clock at each step
         if scheduler.speculation is not None:
