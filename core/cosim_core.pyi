@@ -789,8 +789,19 @@ class Kernel:
         """When the next event is handled (``now_ns`` when the run stops first; past MAX_SIM_NS if none)."""
     def advance(self, time_ns: int, label: str) -> None:
         """Handles an event its caller handles itself, at ``time_ns`` (one before :meth:`peek`)."""
-    def run(self, *, stop: Callable[[], bool] | None = None) -> None:
-        """Handles events in order until the heap is empty or ``stop()`` is true."""
+    def run(self, *, stop: Callable[[], bool] | None = None, flag: StopFlag | None = None) -> None:
+        """Handles events in order until the heap is empty, ``flag`` is set or ``stop()`` is true (each
+        checked before every event)."""
+
+class StopFlag:
+    """A run's stop sign (:meth:`Kernel.run`'s ``flag``): set by a signal handler or another thread,
+    read by the kernel between two events without a Python call."""
+
+    def __init__(self) -> None: ...
+    def set(self) -> None:
+        """Stops the run before its next event."""
+    def is_set(self) -> bool:
+        """Whether it was set."""
 
 # -- the roofline's step-time model (core/src/roofline; adapters/roofline documents it) ---------
 

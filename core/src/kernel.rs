@@ -9,6 +9,7 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -92,6 +93,32 @@ impl Ord for Event {
     }
 }
 
+/// A run's stop sign (`Kernel.run`'s `flag`): set by a signal handler or another thread, read by the
+/// kernel between two events without a Python call (a callable `stop` costs one per event).
+#[pyclass(module = "cosim_core", frozen)]
+#[derive(Default)]
+pub struct StopFlag {
+    raised: AtomicBool,
+}
+
+#[pymethods]
+impl StopFlag {
+    #[new]
+    fn new() -> Self {
+        StopFlag::default()
+    }
+
+    /// Stops the run before its next event.
+    fn set(&self) {
+        self.raised.store(true, AtomicOrdering::Relaxed);
+    }
+
+    /// Whether it was set.
+    fn is_set(&self) -> bool {
+        self.raised.load(AtomicOrdering::Relaxed)
+    }
+}
+
 /// Clock plus event heap.
 ///
 /// Args:
@@ -118,8 +145,9 @@ pub struct Kernel {
     in_place: bool,
     heap: BinaryHeap<Reverse<Event>>,
     seq: u64,
-    /// `run`'s `stop`, while it runs.
+    /// `run`'s `stop` and `flag`, while it runs.
     stop: Option<PyObject>,
+    flag: Option<Py<StopFlag>>,
 }
 
 #[pymethods]
@@ -128,13 +156,14 @@ impl Kernel {
     #[pyo3(signature = (*, log_limit = 0, in_place = true))]
     fn new(py: Python<'_>, log_limit: i64, in_place: bool) -> Self {
         Kernel { now_ns: 0, num_events: 0, log_limit, log: PyList::empty(py).unbind(), in_place, heap: BinaryHeap::new(),
-                 seq: 0, stop: None }
+                 seq: 0, stop: None, flag: None }
     }
 
     // Events hold the simulation's callbacks, which hold the kernel: the collector sees those cycles.
     fn __traverse__(&self, visit: pyo3::PyVisit<'_>) -> Result<(), pyo3::PyTraverseError> {
         visit.call(&self.log)?;
         visit.call(&self.stop)?;
+        visit.call(&self.flag)?;
         for Reverse(event) in &self.heap {
             visit.call(&event.call)?;
             visit.call(&event.args)?;
@@ -145,6 +174,7 @@ impl Kernel {
     fn __clear__(&mut self) {
         self.heap.clear();
         self.stop = None;
+        self.flag = None;
     }
 
     /// Schedules `fn(*args)` at `time_ns` (never in the past).
@@ -171,17 +201,15 @@ impl Kernel {
     }
 
     /// When the next event is handled: the first pending event's time; `now_ns` when the run stops
-    /// before its next event (`run`'s `stop`), or always where events are not handled in place
+    /// before its next event (`run`'s `stop` or `flag`), or always where events are not handled in place
     /// (`in_place`); past `MAX_SIM_NS` when none is pending. Nothing else happens in the simulation
     /// before then (see `advance`).
     pub(crate) fn peek(&self, py: Python<'_>) -> PyResult<i128> {
         if !self.in_place {
             return Ok(i128::from(self.now_ns));
         }
-        if let Some(stop) = &self.stop {
-            if stop.call0(py)?.is_truthy(py)? {
-                return Ok(i128::from(self.now_ns));
-            }
+        if stopped(py, self.stop.as_ref(), self.flag.as_ref())? {
+            return Ok(i128::from(self.now_ns));
         }
         Ok(self.heap.peek().map_or(i128::from(MAX_SIM_NS) + 1, |Reverse(event)| i128::from(event.time_ns)))
     }
@@ -204,30 +232,35 @@ impl Kernel {
         self.heap.len()
     }
 
-    /// Handles events in order until the heap is empty or `stop()` is true.
+    /// Handles events in order until the heap is empty, `flag` is set or `stop()` is true (each
+    /// checked before every event).
     ///
     /// NOTE: time never goes backwards: every event is at or after `now_ns`, which `call_at` enforces.
-    #[pyo3(signature = (*, stop = None))]
-    fn run(slf: &Bound<'_, Self>, stop: Option<PyObject>) -> PyResult<()> {
+    #[pyo3(signature = (*, stop = None, flag = None))]
+    fn run(slf: &Bound<'_, Self>, stop: Option<PyObject>, flag: Option<Py<StopFlag>>) -> PyResult<()> {
         let py = slf.py();
-        slf.borrow_mut().stop = stop.as_ref().map(|stop| stop.clone_ref(py));
-        let handled = Self::handle_events(slf, stop.as_ref());
-        slf.borrow_mut().stop = None;
+        {
+            let mut this = slf.borrow_mut();
+            this.stop = stop.as_ref().map(|stop| stop.clone_ref(py));
+            this.flag = flag.as_ref().map(|flag| flag.clone_ref(py));
+        }
+        let handled = Self::handle_events(slf, stop.as_ref(), flag.as_ref());
+        let mut this = slf.borrow_mut();
+        this.stop = None;
+        this.flag = None;
         handled
     }
 }
 
 impl Kernel {
-    fn handle_events(slf: &Bound<'_, Self>, stop: Option<&PyObject>) -> PyResult<()> {
+    fn handle_events(slf: &Bound<'_, Self>, stop: Option<&PyObject>, flag: Option<&Py<StopFlag>>) -> PyResult<()> {
         let py = slf.py();
         loop {
             if slf.borrow().heap.is_empty() {
                 return Ok(());
             }
-            if let Some(stop) = stop {
-                if stop.call0(py)?.is_truthy(py)? {
-                    return Ok(());
-                }
+            if stopped(py, stop, flag)? {  // the kernel not borrowed: `stop` may call it
+                return Ok(());
             }
             let event = {
                 let mut this = slf.borrow_mut();
@@ -241,6 +274,17 @@ impl Kernel {
             };
             event.call.call1(py, event.args.bind(py))?;
         }
+    }
+}
+
+/// Whether a run stops before its next event: `flag` set, or `stop()` true (called only then).
+fn stopped(py: Python<'_>, stop: Option<&PyObject>, flag: Option<&Py<StopFlag>>) -> PyResult<bool> {
+    if flag.is_some_and(|flag| flag.get().is_set()) {
+        return Ok(true);
+    }
+    match stop {
+        Some(stop) => stop.call0(py)?.is_truthy(py),
+        None => Ok(false),
     }
 }
 

@@ -70,6 +70,7 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<records::RequestRecord>()?;
     module.add_class::<records::StageRecord>()?;
     module.add_class::<kernel::Kernel>()?;
+    module.add_class::<kernel::StopFlag>()?;
     module.add("MAX_SIM_NS", kernel::MAX_SIM_NS)?;
     module.add("DONE", kernel::DONE)?;
     module.add("ARRIVAL", kernel::ARRIVAL)?;

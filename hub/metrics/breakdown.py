@@ -34,7 +34,7 @@ def stage_values(record: RequestRecord) -> list[Stage]:
 def add_breakdown(totals: dict[str, int], stages: Sequence[Stage]) -> None:
     """Adds a finished request's components, ns (``queue`` and ``communication`` first), from its
     :func:`stage_values`."""
-    split = {kind.split(":")[0] for kind, *_ in stages if ":" in kind}
+    split = {stage[0].split(":")[0] for stage in stages if ":" in stage[0]}
     totals.setdefault("queue", 0)
     totals.setdefault("communication", 0)
     for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:

@@ -85,7 +85,7 @@ class _Sums:
         if record.is_finished:
             add_breakdown(self.breakdown.setdefault(record.template, {}), stages)
             self.finished[record.template] = self.finished.get(record.template, 0) + 1
-        self.kinds.update(kind for kind, *_ in stages)
+        self.kinds.update([stage[0] for stage in stages])
         self.has_lora = self.has_lora or record.lora is not None
 
     def merged(self, other: _Sums) -> _Sums:

@@ -233,17 +233,18 @@ class Coordinator:
         if "prefill" not in client.serves:
             landings = self._landings.get(client.name)
             return landings.next_at(now) if landings is not None else None
-        times = self._arrivals.get(client.info.model)
+        model = client.info.model
+        times = self._arrivals.get(model)
         if times is None:
             return None
         start = bisect_right(times, now)
         if start == len(times):
             return None
-        candidates = self.candidates("prefill", client.info.model)
+        candidates = self.candidates("prefill", model)
         ahead = self.router.stages_before(candidates, client)
         if ahead is None:
             return now + (times[start] - now) * len(candidates)
-        return times[min(start + min(ahead, FORECAST_ARRIVALS - 1), len(times) - 1)]
+        return times[min(start + ahead, start + FORECAST_ARRIVALS - 1, len(times) - 1)]
 
     def candidates(self, kind: str, model: str) -> tuple[LLMClient, ...]:
         """LLM clients serving stage ``kind`` of ``model``, in config order."""
@@ -256,7 +257,8 @@ class Coordinator:
     # -- stage push --------------------------------------------------------
     def push_stage(self, request: RequestRecord) -> None:
         """Routes the request's next stage, or finishes the request."""
-        if request.stage_index >= len(request.pipeline):
+        pipeline, index = request.pipeline, request.stage_index
+        if index >= len(pipeline):
             request.finish_ns = self.kernel.now_ns
             self.num_finished += 1
             del self.in_flight[request.id]
@@ -266,7 +268,7 @@ class Coordinator:
             if self.sessions is not None and request.session >= 0:
                 self.sessions.turn_done(request)
             return
-        kind = request.pipeline[request.stage_index]
+        kind = pipeline[index]
         if kind in LLM_STAGES:
             self._push_prefill(request)
             return
@@ -322,18 +324,21 @@ class Coordinator:
     def on_llm_done(self, seq: Sequence, now_ns: int, release_kv: Callable[[], None]) -> None:
         """An LLM client finished its part: decode elsewhere (its KV freed once copied), or move
         past the LLM stages."""
-        request = seq.request
-        if request.generated_tokens >= request.output_tokens or seq.stage.kind != "prefill":
+        request, prefilled = seq.request, seq.stage.kind == "prefill"
+        generated = request.generated_tokens >= request.output_tokens
+        if generated or not prefilled:
             release_kv()
-        if seq.stage.kind != "prefill":
+        if not prefilled:
             request.branches_done += 1
             if request.branches_done < request.branches:
                 return  # one reasoning path ended; its siblings are still generating
-        if request.generated_tokens >= request.output_tokens:
-            if "kv_retrieval" in request.pipeline and request.prefix_tokens and not request.retrieved_tokens:
+        if generated:
+            pipeline, index = request.pipeline, request.stage_index
+            if "kv_retrieval" in pipeline and request.prefix_tokens and not request.retrieved_tokens:
                 self._store_prefix(request)
-            while request.stage_index < len(request.pipeline) and request.pipeline[request.stage_index] in LLM_STAGES:
-                request.stage_index += 1
+            while index < len(pipeline) and pipeline[index] in LLM_STAGES:
+                index += 1
+            request.stage_index = index
             self.push_stage(request)
             return
         options = self.candidates("decode", request.model)

@@ -25,6 +25,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from cosim_core import StopFlag
+
 from ..errors import CosimError
 
 
@@ -75,16 +77,23 @@ def sigterm_raises() -> Iterator[None]:
 
 
 class HeldInterrupt:
-    """A Ctrl-C or SIGTERM held by :func:`held_between_events` (``interrupt``: None until one comes)."""
+    """A Ctrl-C or SIGTERM held by :func:`held_between_events` (``interrupt``: None until one comes);
+    ``flag`` is set with it, for the kernel to stop at (:meth:`Kernel.run`'s ``flag``)."""
 
     def __init__(self) -> None:
         self.interrupt: KeyboardInterrupt | None = None
+        self.flag = StopFlag()
+
+    def hold(self, interrupt: KeyboardInterrupt) -> None:
+        """Holds ``interrupt`` (unless one is held already) and stops the event loop before its next event."""
+        self.interrupt = self.interrupt or interrupt
+        self.flag.set()
 
 
 class RunStop:
     """Stops a run from another thread: :meth:`stop` hands a :class:`Stopped` to each event loop the
     run holds (``held_between_events(stop)``), between two events, and to every one it starts later.
-    Setting ``held.interrupt`` costs the event loop nothing: it checks that already."""
+    Holding it costs the event loop nothing: the kernel reads the held interrupt's flag natively."""
 
     def __init__(self) -> None:
         self.stopped: Stopped | None = None
@@ -97,7 +106,7 @@ class RunStop:
             if self.stopped is None:
                 self.stopped = Stopped(reason)
             for held in self._held:
-                held.interrupt = held.interrupt or self.stopped
+                held.hold(self.stopped)
 
     @contextlib.contextmanager
     def holding(self, held: HeldInterrupt) -> Iterator[None]:
@@ -105,7 +114,7 @@ class RunStop:
         with self._lock:
             self._held.append(held)
             if self.stopped is not None:
-                held.interrupt = held.interrupt or self.stopped
+                held.hold(self.stopped)
         try:
             yield
         finally:
@@ -134,7 +143,7 @@ def _signals_held(held: HeldInterrupt) -> Iterator[None]:
         interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
         if held.interrupt is not None:
             raise interrupt
-        held.interrupt = interrupt
+        held.hold(interrupt)
 
     raising: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: _raise_terminated}
     previous = {signum: signal.getsignal(signum) for signum in raising}

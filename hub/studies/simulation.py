@@ -364,8 +364,7 @@ class Simulation:
             lambda: self.coordinator.num_finished >= total
         try:
             with held_between_events(stop) as held:  # Ctrl-C stops between events: a partial run's records are whole
-                self.kernel.run(stop=(lambda: held.interrupt is not None or done()) if self.pools
-                                else lambda: held.interrupt is not None)
+                self.kernel.run(flag=held.flag, stop=done if self.pools else None)
             if held.interrupt is not None:
                 raise held.interrupt
         except CosimError as err:

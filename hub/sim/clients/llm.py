@@ -17,9 +17,9 @@ takes, and how cheaply that is found out, :mod:`cosim.hub.timing`'s.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as Sequence_
+from functools import partial
 from typing import Protocol
 
 from cosim_core import record_run
@@ -90,7 +90,7 @@ class LLMClient:
         # steps may be pending on them.
         self.scheduler: UnsettledScheduler = scheduler
         self.timer = clock(scheduler=scheduler, settled=record_run,
-                           next_arrival_ns=lambda now: sink.next_arrival_at(self, now),
+                           next_arrival_ns=partial(sink.next_arrival_at, self),
                            alone=group is None, overlapping=self.micro_batches > 1)
         self.timeline = ClientTimeline()  # written by the clock at each step
         if scheduler.speculation is not None:
@@ -104,7 +104,7 @@ class LLMClient:
         self.wake_pending = False  # its wake-up is scheduled
         self.wake_label, self.done_label = f"wake {self.name}", f"step done {self.name}"
         self._input_tokens = 0  # prompt tokens of the requests with a sequence here
-        self._seqs_of: Counter[int] = Counter()  # request id -> its sequences here
+        self._seqs_of: dict[int, int] = {}  # request id -> its sequences here
 
     # -- work arriving ---------------------------------------------------
     def submit(self, seq: Sequence) -> None:
@@ -170,12 +170,13 @@ class LLMClient:
     def hold(self, seq: Sequence, count: int) -> None:
         """Counts ``count`` more (or fewer) sequences of ``seq``'s request here."""
         request = seq.request
-        before = self._seqs_of[request.id]
+        key = request.id
+        before = self._seqs_of.get(key, 0)
         after = before + count
         if after:
-            self._seqs_of[request.id] = after
+            self._seqs_of[key] = after
         else:
-            del self._seqs_of[request.id]
+            del self._seqs_of[key]
         if not before or not after:
             self._input_tokens += request.input_tokens if after else -request.input_tokens
 

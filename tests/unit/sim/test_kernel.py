@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from cosim_core import StopFlag
 
 from cosim.hub.errors import HubError, ScenarioError
 from cosim.hub.sim.kernel import ARRIVAL, DONE, MAX_SIM_NS, WAKE, Kernel
@@ -44,6 +45,22 @@ def test_stop_ends_the_run_with_events_left() -> None:
         kernel.call_at(t, DONE, lambda: None)
     kernel.run(stop=lambda: kernel.now_ns >= 3)
     assert kernel.num_events == 4
+
+
+def test_a_flag_set_by_an_event_stops_the_run_before_the_next_and_peek_says_so() -> None:
+    kernel, flag = Kernel(), StopFlag()
+    peeked: list[int] = []
+
+    def third() -> None:
+        flag.set()
+        peeked.append(kernel.peek())  # the run stops now: nothing comes after now
+
+    for t in range(10):
+        kernel.call_at(t, DONE, third if t == 2 else lambda: None)
+    kernel.run(flag=flag)
+    assert flag.is_set() and kernel.num_events == 3 and peeked == [2]
+    kernel.run()  # the flag is the run's: the next run goes on
+    assert kernel.num_events == 10
 
 
 def test_the_log_keeps_the_first_events_with_their_labels() -> None:
