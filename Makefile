@@ -25,7 +25,7 @@ $(VENV)/.installed-dev: $(PACKAGING) | $(BIN)/python
 
 # The compiled core (core/: Rust, PyO3), built by maturin with the machine's Rust toolchain (cargo) and
 # installed into the venv as the module cosim_core; rebuilt whenever its sources change.
-CORE_SOURCES = $(wildcard core/src/*.rs) core/Cargo.toml core/Cargo.lock core/pyproject.toml core/cosim_core.pyi
+CORE_SOURCES = $(wildcard core/src/*.rs core/src/*/*.rs) core/Cargo.toml core/Cargo.lock core/pyproject.toml core/cosim_core.pyi
 
 $(VENV)/.core: $(CORE_SOURCES) | $(BIN)/python
 	@command -v cargo >/dev/null 2>&1 || { echo "cosim's core is Rust: install a Rust toolchain (https://rustup.rs) and rerun"; exit 1; }
