@@ -527,7 +527,8 @@ class SharedTimings:
 class RuntimeSessionProxy:
     """Times the steps of the clients sharing one runtime session, caching by batch signature
     (core/src/timing.rs): on a miss the step, the caller's predicted batches (``ahead``) and the
-    other riders' top-ups go to the backend in one ``client.predict_steps`` call."""
+    other riders' top-ups go to the backend in one ``client.predict_steps`` call; where ``native``
+    (a RooflineModel) times misses in process, the step alone, nothing predicted."""
 
     MIN_LOOKAHEAD: int
     MAX_LOOKAHEAD: int
@@ -544,7 +545,8 @@ class RuntimeSessionProxy:
     @property
     def use_cache(self) -> bool: ...
     @property
-    def lookahead(self) -> bool: ...
+    def lookahead(self) -> bool:
+        """Whether a miss carries the batches predicted to follow (never where misses are timed natively)."""
     @property
     def bucket_tokens(self) -> int: ...
     @property
@@ -587,7 +589,8 @@ class StepTimer:
     @property
     def session(self) -> RuntimeSessionProxy: ...
     @property
-    def max_lookahead(self) -> int: ...
+    def max_lookahead(self) -> int:
+        """Most batches predicted per call; 0 where the session looks nothing ahead."""
     @property
     def decode_runs(self) -> bool: ...
     @property

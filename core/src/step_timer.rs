@@ -15,7 +15,7 @@
 //! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
 //! predictions reach the session as the forecast's timing keys, with no Python in between, unless a
 //! Python subclass replaces `_lookahead` (a test checking each against a fresh copy's). A decode
-//! run's steps whose timings are cached are taken back to back while nothing else happens
+//! run's steps whose timings are cached (or timed natively on a miss) are taken back to back while nothing else happens
 //! (`run_ahead`), and the client's steps are begun, timed, ended and recorded natively, in place
 //! where nothing else comes first ([`crate::stepping`]).
 
@@ -50,7 +50,8 @@ const MAX_FORECAST_STEPS: usize = 1024;
 ///     next_arrival_ns: when the next request may arrive here (a lookahead hint), or None.
 ///     energy: how much energy each step uses ([`StepEnergy`]); None: only what
 ///         the backend reports.
-///     max_lookahead: most batches predicted per call (0: none).
+///     max_lookahead: most batches predicted per call (0: none; none either where the session
+///         looks nothing ahead, as where it times misses natively).
 ///     decode_runs: take decode runs in bulk; off, every step is formed and updated one by one.
 ///     host_time: the host time each step exposes (`cosim.hub.sim.clients.host.HostTime`); None: none.
 ///     drafter: the speculative drafter whose proposals each step adds; None: none.
@@ -105,13 +106,14 @@ impl StepTimer {
                         next_arrival_ns = None, energy = None, max_lookahead = 256, decode_runs = true,
                         host_time = None, drafter = None, alone = true, overlapping = false))]
     #[allow(clippy::too_many_arguments)]
-    fn new(name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>, settled: PyObject,
+    fn new(py: Python<'_>, name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>, settled: PyObject,
            collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64, next_arrival_ns: Option<PyObject>,
            energy: Option<Py<StepEnergy>>, max_lookahead: i64, decode_runs: bool, host_time: Option<PyObject>,
            drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
+        let predicts = alone && !overlapping && session.borrow(py).lookahead;
         StepTimer {
             name, scheduler, session, on_settled: settled, collectives_ns, host_bandwidth_gbps, next_arrival_ns,
-            energy, max_lookahead: if alone && !overlapping { max_lookahead } else { 0 },
+            energy, max_lookahead: if predicts { max_lookahead } else { 0 },
             decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
             last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
             spare: None, lookahead_replaced: None,
@@ -597,8 +599,9 @@ impl DraftsAhead {
 impl StepTimer {
     /// Takes the decode run's next step from `start_ns` as `begin`, `duration_ns` and `end` take it,
     /// without forming its batch, if: it ends before `horizon_ns()` (when anything else next happens
-    /// in the simulation), its timing is cached, and it is not the run's last (handed back like any
-    /// other). Its duration and energy, for the client to record; None: the step is taken one by one.
+    /// in the simulation), its timing is cached or the session times misses natively, and it is not
+    /// the run's last (handed back like any other). Its duration and energy, for the client to
+    /// record; None: the step is taken one by one.
     pub(crate) fn run_ahead(slf: &Bound<'_, Self>, start_ns: i64, horizon_ns: impl FnOnce() -> PyResult<i128>)
         -> PyResult<Option<(i64, StepJoules)>> {
         let py = slf.py();
@@ -610,9 +613,10 @@ impl StepTimer {
             return Ok(None);
         }
         let session = slf.borrow().session.clone_ref(py);
-        let Some(timing) = session.borrow(py).peek_run(py, run)? else {
-            return Ok(None); // the backend is asked, with lookahead, by the step taken one by one
+        let Some(run_timing) = session.borrow(py).run_timing(py, run)? else {
+            return Ok(None);
         };
+        let timing = *run_timing.timing();
         let context = run.borrow().next_context(); // the step's batch as run.step() would form it
         let ones = vec![1; context.len()];
         let lists = StepLists::Run(run, &context);
@@ -622,7 +626,7 @@ impl StepTimer {
         if i128::from(end_ns) >= horizon_ns()? {
             return Ok(None);
         }
-        session.borrow_mut(py).count_hit(&timing, Some(slf.as_any()));
+        session.borrow_mut(py).count_run_step(py, run_timing, Some(slf.as_any()))?;
         {
             let mut run = run.borrow_mut();
             run.begin(py)?;

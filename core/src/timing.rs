@@ -12,10 +12,12 @@
 //!
 //! Runs of one process that open equal sessions share a cache ([`SharedTimings`]). The common
 //! path, a hit for a batch the step timer formed (`crate::step_timer`, through
-//! [`RuntimeSessionProxy::time`]) or a decode run's step ([`RuntimeSessionProxy::peek_run`]),
+//! [`RuntimeSessionProxy::time`]) or a decode run's step ([`RuntimeSessionProxy::run_timing`]),
 //! builds its key from Rust data and calls no Python. Where the backend is the in-process roofline,
 //! a miss calls its compiled model ([`RooflineModel`]) directly, with the backend's checks and cache,
-//! counted as the client's call (`native`).
+//! counted as the client's call (`native`). Such a miss costs about a microsecond, less than the
+//! forecast lookahead would, so nothing rides along with it, and a decode run's step that misses is
+//! timed there too, its run kept going in bulk.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -284,7 +286,8 @@ impl SharedTimings {
 ///     session_id: the open session.
 ///     client_name: the hub client the session was opened for (named in calls made for no rider).
 ///     cache: whether to cache timings (a backend is deterministic per session).
-///     lookahead: whether a miss carries the batches predicted to follow.
+///     lookahead: whether a miss carries the batches predicted to follow; never where misses are
+///         timed natively (`native`), which costs less than predicting them.
 ///     max_cache_entries: bound on the cache, so long runs keep bounded memory.
 ///     bucket_tokens: time every batch with its contexts rounded up to a multiple of this (0:
 ///         exact); the caller checked the backend declares `bucketed_cache_safe`.
@@ -306,7 +309,7 @@ pub struct RuntimeSessionProxy {
     #[pyo3(get)]
     use_cache: bool,
     #[pyo3(get)]
-    lookahead: bool,
+    pub(crate) lookahead: bool,
     #[pyo3(get, set)]
     max_cache_entries: usize,
     #[pyo3(get)]
@@ -348,10 +351,10 @@ impl RuntimeSessionProxy {
             Some(shared) => shared,
             None => Py::new(py, TimingCache::default())?,
         };
+        let native = native.and_then(|model| model.downcast::<RooflineModel>().ok()).map(|model| model.clone().unbind());
         Ok(RuntimeSessionProxy {
-            client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache,
-            max_cache_entries, bucket_tokens, cache: cache_store,
-            native: native.and_then(|model| model.downcast::<RooflineModel>().ok()).map(|model| model.clone().unbind()),
+            client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache && native.is_none(),
+            max_cache_entries, bucket_tokens, cache: cache_store, native,
             hits_since_miss: HashMap::new(), riders: Vec::new(),
             num_lookups: 0, num_hits: 0, num_out_of_range: 0,
         })
@@ -425,17 +428,43 @@ impl RuntimeSessionProxy {
 }
 
 impl RuntimeSessionProxy {
-    /// The cached timing of the decode run's next step, if any, not counted as a lookup.
-    pub fn peek_run(&self, py: Python<'_>, run: &Bound<'_, DecodeRun>) -> PyResult<Option<Timing>> {
+    /// The timing of the decode run's next step without asking the client: cached, or, missing,
+    /// the compiled model's where misses are timed natively; None otherwise. Neither counted nor
+    /// stored until the step is taken ([`Self::count_run_step`]).
+    pub fn run_timing(&self, py: Python<'_>, run: &Bound<'_, DecodeRun>) -> PyResult<Option<RunTiming>> {
         if !self.use_cache {
             return Ok(None);
         }
         let key = Hashed::new(run.borrow().next_key(py)?.bucketed(self.bucket_tokens));
-        Ok(self.cache.borrow(py).get(&key))
+        if let Some(hit) = self.cache.borrow(py).get(&key) {
+            return Ok(Some(RunTiming::Cached(hit)));
+        }
+        let Some(model) = &self.native else {
+            return Ok(None); // the client is asked, with lookahead, by the step taken one by one
+        };
+        let key = Arc::new(key);
+        Ok(Self::time_natively(model.bind(py), std::slice::from_ref(&key), self.scale)?
+            .map(|timings| RunTiming::Timed(key, timings[0])))
     }
 
-    /// Counts a lookup that found `hit`: `step_time`'s, or a step taken in bulk after a `peek_run`.
-    pub fn count_hit(&mut self, hit: &Timing, rider: Option<&Bound<'_, PyAny>>) {
+    /// Counts a decode run's step taken in bulk as `step_time` would have counted it: a hit, or a
+    /// miss timed natively (one call of the client's), now cached.
+    pub fn count_run_step(&mut self, py: Python<'_>, timing: RunTiming, rider: Option<&Bound<'_, PyAny>>)
+        -> PyResult<()> {
+        match timing {
+            RunTiming::Cached(hit) => self.count_hit(&hit, rider),
+            RunTiming::Timed(key, timing) => {
+                self.num_lookups += 1;
+                count_call(self.client.bind(py))?;
+                self.cache.borrow_mut(py).store(key, timing, self.max_cache_entries);
+                self.num_out_of_range += i64::from(timing.out_of_range);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a lookup that found `hit`: `step_time`'s, or a decode run's step taken in bulk.
+    fn count_hit(&mut self, hit: &Timing, rider: Option<&Bound<'_, PyAny>>) {
         self.num_lookups += 1;
         self.num_hits += 1;
         *self.hits_since_miss.entry(rider_id(rider)).or_insert(0) += 1;
@@ -480,11 +509,14 @@ impl RuntimeSessionProxy {
         let client = client.bind(py);
         let native = slf.borrow().native.as_ref().map(|model| model.clone_ref(py));
         let natively = match &native {
-            Some(model) => Self::time_natively(model.bind(py), client, &keys)?,
+            Some(model) => Self::time_natively(model.bind(py), &keys, scale)?,
             None => None,
         };
-        let mut timings = match natively {
-            Some(timings) => timings,
+        let timings = match natively {
+            Some(timings) => {
+                count_call(client)?;
+                timings
+            }
             None => {
                 let (session_id, name) = {
                     let this = slf.borrow();
@@ -501,12 +533,14 @@ impl RuntimeSessionProxy {
                 kwargs.set_item(intern!(py, "client"), name)?;
                 kwargs.set_item(intern!(py, "omit_breakdown"), true)?; // the hub reads no breakdown
                 let answers = client.call_method(intern!(py, "predict_steps"), (session_id, batches), Some(&kwargs))?;
-                answers.try_iter()?.map(|answer| Timing::from_step_timing(&answer?)).collect::<PyResult<Vec<_>>>()?
+                let mut timings = answers.try_iter()?.map(|answer| Timing::from_step_timing(&answer?))
+                    .collect::<PyResult<Vec<_>>>()?;
+                if scale != 1.0 {
+                    timings.iter_mut().for_each(|timing| *timing = timing.scaled(scale));
+                }
+                timings
             }
         };
-        if scale != 1.0 {
-            timings.iter_mut().for_each(|timing| *timing = timing.scaled(scale));
-        }
         let first = *timings.first().ok_or_else(|| {
             pyo3::exceptions::PyValueError::new_err("the backend answered no timing")
         })?;
@@ -523,11 +557,12 @@ impl RuntimeSessionProxy {
     }
 
     /// Times `keys` with the backend's compiled model, as `predict_steps` would (its checks, its
-    /// timing cache, no breakdown), counting the call as the client's (`num_calls`). None, before
-    /// anything is timed or counted, where a batch is not one the hub forms (a field the backend
-    /// does not read, counts the checks refuse): the Python path then answers, or raises its error.
-    fn time_natively(model: &Bound<'_, RooflineModel>, client: &Bound<'_, PyAny>,
-                     keys: &[SharedKey]) -> PyResult<Option<Vec<Timing>>> {
+    /// timing cache, no breakdown), scaled by `scale`; the caller counts the call as the client's
+    /// ([`count_call`]). None, before anything is timed, where a batch is not one the hub forms (a
+    /// field the backend does not read, counts the checks refuse): the Python path then answers,
+    /// or raises its error.
+    fn time_natively(model: &Bound<'_, RooflineModel>, keys: &[SharedKey], scale: f64)
+        -> PyResult<Option<Vec<Timing>>> {
         let py = model.py();
         let mut batches = Vec::with_capacity(keys.len());
         for k in keys {
@@ -536,15 +571,14 @@ impl RuntimeSessionProxy {
                 None => return Ok(None),
             }
         }
-        let calls: i64 = client.getattr(intern!(py, "num_calls"))?.extract()?;
-        client.setattr(intern!(py, "num_calls"), calls + 1)?;
         let mut model = model.borrow_mut();
         let mut timings = Vec::with_capacity(batches.len());
         for batch in &batches {
             let t = model.predict(py, batch, true)?;
-            timings.push(Timing { duration_ns: t.duration_ns, energy_j: t.energy_j, out_of_range: false,
+            let timing = Timing { duration_ns: t.duration_ns, energy_j: t.energy_j, out_of_range: false,
                                   communication_ns: t.communication_ns, compute_ns: t.compute_ns,
-                                  memory_ns: t.memory_ns, dispatch_ns: t.dispatch_ns });
+                                  memory_ns: t.memory_ns, dispatch_ns: t.dispatch_ns };
+            timings.push(if scale != 1.0 { timing.scaled(scale) } else { timing });
         }
         Ok(Some(timings))
     }
@@ -579,6 +613,29 @@ impl RuntimeSessionProxy {
         }
         Ok(predicted)
     }
+}
+
+/// A decode run's step timed without asking the client ([`RuntimeSessionProxy::run_timing`]).
+pub enum RunTiming {
+    /// Found in the cache.
+    Cached(Timing),
+    /// Missing, timed by the compiled model: cached under its key once the step is taken.
+    Timed(SharedKey, Timing),
+}
+
+impl RunTiming {
+    pub fn timing(&self) -> &Timing {
+        match self {
+            RunTiming::Cached(timing) | RunTiming::Timed(_, timing) => timing,
+        }
+    }
+}
+
+/// Counts a call of the client's (`num_calls`) that the compiled model answered in its place.
+fn count_call(client: &Bound<'_, PyAny>) -> PyResult<()> {
+    let py = client.py();
+    let calls: i64 = client.getattr(intern!(py, "num_calls"))?.extract()?;
+    client.setattr(intern!(py, "num_calls"), calls + 1)
 }
 
 /// A rider's top-up, the batches it wants timed along with another rider's miss: a step timer's

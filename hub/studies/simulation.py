@@ -185,11 +185,14 @@ class Simulation:
                               speculation=speculation, offload=offload, lock_step=cfg.dp_group is not None,
                               one_step_ahead=cfg.forms_one_step_ahead)
         keep_itls = self.config.output.benchmark_details  # every token gap of every request: steps one by one
+        # A backend's lookahead off (or its cache) times every step one by one: the reference run. (A
+        # session timed natively looks nothing ahead either way, and takes decode runs.)
+        backend = self.config.backends[cfg.backend]  # type: ignore[index]
         clock = functools.partial(
             StepTimer, name=cfg.name, session=proxy, collectives_ns=self._collectives_ns(cfg), energy=energy,
             host_bandwidth_gbps=cfg.scheduler.host_bandwidth_gbps, drafter=drafter,
-            decode_runs=proxy.lookahead and speculation is None and offload is None and cfg.name not in self.frontends
-            and not keep_itls,
+            decode_runs=backend.lookahead and backend.cache and speculation is None and offload is None
+            and cfg.name not in self.frontends and not keep_itls,
             host_time=HostTime.from_config(cfg.scheduler, model.num_layers // scheduler.micro_batches,
                                            async_scheduling=cfg.forms_one_step_ahead))
         group = self.groups[cfg.dp_group] if cfg.dp_group is not None else None

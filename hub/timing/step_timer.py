@@ -17,7 +17,8 @@ backend is asked, never the answer:
   policy run on a copy of its state, so there is one model of admission, preemption and KV growth;
   a wrong prediction costs backend work, never a different result. The forecast is kept until work
   arrives, so asking again continues it; then the next copy reuses the dropped one's KV blocks,
-  brought up to date by what either side wrote since;
+  brought up to date by what either side wrote since. None where the backend's compiled model times
+  a miss in process (``RuntimeSessionProxy.native``): that costs less than the forecast;
 - **top-ups** (``StepTimer.top_up``): when another client of the session misses, this one's
   predictions ride along too, where they fall short;
 - **drafts ahead**: a speculative drafter model's forwards are timed in its own session; on a miss
@@ -28,7 +29,8 @@ backend is asked, never the answer:
   in bulk when anyone looks (``StepTimer.settled``);
 - **steps in place** (``StepTimer.take_steps``, core/src/stepping.rs): a lone client's step ends
   and wake-ups that come before anything else in the simulation are handled without the kernel's
-  heap, and a decode run's steps whose timings are cached are taken in one go, without a batch or
+  heap, and a decode run's steps whose timings are cached (or, in a session the backend's compiled
+  model times in process, timed there on a miss) are taken in one go, without a batch or
   an event each; each step is begun, timed, ended and recorded there, the client's Python called
   only for what is rare or its own.
 """

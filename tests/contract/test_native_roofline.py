@@ -1,6 +1,7 @@
 """The hub's timing cache calls the in-process roofline's compiled model directly on a miss
 (``RuntimeBackend.native_model``): the same timings, counters and errors as through its Python
-``predict_steps``."""
+``predict_steps`` asked step by step (a native miss predicts nothing ahead: it costs less than a
+forecast)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ STEPS: list[tuple[tuple[int, ...], tuple[int, ...], tuple[tuple[str, tuple[int, 
 ]
 
 
-def _proxy(native: bool, scale: float = 1.0) -> tuple[RuntimeSessionProxy, Any]:
+def _proxy(native: bool, scale: float = 1.0, lookahead: bool = True) -> tuple[RuntimeSessionProxy, Any]:
     client = in_process_runtime_client("roofline", BUILTIN_BACKENDS["roofline"])
     session_id = client.open_session(sample_session_spec()).session_id
     model = client.native_model(session_id) if native else None
-    return RuntimeSessionProxy(client, session_id, scale=scale, native=model), client
+    return RuntimeSessionProxy(client, session_id, scale=scale, native=model, lookahead=lookahead), client
 
 
 def _run(proxy: RuntimeSessionProxy) -> list[object]:
@@ -42,13 +43,14 @@ def _run(proxy: RuntimeSessionProxy) -> list[object]:
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.25])
-def test_native_misses_time_and_count_as_the_python_path(scale: float) -> None:
+def test_native_misses_time_and_count_as_the_python_path_step_by_step(scale: float) -> None:
     native, native_client = _proxy(True, scale)
-    python, python_client = _proxy(False, scale)
+    python, python_client = _proxy(False, scale, lookahead=False)
     assert native.native and not python.native
-    assert _run(native) == _run(python)
+    assert not native.lookahead and _proxy(False)[0].lookahead
+    assert _run(native) == _run(python) == _run(_proxy(False, scale)[0])
     assert (native.num_lookups, native.num_hits, native_client.num_calls) == \
-        (python.num_lookups, python.num_hits, python_client.num_calls)
+        (python.num_lookups, python.num_hits, python_client.num_calls) == (6, 1, 6)  # open, 5 misses
     assert native.cached() == python.cached()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import cosim
+from cosim.adapters.roofline.backend import RooflineBackend
 from cosim.adapters.sdk import Session
 from cosim.adapters.sdk.testing import LinearBackend
 from cosim.hub.config.choices import BATCHING
@@ -193,6 +194,54 @@ def test_bucketed_roofline_keeps_time_per_output_token_within_half_a_percent() -
     exact, approx = (cosim.run({**base, "backends": {"r": {"kind": "roofline", "cache_bucket_tokens": bucket}}})
                      .summary["latency"]["tpot_s"]["mean"] for bucket in (0, 16))
     assert approx != exact and approx == pytest.approx(exact, rel=0.005)
+
+
+class PythonRoofline(RooflineBackend):
+    """The roofline timed through its Python ``predict``: a subclass hands the hub no compiled model."""
+
+
+def test_a_session_timed_natively_predicts_nothing_and_takes_decode_runs_in_bulk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-process roofline's compiled model times a miss for less than a forecast costs: no step
+    timer forecasts, and a decode run's step that misses is timed where the run goes on in bulk.
+    The same bytes and steps as the roofline's Python path, which looks ahead."""
+    timers: list[StepTimer] = []
+    timed = [0]  # steps timed one by one (not in bulk)
+    init, duration_ns = StepTimer.__init__, StepTimer.duration_ns
+
+    def tracked(self: StepTimer, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        timers.append(self)
+
+    def counted_duration(self: StepTimer, *args: Any) -> Any:
+        timed[0] += 1
+        return duration_ns(self, *args)
+
+    monkeypatch.setattr(StepTimer, "__init__", tracked)
+    monkeypatch.setattr(StepTimer, "duration_ns", counted_duration)
+
+    def run(name: str, backend: dict[str, Any]) -> tuple[Path, dict[str, Any], int, bool]:
+        timers.clear()
+        timed[0] = 0
+        raw = {"seed": 3, "models": {"m": {"preset": "meta-llama/Meta-Llama-3-8B"}},
+               "hardware": {"h": {"preset": "H100-SXM"}}, "backends": {"r": backend},
+               "clients": [{"name": "c0", "model": "m", "backend": "r", "hardware": {"device": "h"}}],
+               "workload": {"requests": 20, "arrival": {"process": "poisson", "rate_per_s": 1},
+                            "input_tokens": {"dist": "uniform", "low": 100, "high": 2000},
+                            "output_tokens": {"dist": "uniform", "low": 50, "high": 400}}}
+        result = cosim.run(raw, output_dir=tmp_path / name, in_process=True)
+        forecast = any(timer._forecast is not None or timer.max_lookahead for timer in timers)
+        return result.output_dir, result.summary, timed[0], forecast
+
+    native, native_summary, native_timed, native_forecast = run("native", {"kind": "roofline"})
+    python, python_summary, python_timed, python_forecast = run(
+        "python", {"python": "tests.scenarios.test_lookahead:PythonRoofline"})
+    assert not native_forecast and python_forecast
+    steps = native_summary["backends"]["steps_timed"]
+    assert steps == python_summary["backends"]["steps_timed"]
+    assert native_timed <= python_timed and 10 * native_timed < steps  # misses too: most steps in bulk
+    for name in ("requests.csv", "clients.csv", "trace.json"):
+        assert (native / name).read_bytes() == (python / name).read_bytes(), name
 
 
 def test_lookahead_admits_the_queue_head_at_a_departure() -> None:
