@@ -69,6 +69,8 @@ pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, timeline: &B
                      keep_itls: bool, begin_decode: &Bound<'_, PyAny>) -> PyResult<i64> {
     let py = outcome.py();
     let mut timed = 0;
+    // Sequences that sampled in the same earlier step share a gap: counted once per run of equal gaps.
+    let (mut gap_ns, mut gap_tokens) = (0, 0);
     for handle in &outcome.borrow().sampled {
         let (request, decodes_on) = {
             let seq = handle.borrow(py);
@@ -87,7 +89,13 @@ pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, timeline: &B
                 let gap = now_ns - request.last_token_ns;
                 request.max_tbt_ns = request.max_tbt_ns.max(gap);
                 if gap != 0 {
-                    timeline.borrow_mut().count_gap(gap, 1);
+                    if gap != gap_ns {
+                        if gap_tokens > 0 {
+                            timeline.borrow_mut().count_gap(gap_ns, gap_tokens);
+                        }
+                        (gap_ns, gap_tokens) = (gap, 0);
+                    }
+                    gap_tokens += 1;
                     timed += 1;
                     if !request.itl_ns.is_none(py) {
                         request.itl_ns.bind(py).downcast::<PyList>()?.append(gap)?;
@@ -104,6 +112,9 @@ pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, timeline: &B
             }
             request.borrow_mut().last_token_ns = now_ns;
         }
+    }
+    if gap_tokens > 0 {
+        timeline.borrow_mut().count_gap(gap_ns, gap_tokens);
     }
     Ok(timed)
 }
