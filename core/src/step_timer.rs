@@ -15,8 +15,8 @@
 //! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
 //! predictions reach the session as the forecast's timing keys, with no Python in between, unless a
 //! Python subclass replaces `_lookahead` (a test checking each against a fresh copy's). A decode
-//! run's steps whose timings are cached (or timed natively on a miss) are taken back to back while nothing else happens
-//! (`run_ahead`), and the client's steps are begun, timed, ended and recorded natively, in place
+//! run's steps whose timings are cached (or timed natively on a miss) are taken back to back while
+//! nothing else happens (`run_ahead`), and the client's steps are begun, timed, ended and recorded natively, in place
 //! where nothing else comes first ([`crate::stepping`]).
 
 use pyo3::exceptions::PyValueError;
@@ -106,10 +106,10 @@ impl StepTimer {
                         next_arrival_ns = None, energy = None, max_lookahead = 256, decode_runs = true,
                         host_time = None, drafter = None, alone = true, overlapping = false))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>, settled: PyObject,
-           collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64, next_arrival_ns: Option<PyObject>,
-           energy: Option<Py<StepEnergy>>, max_lookahead: i64, decode_runs: bool, host_time: Option<PyObject>,
-           drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
+    fn new(py: Python<'_>, name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>,
+           settled: PyObject, collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64,
+           next_arrival_ns: Option<PyObject>, energy: Option<Py<StepEnergy>>, max_lookahead: i64, decode_runs: bool,
+           host_time: Option<PyObject>, drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
         let predicts = alone && !overlapping && session.borrow(py).lookahead;
         StepTimer {
             name, scheduler, session, on_settled: settled, collectives_ns, host_bandwidth_gbps, next_arrival_ns,

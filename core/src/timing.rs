@@ -351,7 +351,8 @@ impl RuntimeSessionProxy {
             Some(shared) => shared,
             None => Py::new(py, TimingCache::default())?,
         };
-        let native = native.and_then(|model| model.downcast::<RooflineModel>().ok()).map(|model| model.clone().unbind());
+        let native = native.and_then(|model| model.downcast::<RooflineModel>().ok())
+            .map(|model| model.clone().unbind());
         Ok(RuntimeSessionProxy {
             client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache && native.is_none(),
             max_cache_entries, bucket_tokens, cache: cache_store, native,
