@@ -139,7 +139,17 @@ class BackendInfo(_message.Message):
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Free-form ability flags, e.g. "mixed_batches", "moe", "time_synchronized",
-        "bucketed_cache_safe" (the hub may round batch signatures before caching).
+        "bucketed_cache_safe" (the hub may round batch signatures before caching),
+        "pooled_decodes" (a runtime session's step time depends on the batch's
+        decodes only through their number and mean context: the hub may time the
+        batch as its representative one). Exactly, "pooled_decodes" says: where
+        the batch sets no per-sequence field but new_tokens and context_tokens
+        (dp_rank_tokens, per rank, may be set), and its decodes are its sequences
+        with new_tokens == 1, the step timing is that of the representative batch:
+        its other sequences as they are and in their order, then as many decodes,
+        each with context_tokens = round(sum of the decodes' context_tokens /
+        their number), rounded to the nearest integer, ties to even (Python's
+        round); batches with further per-sequence fields are timed as they are.
         """
 
     def __init__(
@@ -253,7 +263,11 @@ class OpenSessionResponse(_message.Message):
     """Opaque id naming the session in later calls."""
     @_builtins.property
     def info(self) -> Global___BackendInfo:
-        """Identity of the backend that opened it (same as Describe)."""
+        """Identity of the backend that opened it: Describe's, with the capabilities
+        that hold for this session only added (e.g. "pooled_decodes", which an
+        aiconfigurator session declares unless its device's mixed steps read each
+        decode).
+        """
 
     @_builtins.property
     def step_error(self) -> Global___StepError:
