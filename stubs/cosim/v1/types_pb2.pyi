@@ -140,16 +140,14 @@ class BackendInfo(_message.Message):
     def capabilities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Free-form ability flags, e.g. "mixed_batches", "moe", "time_synchronized",
         "bucketed_cache_safe" (the hub may round batch signatures before caching),
-        "pooled_decodes" (a runtime session's step time depends on the batch's
-        decodes only through their number and mean context: the hub may time the
-        batch as its representative one). Exactly, "pooled_decodes" says: where
-        the batch sets no per-sequence field but new_tokens and context_tokens
-        (dp_rank_tokens, per rank, may be set), and its decodes are its sequences
-        with new_tokens == 1, the step timing is that of the representative batch:
-        its other sequences as they are and in their order, then as many decodes,
-        each with context_tokens = round(sum of the decodes' context_tokens /
-        their number), rounded to the nearest integer, ties to even (Python's
-        round); batches with further per-sequence fields are timed as they are.
+        "pooled_decodes" (the hub may time a batch as its representative one).
+        Exactly, "pooled_decodes" says: a batch whose per-sequence fields are
+        new_tokens and context_tokens alone (no drafts, no LoRA; dp_rank_tokens,
+        per rank, may be set) is timed the same as its representative batch: its
+        sequences with new_tokens != 1 as they are and in their order, then one
+        decode (new_tokens = 1) for each of its decodes, each with context_tokens
+        = round(sum of the decodes' context_tokens / their number), to the nearest
+        integer, ties to even (Python's round).
         """
 
     def __init__(
