@@ -550,6 +550,10 @@ class RuntimeSessionProxy:
     @property
     def bucket_tokens(self) -> int: ...
     @property
+    def pooled_decodes(self) -> bool:
+        """Whether each batch is looked up and timed as its representative one, its decodes pooled at
+        their mean context (the session declares ``pooled_decodes``)."""
+    @property
     def num_lookups(self) -> int: ...
     @property
     def num_hits(self) -> int: ...
@@ -562,7 +566,8 @@ class RuntimeSessionProxy:
         """Whether misses are timed by the backend's compiled model (``native``: a RooflineModel), in process."""
     def __init__(self, client: Any, session_id: str, *, client_name: str = "", cache: bool = True,
                  lookahead: bool = True, max_cache_entries: int = 20_000, bucket_tokens: int = 0,
-                 shared_cache: TimingCache | None = None, scale: float = 1.0, native: object | None = None) -> None: ...
+                 pooled_decodes: bool = False, shared_cache: TimingCache | None = None, scale: float = 1.0,
+                 native: object | None = None) -> None: ...
     def join(self, rider: Any) -> None:
         """Adds a client whose top-ups ride along when another misses: a :class:`StepTimer` (asked
         natively), or any object with a ``name`` and ``top_up(now_ns, depth)`` giving signatures."""

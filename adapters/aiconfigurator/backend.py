@@ -4,7 +4,9 @@ A session maps its spec onto the library (:mod:`.mapping`), compiles one
 engine per number of data-parallel ranks it sees (:mod:`.engine`; the first,
 without DP, when it opens, so that a spec without data fails there), and
 times each batch from the engine's tables (:mod:`.step`), caching the timing
-per batch signature.
+per batch signature. A session whose mixed steps take no FA2 varlen scaling
+declares ``pooled_decodes``: the hub then sends each batch's decodes at their
+mean context, which times it the same.
 """
 
 from __future__ import annotations
@@ -150,6 +152,11 @@ class AiconfiguratorBackend(RuntimeBackend):
         if spec.model.num_experts <= 1 or (par.expert or 1) <= (par.tensor or 1):
             state.engine(1)  # fail at open, not at the first step, when the spec has no data
         return state
+
+    def session_capabilities(self, session: Session[pb.SessionSpec]) -> tuple[str, ...]:
+        # pooled_decodes: a step reads its decodes only through their number and their mean context
+        # rounded (step.py's kv), unless the device's FA2 varlen call reads each one in mixed steps.
+        return ("pooled_decodes",) if MixedAttention.of(session.spec) is None else ()
 
     def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch | PlainBatch) -> pb.StepTiming:
         state: AicState = session.state

@@ -76,6 +76,12 @@ class Backend(abc.ABC):
                               fidelity=self.fidelity, description=self.description or self.name,
                               capabilities=list(self.capabilities))
 
+    def session_capabilities(self, session: Session[Any]) -> tuple[str, ...]:
+        """Capabilities of one open session, added to the class's in OpenSessionResponse.info: those
+        that hold for some of a backend's sessions only (the aiconfigurator's ``pooled_decodes``, on
+        devices whose mixed steps read each decode). The default adds none."""
+        return ()
+
     def close_session(self, session: Session[Any]) -> None:
         """Hook called when a session closes; the default does nothing."""
 

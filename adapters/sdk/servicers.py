@@ -82,7 +82,9 @@ class _Sessions(Generic[B]):
         session.state = self.backend.open_session(spec)  # type: ignore[attr-defined]
         self.sessions[session.id] = session
         log.info("opened session %s for %s", session.id, getattr(spec, "client", "") or "-")
-        return pb.OpenSessionResponse(session_id=session.id, info=self.backend.describe())
+        info = self.backend.describe()
+        info.capabilities.extend(self.backend.session_capabilities(session))
+        return pb.OpenSessionResponse(session_id=session.id, info=info)
 
     def _get(self, session_id: str) -> Session[Any]:
         try:

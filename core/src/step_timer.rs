@@ -267,7 +267,7 @@ impl StepTimer {
             (this.session.clone_ref(py), this.max_lookahead > 0, this.drafter.as_ref().map(|d| d.clone_ref(py)))
         };
         let session = session.bind(py);
-        let key = batch.borrow_mut().key(py)?.finish(dp_rank_tokens, session.borrow().bucket_tokens);
+        let key = batch.borrow_mut().key(py)?.finish(dp_rank_tokens, session.borrow().shape);
         let mut ahead = |depth: i64| -> PyResult<Vec<SharedKey>> {
             let depth = slf.borrow().depth(py, now_ns, depth)?;
             Self::lookahead(slf, batch, depth)

@@ -149,20 +149,56 @@ impl StepKey {
         Ok(())
     }
 
-    /// With a data-parallel lock-step group's tokens (none: unchanged), and each context rounded up
-    /// to a multiple of `bucket_tokens` (0: exact).
-    pub fn finish(mut self, dp_rank_tokens: Vec<i64>, bucket_tokens: i64) -> Self {
+    /// With a data-parallel lock-step group's tokens (none: unchanged), shaped as the session's keys.
+    pub fn finish(mut self, dp_rank_tokens: Vec<i64>, shape: KeyShape) -> Self {
         if !dp_rank_tokens.is_empty() {
             self.fields.push(("dp_rank_tokens".to_owned(), dp_rank_tokens));
         }
-        self.bucketed(bucket_tokens)
+        self.shaped(shape)
     }
 
-    pub fn bucketed(mut self, bucket_tokens: i64) -> Self {
-        if bucket_tokens > 0 {
-            self.context.iter_mut().for_each(|c| *c = (*c + bucket_tokens - 1).div_euclid(bucket_tokens) * bucket_tokens);
+    /// As a session of key shape `shape` looks it up and times it: each context rounded up to a
+    /// multiple of the bucket, then the decodes pooled.
+    pub fn shaped(mut self, shape: KeyShape) -> Self {
+        let bucket = shape.bucket_tokens;
+        if bucket > 0 {
+            self.context.iter_mut().for_each(|c| *c = (*c + bucket - 1).div_euclid(bucket) * bucket);
+        }
+        if shape.pooled_decodes {
+            self.pool_decodes();
         }
         self
+    }
+
+    /// The representative batch of a backend declaring `pooled_decodes`: the sequences that are no
+    /// decode (new tokens != 1) in their order, then the decodes, each at their mean context rounded
+    /// as Python's `round`. Unchanged where a per-sequence field (drafts, LoRA) may set decodes apart.
+    fn pool_decodes(&mut self) {
+        let n = self.new.len();
+        if self.context.len() != n || self.fields.iter().any(|(name, _)| name != "dp_rank_tokens") {
+            return;
+        }
+        let (mut decodes, mut sum) = (0usize, 0i64);
+        for (&new, &context) in self.new.iter().zip(&self.context) {
+            if new == 1 {
+                decodes += 1;
+                sum += context;
+            }
+        }
+        if decodes == 0 {
+            return;
+        }
+        let mean = (sum as f64 / decodes as f64).round_ties_even() as i64;
+        let mut at = 0;
+        for i in 0..n {
+            if self.new[i] != 1 {
+                self.new[at] = self.new[i];
+                self.context[at] = self.context[i];
+                at += 1;
+            }
+        }
+        self.new[at..].fill(1);
+        self.context[at..].fill(mean);
     }
 
     /// The batch the client sends for this key: `make(new_tokens=..., context_tokens=..., **fields)`.
@@ -176,6 +212,16 @@ impl StepKey {
         }
         make.call((), Some(&kwargs))
     }
+}
+
+/// How a session's keys are shaped before they are looked up and timed ([`StepKey::shaped`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct KeyShape {
+    /// Each context rounded up to a multiple of this (0: exact); the caller checked the backend
+    /// declares `bucketed_cache_safe`.
+    pub bucket_tokens: i64,
+    /// The decodes pooled into the representative batch; the session declares `pooled_decodes`.
+    pub pooled_decodes: bool,
 }
 
 /// Integers of a tuple (the common case, read item by item) or of any sequence.
@@ -291,6 +337,8 @@ impl SharedTimings {
 ///     max_cache_entries: bound on the cache, so long runs keep bounded memory.
 ///     bucket_tokens: time every batch with its contexts rounded up to a multiple of this (0:
 ///         exact); the caller checked the backend declares `bucketed_cache_safe`.
+///     pooled_decodes: time every batch as its representative one, its decodes at their mean
+///         context (`StepKey::shaped`); the session declares `pooled_decodes`.
 ///     shared_cache: the cache to use, shared with earlier runs' proxies of an equal session
 ///         (`SharedTimings.cache`); None: its own. It holds the timings as scaled.
 ///     scale: every step's duration is the backend's times this (a prediction interval's edge).
@@ -312,8 +360,8 @@ pub struct RuntimeSessionProxy {
     pub(crate) lookahead: bool,
     #[pyo3(get, set)]
     max_cache_entries: usize,
-    #[pyo3(get)]
-    pub bucket_tokens: i64,
+    /// How keys are shaped before lookup (bucketed, pooled).
+    pub shape: KeyShape,
     cache: Py<TimingCache>,
     native: Option<Py<RooflineModel>>,
     /// Per rider (its address; 0: none): its own predictions used since its last miss.
@@ -341,12 +389,12 @@ impl RuntimeSessionProxy {
 
     #[new]
     #[pyo3(signature = (client, session_id, *, client_name = String::new(), cache = true, lookahead = true,
-                        max_cache_entries = 20_000, bucket_tokens = 0, shared_cache = None, scale = 1.0,
-                        native = None))]
+                        max_cache_entries = 20_000, bucket_tokens = 0, pooled_decodes = false, shared_cache = None,
+                        scale = 1.0, native = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(py: Python<'_>, client: PyObject, session_id: String, client_name: String, cache: bool, lookahead: bool,
-           max_cache_entries: usize, bucket_tokens: i64, shared_cache: Option<Py<TimingCache>>, scale: f64,
-           native: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+           max_cache_entries: usize, bucket_tokens: i64, pooled_decodes: bool, shared_cache: Option<Py<TimingCache>>,
+           scale: f64, native: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
         let cache_store = match shared_cache {
             Some(shared) => shared,
             None => Py::new(py, TimingCache::default())?,
@@ -355,7 +403,7 @@ impl RuntimeSessionProxy {
             .map(|model| model.clone().unbind());
         Ok(RuntimeSessionProxy {
             client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache && native.is_none(),
-            max_cache_entries, bucket_tokens, cache: cache_store, native,
+            max_cache_entries, shape: KeyShape { bucket_tokens, pooled_decodes }, cache: cache_store, native,
             hits_since_miss: HashMap::new(), riders: Vec::new(),
             num_lookups: 0, num_hits: 0, num_out_of_range: 0,
         })
@@ -397,7 +445,7 @@ impl RuntimeSessionProxy {
         if let Some(fields) = fields {
             key.extend_fields(fields)?;
         }
-        let key = key.finish(dp_rank_tokens, slf.borrow().bucket_tokens);
+        let key = key.finish(dp_rank_tokens, slf.borrow().shape);
         let mut call = |depth: i64| signature_keys(&ahead.expect("called only when given").call1((depth,))?);
         Self::time(slf, key, now_ns, ahead.map(|_| &mut call as Ahead<'_>), rider)
     }
@@ -409,6 +457,16 @@ impl RuntimeSessionProxy {
             return Ok(None);
         }
         Ok(self.cache.borrow(py).get(&Hashed::new(StepKey::from_signature(signature)?)))
+    }
+
+    #[getter]
+    fn bucket_tokens(&self) -> i64 {
+        self.shape.bucket_tokens
+    }
+
+    #[getter]
+    fn pooled_decodes(&self) -> bool {
+        self.shape.pooled_decodes
     }
 
     /// Whether misses are timed by the backend's compiled model, in process.
@@ -436,7 +494,7 @@ impl RuntimeSessionProxy {
         if !self.use_cache {
             return Ok(None);
         }
-        let key = Hashed::new(run.borrow().next_key(py)?.bucketed(self.bucket_tokens));
+        let key = Hashed::new(run.borrow().next_key(py)?.shaped(self.shape));
         if let Some(hit) = self.cache.borrow(py).get(&key) {
             return Ok(Some(RunTiming::Cached(hit)));
         }
@@ -585,16 +643,16 @@ impl RuntimeSessionProxy {
     }
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
-    /// of its predictions were used since its last miss), then the other riders' top-ups; bucketed.
+    /// of its predictions were used since its last miss), then the other riders' top-ups; shaped.
     fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<Ahead<'_>>, rider: Option<&Bound<'_, PyAny>>)
         -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
-        let (depth, riders, bucket) = {
+        let (depth, riders, shape) = {
             let mut this = slf.borrow_mut();
             let used = this.hits_since_miss.remove(&rider_id(rider)).unwrap_or(0);
             let depth = (2 * used).clamp(Self::MIN_LOOKAHEAD, Self::MAX_LOOKAHEAD);
             let riders: Vec<PyObject> = this.riders.iter().map(|r| r.clone_ref(py)).collect();
-            (depth, riders, this.bucket_tokens)
+            (depth, riders, this.shape)
         };
         let mut predicted = match ahead {
             Some(ahead) => ahead(depth)?,
@@ -607,9 +665,9 @@ impl RuntimeSessionProxy {
             }
             predicted.extend(top_up(other, now_ns, Self::MIN_LOOKAHEAD)?);
         }
-        if bucket > 0 {
+        if shape != KeyShape::default() {
             for key in &mut predicted {
-                *key = key.key().clone().bucketed(bucket).shared();
+                *key = key.key().clone().shaped(shape).shared();
             }
         }
         Ok(predicted)
@@ -672,4 +730,36 @@ fn native_batch(key: &StepKey) -> Option<BatchRef<'_>> {
     }
     check_batch(n, batch.drafts.len(), batch.lora_ranks.len(), batch.lora_ids.len()).ok()?;
     Some(batch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(new: &[i64], context: &[i64], fields: &[(&str, &[i64])]) -> StepKey {
+        StepKey { new: new.to_vec(), context: context.to_vec(),
+                  fields: fields.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect() }
+    }
+
+    const POOLED: KeyShape = KeyShape { bucket_tokens: 0, pooled_decodes: true };
+
+    #[test]
+    fn decodes_go_last_at_their_mean_rounded_half_to_even() {
+        // mean 10.5: rounds to 10 as Python's round; the chunks keep their order
+        let mixed = key(&[1, 64, 1, 32], &[9, 0, 12, 100], &[("dp_rank_tokens", &[98, 90])]);
+        assert_eq!(mixed.shaped(POOLED), key(&[64, 32, 1, 1], &[0, 100, 10, 10], &[("dp_rank_tokens", &[98, 90])]));
+        assert_eq!(key(&[1, 1], &[10, 13], &[]).shaped(POOLED), key(&[1, 1], &[12, 12], &[])); // 11.5: 12
+        assert_eq!(key(&[1, 1, 1], &[1, 1, 2], &[]).shaped(POOLED), key(&[1, 1, 1], &[1, 1, 1], &[]));
+    }
+
+    #[test]
+    fn pooling_follows_bucketing_and_leaves_other_keys_exact() {
+        let shape = KeyShape { bucket_tokens: 16, pooled_decodes: true };
+        assert_eq!(key(&[1, 1], &[1, 40], &[]).shaped(shape), key(&[1, 1], &[32, 32], &[])); // 16 and 48
+        for exact in [key(&[8, 4], &[1, 2], &[]), key(&[1, 1], &[1, 2], &[("draft_tokens", &[2, 0])]),
+                      key(&[1, 1], &[1, 2], &[("lora_ranks", &[8, 0]), ("lora_ids", &[1, 0])])] {
+            assert_eq!(exact.clone().shaped(POOLED), exact);
+        }
+        assert_eq!(key(&[1, 1], &[1, 2], &[]).shaped(KeyShape::default()), key(&[1, 1], &[1, 2], &[]));
+    }
 }

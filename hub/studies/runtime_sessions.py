@@ -15,7 +15,7 @@ from cosim.v1 import types_pb2 as pb
 from ..backends import BackendClient, RuntimeClient
 from ..config.scenario import ScenarioConfig
 from ..errors import ScenarioError, open_or_blame
-from ..timing.cache import BUCKETED_CACHE_SAFE, RuntimeSessionProxy, SharedTimings
+from ..timing.cache import BUCKETED_CACHE_SAFE, POOLED_DECODES, RuntimeSessionProxy, SharedTimings
 from ..timing.step_error import Edge, edge_scale
 
 Opened = tuple[RuntimeSessionProxy, pb.OpenSessionResponse]
@@ -82,6 +82,7 @@ class RuntimeSessions:
                                                 opened.info.SerializeToString(deterministic=True), anonymous, bucket,
                                                 scale))
         proxy = RuntimeSessionProxy(backend, opened.session_id, client_name=spec.client, cache=backend_config.cache,
-                                    lookahead=backend_config.lookahead, bucket_tokens=bucket, shared_cache=shared,
+                                    lookahead=backend_config.lookahead, bucket_tokens=bucket,
+                                    pooled_decodes=POOLED_DECODES in opened.info.capabilities, shared_cache=shared,
                                     scale=scale, native=backend.native_model(opened.session_id))
         return proxy, opened

@@ -182,6 +182,44 @@ def test_bucketed_cache_is_refused_for_a_backend_that_does_not_declare_it() -> N
         cosim.run(config(cache_bucket_tokens=64))
 
 
+class DecodeRecorder(LinearBackend):
+    """Linear, remembering the decodes' contexts of every batch it times, in the batch's order."""
+
+    decodes: list[list[int]] = []
+
+    def predict(self, session: Session[pb.SessionSpec], batch: pb.StepBatch) -> pb.StepTiming:
+        DecodeRecorder.decodes.append([c if n == 1 else -1 for n, c in zip(batch.new_tokens, batch.context_tokens)])
+        return super().predict(session, batch)
+
+
+class PooledRecorder(DecodeRecorder):
+    """Declaring pooled_decodes for each session it opens (not in Describe)."""
+
+    def session_capabilities(self, session: Session[pb.SessionSpec]) -> tuple[str, ...]:
+        return ("pooled_decodes",)
+
+
+def representative(batch: list[int]) -> bool:
+    """Whether a batch DecodeRecorder saw has its decodes last, all at one context."""
+    decodes = [c for c in batch if c >= 0]
+    return batch[len(batch) - len(decodes):] == decodes and len(set(decodes)) <= 1
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["grpc", "in-process"])
+def test_the_hub_pools_decodes_only_for_sessions_that_declare_it(in_process: bool) -> None:
+    """A pooled session's batches reach the backend as representative ones; an unpooled one's as formed.
+    Pooling merges batches, so the backend times fewer."""
+    timed = {}
+    for name in ("DecodeRecorder", "PooledRecorder"):
+        raw = config()
+        raw["backends"]["lin"]["python"] = f"tests.scenarios.test_lookahead:{name}"
+        DecodeRecorder.decodes.clear()
+        assert cosim.run(raw, in_process=in_process).summary["requests"]["completed"] == 120
+        assert all(map(representative, DecodeRecorder.decodes)) == (name == "PooledRecorder"), name
+        timed[name] = len(DecodeRecorder.decodes)
+    assert timed["PooledRecorder"] < timed["DecodeRecorder"]
+
+
 def test_bucketed_roofline_keeps_time_per_output_token_within_half_a_percent() -> None:
     """Per step the rounding changes little; TTFT, which hangs on where arrivals fall between
     steps, moves more (a few percent here), which is why exact keys stay the default."""

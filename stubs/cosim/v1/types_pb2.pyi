@@ -139,7 +139,15 @@ class BackendInfo(_message.Message):
     @_builtins.property
     def capabilities(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Free-form ability flags, e.g. "mixed_batches", "moe", "time_synchronized",
-        "bucketed_cache_safe" (the hub may round batch signatures before caching).
+        "bucketed_cache_safe" (the hub may round batch signatures before caching),
+        "pooled_decodes" (the hub may time a batch as its representative one).
+        Exactly, "pooled_decodes" says: a batch whose per-sequence fields are
+        new_tokens and context_tokens alone (no drafts, no LoRA; dp_rank_tokens,
+        per rank, may be set) is timed the same as its representative batch: its
+        sequences with new_tokens != 1 as they are and in their order, then one
+        decode (new_tokens = 1) for each of its decodes, each with context_tokens
+        = round(sum of the decodes' context_tokens / their number), to the nearest
+        integer, ties to even (Python's round).
         """
 
     def __init__(
@@ -253,7 +261,11 @@ class OpenSessionResponse(_message.Message):
     """Opaque id naming the session in later calls."""
     @_builtins.property
     def info(self) -> Global___BackendInfo:
-        """Identity of the backend that opened it (same as Describe)."""
+        """Identity of the backend that opened it: Describe's, with the capabilities
+        that hold for this session only added (e.g. "pooled_decodes", which an
+        aiconfigurator session declares unless its device's mixed steps read each
+        decode).
+        """
 
     @_builtins.property
     def step_error(self) -> Global___StepError:

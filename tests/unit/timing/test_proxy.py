@@ -108,3 +108,19 @@ def test_a_proxy_and_a_rider_holding_it_are_collected_together() -> None:
     del proxy, rider
     gc.collect()
     assert gone() is None
+
+
+def test_a_pooled_session_times_each_batch_as_its_representative_one() -> None:
+    """Decodes go last at their mean context, rounded as Python's round (10.5: 10, 11.5: 12): the step
+    and the predicted batches alike, so batches of equal pools share one entry. A batch with a
+    per-sequence field (drafts) stays exact; an unpooled session's batches do too."""
+    backend = RecordingClient()
+    proxy = RuntimeSessionProxy(backend, "s", pooled_decodes=True)  # type: ignore[arg-type]
+    assert proxy.pooled_decodes and not RuntimeSessionProxy(backend, "s").pooled_decodes  # type: ignore[arg-type]
+    proxy.join(Rider("b", [((1, 1), (10, 13))]))
+    proxy.step_time([1, 64, 1], [9, 0, 12], now_ns=0, ahead=lambda depth: [((1, 1), (12, 9)), ((1, 1), (11, 10))])
+    assert backend.calls == [("", [((64, 1, 1), (0, 10, 10)), ((1, 1), (10, 10)), ((1, 1), (12, 12))])]
+    assert proxy.step_time([1, 1], [9, 11], now_ns=1).duration_ns == 21 and len(backend.calls) == 1
+    drafts = (("draft_tokens", (2, 0)),)
+    proxy.step_time([1, 1], [1, 2], now_ns=2, fields=drafts)
+    assert backend.calls[1][1][0] == ((1, 1), (1, 2))
