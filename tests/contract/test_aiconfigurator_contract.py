@@ -220,6 +220,21 @@ def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
         assert perf_database.get_supported_databases() == pure
 
 
+def test_a_system_s_versions_are_the_library_s_list_narrowed_to_it() -> None:
+    """supported_versions(system, engine) is get_supported_databases()[system][engine], [] where the
+    library lists none: on every system file it ships (estimate-only ones too) and every engine."""
+    from aiconfigurator_core.sdk import common, perf_database
+
+    from cosim.adapters.aiconfigurator.backend import supported_versions
+
+    everything = perf_database.get_supported_databases()
+    systems = {path.stem for root in perf_database.get_systems_paths() for path in Path(root).glob("*.yaml")}
+    assert set(everything) < systems
+    for system in sorted(systems | {"no_such_system"}):
+        for engine in [*(backend.value for backend in common.BackendName), "no_such_engine"]:
+            assert supported_versions(system, engine) == everything.get(system, {}).get(engine, []), (system, engine)
+
+
 def test_a_step_without_its_breakdown_has_the_same_times(llama_h100: Session[pb.SessionSpec]) -> None:
     """The hub's calls omit the breakdown: the same sums, added in the same order, and the timing is cached
     apart, so a later call asking for the breakdown still gets it."""
