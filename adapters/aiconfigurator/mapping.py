@@ -280,18 +280,25 @@ def _config_from_spec(model: pb.ModelSpec) -> dict[str, Any]:
     return config
 
 
+# Files named by their content, which sessions in every process share: model configs, compiled engine specs.
+SCRATCH = os.path.join(tempfile.gettempdir(), "cosim-aiconfigurator")
+
+
+def write_once(path: str, data: bytes) -> None:
+    """Writes ``path`` unless it exists, atomically: sessions in other processes may write the same file."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        scratch = f"{path}.{os.getpid()}"
+        with open(scratch, "wb") as handle:
+            handle.write(data)
+        os.replace(scratch, path)
+
+
 def _config_folder(config: dict[str, Any]) -> str:
     """A folder holding ``config.json`` (the library reads a local model as one), named by its content."""
     text = json.dumps(config, sort_keys=True)
-    folder = os.path.join(tempfile.gettempdir(), "cosim-aiconfigurator",
-                          hashlib.sha256(text.encode()).hexdigest()[:16])
-    path = os.path.join(folder, "config.json")
-    if not os.path.exists(path):
-        os.makedirs(folder, exist_ok=True)
-        scratch = f"{path}.{os.getpid()}"
-        with open(scratch, "w") as handle:
-            handle.write(text)
-        os.replace(scratch, path)  # atomic: sessions in other processes may write the same file
+    folder = os.path.join(SCRATCH, hashlib.sha256(text.encode()).hexdigest()[:16])
+    write_once(os.path.join(folder, "config.json"), text.encode())
     return folder
 
 
