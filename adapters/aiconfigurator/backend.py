@@ -12,6 +12,7 @@ mean context, which times it the same.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,6 +114,39 @@ def _probe(engine: Engine) -> None:
                               "decode or a 16-token prefill)") from err
 
 
+def supported_versions(system: str, engine: str) -> list[str]:
+    """``get_supported_databases()[system][engine]``, or [] where the library lists none, read for one
+    system and engine.
+
+    The library's whole list parses every system's YAML files and, for each of its engines, derives
+    the version slots from all of them again (0.15 s of a session's open); this is its own loop,
+    narrowed to the one pair a session asks for, over the same helpers
+    (``tests/contract/test_aiconfigurator_contract.py`` checks it on every system and engine).
+    """
+    from aiconfigurator_core.sdk import common, perf_database
+
+    if engine not in {backend.value for backend in common.BackendName}:
+        return []
+    declared: set[str] = set()
+    for root in perf_database.get_systems_paths():
+        path = os.path.join(root, f"{system}.yaml")
+        if not os.path.isfile(path):
+            continue
+        try:
+            with open(path) as file:
+                data_dir = os.path.join(root, perf_database.yaml.safe_load(file).get("data_dir", ""))
+            if os.path.isdir(data_dir):
+                declared |= perf_database._declared_versions(data_dir, engine)
+        except Exception:  # noqa: BLE001 - the library's loop skips such a file too (it warns)
+            continue
+    if not declared:
+        return []
+    slots = perf_database.get_version_slots(system, engine)
+    if slots is not None:
+        return sorted(set(slots.values()), key=perf_database._version_sort_tuple)
+    return sorted(declared)
+
+
 class AiconfiguratorBackend(RuntimeBackend):
     """NVIDIA aiconfigurator (PyPI ``aiconfigurator-core``) behind the runtime contract."""
 
@@ -141,11 +175,11 @@ class AiconfiguratorBackend(RuntimeBackend):
         from aiconfigurator_core.sdk.perf_database import get_version_slots
 
         options = parse_options(MessageToDict(spec.options) if spec.HasField("options") else {})
-        supported = self.supported()
-        system = system_name(spec, options, supported)
         with libyaml_reads():
+            system, versions = system_name(spec, options, lambda name: supported_versions(name, options.engine),
+                                           self.supported)
             slots = get_version_slots(system, options.engine)
-        version = engine_version(system, options, slots, supported[system][options.engine])
+        version = engine_version(system, options, slots, versions)
         state = AicState(spec=spec, options=options, system=system, version=version,
                          model=model_source(spec.model, options, set(DefaultHFModels)), quant=quant_modes(spec.model))
         par = spec.parallelism

@@ -16,7 +16,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
+import json
 import logging
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +27,7 @@ from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
 from .libyaml import libyaml_reads
+from .mapping import SCRATCH, write_once
 from .mixed import MixedAttention
 from .untabled import UntabledKernels
 
@@ -162,10 +166,9 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         InvalidArgument: the library rejects the model, parallelism or quantization, or has no
             database for the system, engine and version.
     """
-    import aiconfigurator_core
     from aiconfigurator_core.sdk import perf_database
     from aiconfigurator_core.sdk.config_builders import apply_nextn, build_model_config
-    from aiconfigurator_core.sdk.engine import EngineHandle, build_engine_spec_json
+    from aiconfigurator_core.sdk.engine import EngineHandle
     from aiconfigurator_core.sdk.models import get_model
 
     try:
@@ -185,12 +188,83 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
         if database is None:
             raise InvalidArgument("spec.options.engine_version", version,
                                   f"aiconfigurator could not load its {engine} {version} tables for {system}")
-        spec_json = build_engine_spec_json(model, model_path=model_path, system=system, backend=engine,
-                                           backend_version=database.version, kv_block_size=None,
-                                           systems_path=database.systems_root, nextn=0, database=database)
-        handle = EngineHandle(bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec_json)),
-                             systems_path=database.systems_root)
+        handle = EngineHandle(_compiled_spec(model, model_path=model_path, system=system, engine=engine,
+                                             database=database, database_mode=database_mode),
+                              systems_path=database.systems_root)
     log.info("aiconfigurator engine compiled: %s", label)
     return Engine(handle=handle, context=OpIndex.of(model.context_ops, "context"),
                   generation=OpIndex.of(model.generation_ops, "generation"), label=label, untabled=untabled,
                   mixed=mixed)
+
+
+# Bumped when what a compiled spec's file name stands for changes.
+SPEC_CACHE_FORMAT = 1
+
+
+def _compiled_spec(model: Any, *, model_path: str, system: str, engine: str, database: Any,
+                   database_mode: str) -> bytes:
+    """The library's engine spec for ``model`` on ``database``, bincode-encoded, as its ``compile_engine``
+    builds it; read back from :data:`~.mapping.SCRATCH` where a session (in any process) built it before.
+
+    Building it is most of a session's open (0.4 s of about 1.2 s of CPU, mostly the library ranking its
+    attention tables' kernel lanes, on a second copy of them); the file is named by everything the
+    spec is made of (:func:`_spec_key`), and none is written or read where that cannot be told.
+    """
+    import aiconfigurator_core
+    from aiconfigurator_core.sdk.engine import build_engine_spec_json
+
+    key = _spec_key(model, model_path=model_path, system=system, engine=engine, database=database,
+                    database_mode=database_mode)
+    path = os.path.join(SCRATCH, "specs", f"{key}.bin") if key is not None else None
+    if path is not None and os.path.exists(path):
+        with open(path, "rb") as file:
+            return file.read()
+    spec_json = build_engine_spec_json(model, model_path=model_path, system=system, backend=engine,
+                                       backend_version=database.version, kv_block_size=None,
+                                       systems_path=database.systems_root, nextn=0, database=database)
+    spec = bytes(aiconfigurator_core.engine_spec_bincode_from_json(spec_json))
+    if path is not None:
+        with contextlib.suppress(OSError):  # a read-only temp folder: compiled each time, as before
+            write_once(path, spec)
+    return spec
+
+
+def _spec_key(model: Any, *, model_path: str, system: str, engine: str, database: Any,
+              database_mode: str) -> str | None:
+    """A name for the spec :func:`_compiled_spec` builds, from all it is made of: the library's own files
+    (:func:`_library_fingerprint`: its code and its tables), its settings from the environment, the
+    model's operators and configuration, and the database chosen; None where the tables are not all
+    the library's own (another systems path), or the library is not installed from a wheel."""
+    from aiconfigurator_core.sdk import perf_database
+    from aiconfigurator_core.sdk.engine import build_ops_json
+
+    library = _library_fingerprint()
+    if library is None or any(not _inside(path, library[1]) for path in perf_database.get_systems_paths()):
+        return None
+    settings = sorted((k, v) for k, v in os.environ.items() if k.startswith(("AIC_", "AICONFIGURATOR_")))
+    parts = [SPEC_CACHE_FORMAT, library[0], settings, model_path, system, engine, database.version, database_mode,
+             database.systems_root, repr(model.config), getattr(model, "_nextn", None),
+             build_ops_json(model.context_ops), build_ops_json(model.generation_ops)]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.realpath(path).startswith(folder + os.sep)
+
+
+@functools.cache
+def _library_fingerprint() -> tuple[str, str] | None:
+    """The sha256 of aiconfigurator-core's installed RECORD (each of its files' own sha256, the tables'
+    too) and the library's folder; None where the RECORD does not list the library's files (an
+    editable install, whose files change without a new version)."""
+    from importlib import metadata
+
+    import aiconfigurator_core
+
+    try:
+        record = metadata.distribution("aiconfigurator-core").read_text("RECORD") or ""
+    except metadata.PackageNotFoundError:
+        return None
+    if "aiconfigurator_core/systems/" not in record:
+        return None
+    return hashlib.sha256(record.encode()).hexdigest(), os.path.realpath(os.path.dirname(aiconfigurator_core.__file__))

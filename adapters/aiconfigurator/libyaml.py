@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from cosim.adapters.sdk import yaml_files
+
 # The library's modules that read YAML files with ``yaml.safe_load`` or ``yaml.load(..., yaml.SafeLoader)``.
 READERS = ("aiconfigurator_core.sdk.perf_database", "aiconfigurator_core.sdk.operations.base",
            "aiconfigurator_core.sdk.attention_lanes")
@@ -31,13 +33,13 @@ READERS = ("aiconfigurator_core.sdk.perf_database", "aiconfigurator_core.sdk.ope
 class _LibYaml(types.ModuleType):
     """PyYAML, with its safe loader LibYAML's."""
 
-    SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    SafeLoader = yaml_files.SafeLoader
 
     def __init__(self) -> None:
         super().__init__("yaml", yaml.__doc__)
 
     def safe_load(self, stream: Any) -> Any:
-        return yaml.load(stream, Loader=self.SafeLoader)
+        return yaml_files.safe_load(stream)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(yaml, name)

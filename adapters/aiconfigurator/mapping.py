@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from cosim.adapters.sdk import InvalidArgument
@@ -117,11 +118,16 @@ def parse_options(options: dict[str, Any]) -> AicOptions:
     return parsed
 
 
-def system_name(spec: pb.SessionSpec, options: AicOptions, supported: dict[str, dict[str, list[str]]]) -> str:
-    """The aiconfigurator system for the session's device.
+def system_name(spec: pb.SessionSpec, options: AicOptions, versions: Callable[[str], list[str]],
+                supported: Callable[[], dict[str, dict[str, list[str]]]]) -> tuple[str, list[str]]:
+    """The aiconfigurator system for the session's device, and the versions it lists for the engine.
 
     Args:
-        supported: the library's ``get_supported_databases()``: system -> engine -> versions.
+        versions: the versions the library lists for ``options.engine`` on a system (its
+            ``get_supported_databases()[system][engine]``, empty where it lists none), read for that
+            system alone.
+        supported: the library's whole ``get_supported_databases()``: system -> engine -> versions. It
+            parses every system's files, so it is read only to name the choices in an error.
 
     Raises:
         InvalidArgument: the device maps to no system, or the system has no data for the engine.
@@ -138,14 +144,16 @@ def system_name(spec: pb.SessionSpec, options: AicOptions, supported: dict[str, 
                                   f"{sorted(SYSTEMS)}")
         if not system:
             raise InvalidArgument(field, value, f"has no aiconfigurator system; mapped devices: {sorted(SYSTEMS)} "
-                                  f"(or name a system with options.system, one of {sorted(supported)})")
-    if system not in supported:
+                                  f"(or name a system with options.system, one of {sorted(supported())})")
+    found = versions(system)
+    if found:
+        return system, found
+    systems = supported()
+    if system not in systems:
         raise InvalidArgument(field, value, f"aiconfigurator has no measured data for system {system!r}; "
-                              f"systems with data: {sorted(supported)}")
-    if options.engine not in supported[system]:
-        raise InvalidArgument("spec.options.engine", options.engine, f"has no data on system {system!r}; "
-                              f"engines there: {sorted(supported[system])}")
-    return system
+                              f"systems with data: {sorted(systems)}")
+    raise InvalidArgument("spec.options.engine", options.engine, f"has no data on system {system!r}; "
+                          f"engines there: {sorted(systems[system])}")
 
 
 def engine_version(system: str, options: AicOptions, slots: dict[str, str] | None, versions: list[str]) -> str:
@@ -272,18 +280,25 @@ def _config_from_spec(model: pb.ModelSpec) -> dict[str, Any]:
     return config
 
 
+# Files named by their content, which sessions in every process share: model configs, compiled engine specs.
+SCRATCH = os.path.join(tempfile.gettempdir(), "cosim-aiconfigurator")
+
+
+def write_once(path: str, data: bytes) -> None:
+    """Writes ``path`` unless it exists, atomically: sessions in other processes may write the same file."""
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        scratch = f"{path}.{os.getpid()}"
+        with open(scratch, "wb") as handle:
+            handle.write(data)
+        os.replace(scratch, path)
+
+
 def _config_folder(config: dict[str, Any]) -> str:
     """A folder holding ``config.json`` (the library reads a local model as one), named by its content."""
     text = json.dumps(config, sort_keys=True)
-    folder = os.path.join(tempfile.gettempdir(), "cosim-aiconfigurator",
-                          hashlib.sha256(text.encode()).hexdigest()[:16])
-    path = os.path.join(folder, "config.json")
-    if not os.path.exists(path):
-        os.makedirs(folder, exist_ok=True)
-        scratch = f"{path}.{os.getpid()}"
-        with open(scratch, "w") as handle:
-            handle.write(text)
-        os.replace(scratch, path)  # atomic: sessions in other processes may write the same file
+    folder = os.path.join(SCRATCH, hashlib.sha256(text.encode()).hexdigest()[:16])
+    write_once(os.path.join(folder, "config.json"), text.encode())
     return folder
 
 

@@ -76,9 +76,11 @@ class MixedAttention:
         kernel or the device has no preset with an SM count."""
         family, _basis = fitted.family_of(spec.hardware.device)
         params = varlen.load_family(family)
+        if params is None:
+            return None  # before the presets are read: most sessions (Hopper, Blackwell) end here
         preset = _preset(spec.hardware.device)
         sms = spec.hardware.extra.get("num_sms") or (preset or {}).get("num_sms")
-        if params is None or not sms:
+        if not sms:
             return None
         model = spec.model
         tp = spec.parallelism.tensor or 1

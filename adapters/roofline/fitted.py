@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from cosim.adapters.sdk import InvalidArgument
+from cosim.adapters.sdk.yaml_files import safe_load
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ def load(path: Path = FITTED_PATH) -> dict[str, dict[str, Any]]:
         InvalidArgument: the file is missing or malformed.
     """
     try:
-        data = yaml.safe_load(path.read_text())
+        data = safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
         raise InvalidArgument("spec.options.profile", str(path),
                               f"cannot be read as the fitted profile: {err}") from err

@@ -7,7 +7,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cosim.adapters.sdk.yaml_files import safe_load
 
 PRESETS = Path(__file__).resolve().parents[2] / "hub" / "config" / "presets" / "devices.yaml"
 
@@ -15,4 +15,4 @@ PRESETS = Path(__file__).resolve().parents[2] / "hub" / "config" / "presets" / "
 @functools.cache
 def device_presets() -> dict[str, dict[str, Any]]:
     """Every device preset's entry (name, aliases, link figures), by name."""
-    return {e["name"]: e for e in yaml.safe_load(PRESETS.read_text())["devices"]}
+    return {e["name"]: e for e in safe_load(PRESETS.read_text())["devices"]}

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
+from cosim.adapters.sdk.yaml_files import safe_load
 
 VARLEN_PATH = Path(__file__).with_name("profiles") / "varlen.yaml"
 TILE_ROWS = 64  # kBlockM of the split-KV kernel, every head dim
@@ -192,7 +192,7 @@ def decode_only_us(decodes: Sequence[int], *, kv_heads: int, head_dim: int, p: V
 
 @functools.cache
 def _profile(path: Path = VARLEN_PATH) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text())
+    data = safe_load(path.read_text())
     return data if isinstance(data, dict) else {}
 
 

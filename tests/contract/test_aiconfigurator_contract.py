@@ -220,6 +220,51 @@ def test_the_library_s_yaml_files_read_the_same_under_libyaml() -> None:
         assert perf_database.get_supported_databases() == pure
 
 
+def test_a_system_s_versions_are_the_library_s_list_narrowed_to_it() -> None:
+    """supported_versions(system, engine) is get_supported_databases()[system][engine], [] where the
+    library lists none: on every system file it ships (estimate-only ones too) and every engine."""
+    from aiconfigurator_core.sdk import common, perf_database
+
+    from cosim.adapters.aiconfigurator.backend import supported_versions
+
+    everything = perf_database.get_supported_databases()
+    systems = {path.stem for root in perf_database.get_systems_paths() for path in Path(root).glob("*.yaml")}
+    assert set(everything) < systems
+    for system in sorted(systems | {"no_such_system"}):
+        for engine in [*(backend.value for backend in common.BackendName), "no_such_engine"]:
+            assert supported_versions(system, engine) == everything.get(system, {}).get(engine, []), (system, engine)
+
+
+def test_a_spec_compiled_in_an_earlier_session_times_steps_the_same(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first session writes its compiled spec, named by what it is made of; a later one reads it back
+    and times every step as a session that compiles its own; another model, parallelism or library
+    setting is another file, and tables outside the library's own folder write none."""
+    from aiconfigurator_core.sdk import perf_database
+
+    from cosim.adapters.aiconfigurator import engine
+
+    monkeypatch.setattr(engine, "SCRATCH", str(tmp_path))
+    specs = tmp_path / "specs"
+    batches = [([1] * 8, [700 + 9 * i for i in range(8)]), ([512, 1, 1], [0, 300, 900]), ([96], [4096])]
+    first = open_session(make_spec())
+    assert len(list(specs.iterdir())) == 1
+    again = open_session(make_spec())
+    monkeypatch.setattr(engine, "_spec_key", lambda *args, **kwargs: None)
+    own = open_session(make_spec())
+    monkeypatch.undo()
+    for new, context in batches:
+        assert step(first, new, context) == step(again, new, context) == step(own, new, context)
+    monkeypatch.setattr(engine, "SCRATCH", str(tmp_path))
+    open_session(make_spec(tp=2))
+    monkeypatch.setenv("AIC_COSIM_TEST_SETTING", "1")
+    open_session(make_spec())
+    assert len(list(specs.iterdir())) == 3
+    monkeypatch.setattr(perf_database, "get_systems_paths", lambda: [*perf_database._SYSTEMS_PATHS, str(tmp_path)])
+    open_session(make_spec())
+    assert len(list(specs.iterdir())) == 3
+
+
 def test_a_step_without_its_breakdown_has_the_same_times(llama_h100: Session[pb.SessionSpec]) -> None:
     """The hub's calls omit the breakdown: the same sums, added in the same order, and the timing is cached
     apart, so a later call asking for the breakdown still gets it."""
