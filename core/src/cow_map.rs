@@ -1,16 +1,18 @@
-//! A map whose copies cost O(shards), not O(entries): [`CowMap`].
+//! A map whose copies cost O(shards), not O(entries): [`CowMap`]; a vector whose copies cost
+//! O(chunks): [`CowVec`].
 //!
 //! The scheduler's lookahead copies a client's block manager at about every arrival, and with
 //! prefix caching that holds every cached block: tens of thousands of entries on an H100. A
-//! [`CowMap`] splits its entries into shards by key; a copy shares every shard (a reference
-//! count each), and whichever side writes a shared shard first copies it (copy-on-write), so a
-//! copy costs its shard list, and each side what it writes afterwards.
+//! [`CowMap`] splits its entries into shards by key (a [`CowVec`] into chunks by index); a copy
+//! shares every shard (a reference count each), and whichever side writes a shared shard first
+//! copies it (copy-on-write), so a copy costs its shard list, and each side what it writes
+//! afterwards.
 //!
 //! A copy made again and again from the same map (the lookahead's, once per arrival) is cheaper
 //! kept: a *mirror* ([`CowMap::mirror`]) is a copy whose writes, and its source's, are logged by
-//! key, so that [`CowMap::sync_from`] brings it up to date entry by entry. Each side copies a
-//! shared shard once, the first time it writes it; after that the two write their own shards,
-//! and dropping the copy frees none.
+//! key (by index), so that [`CowMap::sync_from`] brings it up to date entry by entry. Each side
+//! copies a shared shard once, the first time it writes it; after that the two write their own
+//! shards, and dropping the copy frees none.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,11 +63,9 @@ impl<V: Clone> CowMap<V> {
     /// entries either wrote since they were last equal; false, changing nothing, when a log is
     /// missing (either map outgrew it): a new mirror is needed.
     pub fn sync_from(&mut self, source: &mut Self) -> bool {
-        let (Some(mine), Some(theirs)) = (self.log.as_mut(), source.log.as_mut()) else {
+        let Some(mut keys) = merged_logs(&mut self.log, &mut source.log) else {
             return false;
         };
-        let mut keys = std::mem::take(mine);
-        keys.append(theirs);
         for key in &keys {
             let i = self.shard_of(key);
             let shard = Arc::make_mut(&mut self.shards[i]);
@@ -83,17 +83,9 @@ impl<V: Clone> CowMap<V> {
         true
     }
 
-    /// Notes a write for the mirror; a log longer than the map's capacity costs more to replay
-    /// than a new mirror, and is dropped.
     #[inline]
     fn note(&mut self, key: Key) {
-        if let Some(log) = &mut self.log {
-            if log.len() >= self.shards.len() * ENTRIES_PER_SHARD {
-                self.log = None;
-            } else {
-                log.push(key);
-            }
-        }
+        note(&mut self.log, key, self.shards.len() * ENTRIES_PER_SHARD);
     }
 
     #[inline]
@@ -126,11 +118,15 @@ impl<V: Clone> CowMap<V> {
     #[inline]
     pub fn remove(&mut self, key: &Key) -> Option<V> {
         let i = self.shard_of(key);
-        if !self.shards[i].contains_key(key) {
+        let removed = if let Some(shard) = Arc::get_mut(&mut self.shards[i]) {
+            shard.remove(key)? // one lookup where the shard is this map's alone
+        } else if self.shards[i].contains_key(key) {
+            Arc::make_mut(&mut self.shards[i]).remove(key)?
+        } else {
             return None; // a shared shard is not copied to remove nothing
-        }
+        };
         self.note(*key);
-        Arc::make_mut(&mut self.shards[i]).remove(key)
+        Some(removed)
     }
 
     /// Entries, in O(shards) (for checks, not the hot path).
@@ -146,6 +142,118 @@ impl<V: Clone> CowMap<V> {
     /// Every (key, value), in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
         self.shards.iter().flat_map(|shard| shard.iter())
+    }
+}
+
+/// The logs of a mirror and its source, merged into the first's allocation (the second's is
+/// kept, emptied); None when either map is not logging (see the module).
+fn merged_logs<T>(mine: &mut Option<Vec<T>>, theirs: &mut Option<Vec<T>>) -> Option<Vec<T>> {
+    let (Some(mine), Some(theirs)) = (mine.as_mut(), theirs.as_mut()) else {
+        return None;
+    };
+    let mut merged = std::mem::take(mine);
+    merged.append(theirs);
+    Some(merged)
+}
+
+/// Notes a write for the mirror; a log of `limit` writes (the collection's capacity) costs more
+/// to replay than a new mirror, and is dropped.
+#[inline]
+fn note<T>(log: &mut Option<Vec<T>>, item: T, limit: usize) {
+    if let Some(entries) = log {
+        if entries.len() >= limit {
+            *log = None;
+        } else {
+            entries.push(item);
+        }
+    }
+}
+
+/// Elements per chunk of a [`CowVec`].
+const CHUNK: usize = 64;
+
+/// A vector of chunks with copy-on-write chunks (see the module). It grows a chunk at a time;
+/// an element never written is `T::default()`.
+#[derive(Debug)]
+pub struct CowVec<T> {
+    chunks: Vec<Arc<[T; CHUNK]>>,
+    /// Indices written since the last sync with a mirror (as [`CowMap`]'s keys).
+    log: Option<Vec<u32>>,
+}
+
+/// A copy shares every chunk; it logs nothing (a log pairs one vector with one mirror).
+impl<T> Clone for CowVec<T> {
+    fn clone(&self) -> Self {
+        CowVec { chunks: self.chunks.clone(), log: None }
+    }
+}
+
+impl<T: Clone + Default> CowVec<T> {
+    /// An empty vector.
+    pub fn new() -> Self {
+        CowVec { chunks: Vec::new(), log: None }
+    }
+
+    /// Elements (a whole number of chunks).
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.chunks.len() * CHUNK
+    }
+
+    /// Whether the vector holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty()
+    }
+
+    /// Adds a chunk of default elements.
+    pub fn grow(&mut self) {
+        self.chunks.push(Arc::new(std::array::from_fn(|_| T::default())));
+    }
+
+    /// The element at `index` (below [`CowVec::len`]).
+    #[inline]
+    pub fn get(&self, index: u32) -> &T {
+        &self.chunks[index as usize / CHUNK][index as usize % CHUNK]
+    }
+
+    /// The element at `index`, to write (its chunk copied first if a copy shares it).
+    #[inline]
+    pub fn get_mut(&mut self, index: u32) -> &mut T {
+        let limit = self.len().max(CHUNK);
+        note(&mut self.log, index, limit);
+        &mut Arc::make_mut(&mut self.chunks[index as usize / CHUNK])[index as usize % CHUNK]
+    }
+
+    /// A copy, both it and `self` logging their writes from now on (see [`CowMap::mirror`]).
+    pub fn mirror(&mut self) -> Self {
+        self.log = Some(Vec::new());
+        CowVec { chunks: self.chunks.clone(), log: Some(Vec::new()) }
+    }
+
+    /// Makes this mirror of `source` equal to it again (see [`CowMap::sync_from`]): its length,
+    /// and the elements either wrote since they were last equal.
+    pub fn sync_from(&mut self, source: &mut Self) -> bool {
+        let Some(mut indices) = merged_logs(&mut self.log, &mut source.log) else {
+            return false;
+        };
+        self.chunks.truncate(source.chunks.len());
+        let grown = self.chunks.len();
+        self.chunks.extend_from_slice(&source.chunks[grown..]);
+        for &index in &indices {
+            let (chunk, at) = (index as usize / CHUNK, index as usize % CHUNK);
+            if chunk < grown && !Arc::ptr_eq(&self.chunks[chunk], &source.chunks[chunk]) {
+                Arc::make_mut(&mut self.chunks[chunk])[at] = source.chunks[chunk][at].clone();
+            }
+        }
+        indices.clear();
+        self.log = Some(indices);
+        true
+    }
+}
+
+impl<T: Clone + Default> Default for CowVec<T> {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

@@ -8,7 +8,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::cow_map::CowMap;
-use crate::free_queue::FreeQueue;
+use crate::free_queue::{FreeQueue, Slot};
 use crate::key::Key;
 
 /// Free-block counts, holders of cached blocks, and the free queue (see the module).
@@ -20,15 +20,19 @@ pub struct BlockPool {
     pub num_free: i64,
     /// Whether blocks are cached by content (vLLM's prefix caching).
     pub caching: bool,
-    /// shared or cached block -> sequences holding it
-    refs: CowMap<i64>,
-    /// prefix caching only
+    /// shared or cached block -> its entry in `free` (which counts the sequences holding it)
+    refs: CowMap<Slot>,
+    /// the entries of `refs`; with prefix caching, those nobody holds and runs of uncached free
+    /// blocks queued in eviction order
     free: FreeQueue,
     /// ids of runs; with caching off, of shared blocks too
     next_id: i64,
     /// Which mirror pairing this pool is in (0: none): a mirror syncs only with the pool that
     /// made it, and only while that pool made no other since (see [`BlockPool::mirror_into`]).
     pairing: u64,
+    /// (entry, holders) of the blocks an operation is given, read before any is written (kept
+    /// for its allocation; empty between operations)
+    scratch: Vec<(Slot, i64)>,
 }
 
 /// Pairings handed out so far (each `mirror_into` makes a new one).
@@ -43,9 +47,10 @@ impl BlockPool {
             num_free: num_blocks,
             caching,
             refs: CowMap::with_capacity(capacity),
-            free: FreeQueue::with_capacity(if caching { capacity } else { 0 }),
+            free: FreeQueue::new(),
             next_id: 0,
             pairing: 0,
+            scratch: Vec::new(),
         };
         if caching && num_blocks > 0 {
             pool.free_run(num_blocks);
@@ -76,12 +81,13 @@ impl BlockPool {
             free: self.free.mirror(),
             next_id: self.next_id,
             pairing: self.pairing,
+            scratch: Vec::new(),
         };
     }
 
     /// Sequences holding cached block `key`, if it is cached.
     pub fn holders(&self, key: &Key) -> Option<i64> {
-        self.refs.get(key).copied()
+        self.refs.get(key).map(|slot| self.free.count(*slot))
     }
 
     /// Whether `key` is cached (or, without caching, shared by forks).
@@ -103,32 +109,49 @@ impl BlockPool {
         if !self.caching {
             return;
         }
-        for key in self.free.take(num_blocks) {
-            self.refs.remove(&key); // a cached block is evicted (a run's id is in no map)
+        let refs = &mut self.refs;
+        self.free.take(num_blocks, |key| {
+            refs.remove(key);
+        });
+    }
+
+    /// Reads the entry and holders of each of `blocks` into `held` (emptied first); Err: the
+    /// first that is not cached.
+    fn read(&self, blocks: &[Key], held: &mut Vec<(Slot, i64)>) -> Result<(), Key> {
+        held.clear();
+        for key in blocks {
+            let slot = *self.refs.get(key).ok_or(*key)?;
+            held.push((slot, self.free.count(slot)));
         }
+        Ok(())
     }
 
     /// One more sequence holds each of the cached `blocks` (taken off the free queue if nobody did).
     /// Counts are read before any is written, as a block listed twice is held once more.
     pub fn hold(&mut self, blocks: &[Key]) -> Result<(), Key> {
-        let counts = blocks.iter().map(|key| self.refs.get(key).copied().ok_or(*key)).collect::<Result<Vec<_>, _>>()?;
-        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
-            .collect();
-        if !unheld.is_empty() {
-            self.free.remove_all(&unheld);
-            self.num_free -= unheld.len() as i64;
+        let mut held = std::mem::take(&mut self.scratch);
+        let read = self.read(blocks, &mut held);
+        if read.is_ok() {
+            for &(slot, count) in &held {
+                if count == 0 {
+                    self.free.unlink(slot);
+                    self.num_free -= 1;
+                }
+            }
+            for &(slot, count) in &held {
+                self.free.set_count(slot, count + 1);
+            }
         }
-        for (key, count) in blocks.iter().zip(counts) {
-            self.refs.insert(*key, count + 1);
-        }
-        Ok(())
+        held.clear();
+        self.scratch = held;
+        read
     }
 
     /// Blocks among `blocks` that nobody holds (free, evictable), or the first that is not cached.
     pub fn unheld(&self, blocks: &[Key]) -> Result<i64, Key> {
         let mut unheld = 0;
         for key in blocks {
-            if *self.refs.get(key).ok_or(*key)? == 0 {
+            if self.free.count(*self.refs.get(key).ok_or(*key)?) == 0 {
                 unheld += 1;
             }
         }
@@ -138,29 +161,34 @@ impl BlockPool {
     /// A sequence lets go of its cached `blocks`, given tail first: those nobody holds any more
     /// join the free queue's tail in that order (with caching), or are forgotten (without).
     pub fn let_go(&mut self, blocks: &[Key]) -> Result<(), Key> {
-        let counts = blocks.iter().map(|key| self.refs.get(key).map(|count| count - 1).ok_or(*key))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (key, count) in blocks.iter().zip(&counts) {
-            self.refs.insert(*key, *count);
-        }
-        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
-            .collect();
-        self.num_free += unheld.len() as i64;
-        if self.caching {
-            self.free.extend(&unheld);
-        } else {
-            for key in &unheld {
-                self.refs.remove(key); // shared by forks only: nothing keeps it
+        let mut held = std::mem::take(&mut self.scratch);
+        let read = self.read(blocks, &mut held);
+        if read.is_ok() {
+            for &(slot, count) in &held {
+                self.free.set_count(slot, count - 1);
+            }
+            for (key, &(slot, count)) in blocks.iter().zip(&held) {
+                if count != 1 {
+                    continue;
+                }
+                self.num_free += 1;
+                if self.caching {
+                    self.free.push(slot);
+                } else if self.refs.remove(key).is_some() {
+                    self.free.remove(slot); // shared by forks only: nothing keeps it
+                }
             }
         }
-        Ok(())
+        held.clear();
+        self.scratch = held;
+        read
     }
 
     /// `count` more sequences hold each of `blocks` (branches forked off the one holding them).
     pub fn share(&mut self, blocks: &[Key], count: i64) -> Result<(), Key> {
         for key in blocks {
-            let held = self.refs.get(key).copied().ok_or(*key)?;
-            self.refs.insert(*key, held + count);
+            let slot = *self.refs.get(key).ok_or(*key)?;
+            self.free.set_count(slot, self.free.count(slot) + count);
         }
         Ok(())
     }
@@ -168,12 +196,6 @@ impl BlockPool {
     /// A sequence's own blocks, one per key of `keys`, become cached blocks; a block someone
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
-        if !keys.iter().any(|key| self.refs.contains(key)) {
-            for key in keys {
-                self.refs.insert(*key, 1);
-            }
-            return;
-        }
         for key in keys {
             if self.refs.contains(key) {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");
@@ -182,7 +204,8 @@ impl BlockPool {
                     self.free_run(1);
                 }
             } else {
-                self.refs.insert(*key, 1);
+                let slot = self.free.add(*key, 1);
+                self.refs.insert(*key, slot);
             }
         }
     }
@@ -201,14 +224,14 @@ impl BlockPool {
             Some(tail) => self.free.grow_run(tail, count),
             None => {
                 let id = self.new_ids(1).start;
-                self.free.append_run(id, count);
+                self.free.append_run(Key::Id(id), count);
             }
         }
     }
 
     /// Holder counts of the cached blocks, in no particular order.
     pub fn holder_counts(&self) -> Vec<i64> {
-        self.refs.iter().map(|(_, count)| *count).collect()
+        self.refs.iter().map(|(_, slot)| self.free.count(*slot)).collect()
     }
 
     /// Blocks of each free queue entry, head first (empty without caching).
@@ -216,18 +239,22 @@ impl BlockPool {
         self.free.items().into_iter().map(|(_, count)| count).collect()
     }
 
-    /// Checks the pool's invariants: counts within bounds, the free queue's links, and with
-    /// caching, that the free blocks are exactly the free queue's, and that the cached blocks
-    /// nobody holds are exactly the free queue's cached entries.
+    /// Checks the pool's invariants: counts within bounds, each cached block's entry, the free
+    /// queue's links, and with caching, that the free blocks are exactly the free queue's, and
+    /// that the cached blocks nobody holds are exactly the free queue's cached entries.
     pub fn check(&self) -> Result<(), String> {
         if !(0..=self.num_blocks).contains(&self.num_free) {
             return Err(format!("{} free blocks of {}", self.num_free, self.num_blocks));
         }
-        if let Some((key, count)) = self.refs.iter().find(|(_, count)| **count < 0) {
+        if let Some((key, slot)) = self.refs.iter().find(|(key, slot)| self.free.key(**slot) != **key) {
+            return Err(format!("{key:?}'s entry {slot} is {:?}'s", self.free.key(*slot)));
+        }
+        if let Some((key, count)) = self.refs.iter().map(|(key, slot)| (key, self.free.count(*slot)))
+            .find(|(_, count)| *count < 0) {
             return Err(format!("{key:?} held by {count}"));
         }
         if !self.caching {
-            return match self.refs.iter().find(|(_, count)| **count == 0) {
+            return match self.refs.iter().find(|(_, slot)| self.free.count(**slot) == 0) {
                 Some((key, _)) => Err(format!("{key:?} is shared by nobody but kept")),
                 None => Ok(()),
             };
@@ -237,15 +264,21 @@ impl BlockPool {
         if queued != self.num_free {
             return Err(format!("the free queue holds {queued} blocks, {} are free", self.num_free));
         }
-        for (key, _) in self.free.items() {
+        let mut cached_queued = 0;
+        for slot in self.free.slots() {
+            let key = self.free.key(slot);
             if let Key::Hash(_) = key {
-                if self.holders(&key) != Some(0) {
+                if self.refs.get(&key) != Some(&slot) || self.free.count(slot) != 0 {
                     return Err(format!("{key:?} is queued as free but held by {:?}", self.holders(&key)));
                 }
+                cached_queued += 1;
             }
         }
-        if let Some((key, _)) = self.refs.iter().find(|(key, count)| **count == 0 && !self.free.contains(key)) {
-            return Err(format!("{key:?} is held by nobody but not queued as free"));
+        // every cached block nobody holds is queued: as many as the queue's cached entries (each
+        // one block's, once)
+        let unheld = self.refs.iter().filter(|(_, slot)| self.free.count(**slot) == 0).count();
+        if unheld != cached_queued {
+            return Err(format!("{unheld} cached blocks are held by nobody, {cached_queued} queued as free"));
         }
         Ok(())
     }
