@@ -106,12 +106,29 @@ impl<V: Clone> CowMap<V> {
         self.shards[self.shard_of(key)].contains_key(key)
     }
 
-    /// Sets `key`'s value (its shard copied first if a copy shares it).
+    /// Sets `key`'s value (its shard copied first if a copy shares it), returning the one it replaces.
     #[inline]
-    pub fn insert(&mut self, key: Key, value: V) {
+    pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
         self.note(key);
         let i = self.shard_of(&key);
-        Arc::make_mut(&mut self.shards[i]).insert(key, value);
+        Arc::make_mut(&mut self.shards[i]).insert(key, value)
+    }
+
+    /// Removes the entries `keep` says not to (shards holding none of them are not copied).
+    pub fn retain(&mut self, mut keep: impl FnMut(&Key, &V) -> bool) {
+        let limit = self.shards.len() * ENTRIES_PER_SHARD;
+        for shard in &mut self.shards {
+            if shard.iter().all(|(key, value)| keep(key, value)) {
+                continue;
+            }
+            Arc::make_mut(shard).retain(|key, value| {
+                let kept = keep(key, value);
+                if !kept {
+                    note(&mut self.log, *key, limit);
+                }
+                kept
+            });
+        }
     }
 
     /// Removes `key`, returning its value if it had one.
@@ -301,9 +318,9 @@ mod tests {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let (key, side) = (Key::Id((state >> 40) as i64 % 300), (state >> 20) % 4);
                 match side {
-                    0 => source.insert(key, round),
+                    0 => { source.insert(key, round); }
                     1 => { source.remove(&key); }
-                    2 => mirror.insert(key, -round),
+                    2 => { mirror.insert(key, -round); }
                     _ => { mirror.remove(&key); }
                 }
             }

@@ -7,7 +7,8 @@
 //! entries themselves, which also hold a cached block's holder count (vLLM's `ref_cnt`). The
 //! entries live in a slab, a [`CowVec`] (cheap to copy), and link by slot: every operation is
 //! O(1) and touches only the entries it changes, never a map (the pool maps a block's key to its
-//! slot once per operation).
+//! slot, and leaves an evicted block's key mapped to a slot that no longer holds it: see
+//! [`FreeQueue::holds`]).
 
 use crate::cow_map::CowVec;
 use crate::key::Key;
@@ -18,13 +19,25 @@ pub type Slot = u32;
 /// No slot: the end of a list.
 const NIL: Slot = Slot::MAX;
 
+/// What a slot holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    /// Nothing: free for a new entry.
+    #[default]
+    Spare,
+    /// A cached block.
+    Cached,
+    /// A run of free uncached blocks.
+    Run,
+}
+
 /// A cached block, or a run of free uncached blocks.
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     key: Key,
     /// A cached block's holders (queued: none), or a run's blocks.
     count: i64,
-    run: bool,
+    kind: Kind,
     /// Neighbours while queued, head side first. The head's `before` is stale (never read: the
     /// head is known by [`FreeQueue::head`]), so that taking from the head writes no other entry.
     /// A spare slot's `after` is the next spare one.
@@ -34,7 +47,7 @@ struct Entry {
 
 impl Default for Entry {
     fn default() -> Self {
-        Entry { key: Key::Id(0), count: 0, run: false, before: NIL, after: NIL }
+        Entry { key: Key::Id(0), count: 0, kind: Kind::Spare, before: NIL, after: NIL }
     }
 }
 
@@ -89,6 +102,14 @@ impl FreeQueue {
         self.entries.get(slot).key
     }
 
+    /// Whether the entry at `slot` is cached block `key` (a slot an evicted block's key still
+    /// maps to is spare, or another entry's).
+    #[inline]
+    pub fn holds(&self, slot: Slot, key: &Key) -> bool {
+        let entry = self.entries.get(slot);
+        entry.kind == Kind::Cached && entry.key == *key
+    }
+
     /// The holders of the cached block at `slot`.
     #[inline]
     pub fn count(&self, slot: Slot) -> i64 {
@@ -114,13 +135,14 @@ impl FreeQueue {
             self.unused += 1;
             self.unused - 1
         };
-        *self.entries.get_mut(slot) = Entry { key, count, ..Entry::default() };
+        *self.entries.get_mut(slot) = Entry { key, count, kind: Kind::Cached, ..Entry::default() };
         slot
     }
 
     /// Frees the slot of an entry not queued.
     pub fn remove(&mut self, slot: Slot) {
-        self.entries.get_mut(slot).after = self.spare;
+        let entry = self.entries.get_mut(slot);
+        (entry.kind, entry.after) = (Kind::Spare, self.spare);
         self.spare = slot;
     }
 
@@ -142,7 +164,7 @@ impl FreeQueue {
 
     fn blocks_of(&self, slot: Slot) -> i64 {
         let entry = self.entries.get(slot);
-        if entry.run { entry.count } else { 1 }
+        if entry.kind == Kind::Run { entry.count } else { 1 }
     }
 
     /// Takes `num_blocks` blocks from the head (there must be as many), handing `evict` the key
@@ -152,8 +174,8 @@ impl FreeQueue {
         while num_blocks > 0 {
             let slot = self.head;
             assert!(slot != NIL, "took more blocks than the free queue holds");
-            let Entry { key, count, run, after, .. } = *self.entries.get(slot);
-            let blocks = if run { count } else { 1 };
+            let Entry { key, count, kind, after, .. } = *self.entries.get(slot);
+            let blocks = if kind == Kind::Run { count } else { 1 };
             if blocks > num_blocks {
                 self.entries.get_mut(slot).count = blocks - num_blocks;
                 return;
@@ -163,7 +185,7 @@ impl FreeQueue {
                 self.tail = NIL;
             }
             self.queued -= 1;
-            if !run {
+            if kind == Kind::Cached {
                 evict(&key);
             }
             self.remove(slot);
@@ -174,7 +196,7 @@ impl FreeQueue {
     /// Adds a run of `blocks` uncached blocks at the tail, as entry `key`.
     pub fn append_run(&mut self, key: Key, blocks: i64) {
         let slot = self.add(key, blocks);
-        self.entries.get_mut(slot).run = true;
+        self.entries.get_mut(slot).kind = Kind::Run;
         self.push(slot);
     }
 
@@ -193,7 +215,7 @@ impl FreeQueue {
 
     /// The last entry if it is a run (its blocks can grow).
     pub fn tail_run(&self) -> Option<Slot> {
-        (self.tail != NIL && self.entries.get(self.tail).run).then_some(self.tail)
+        (self.tail != NIL && self.entries.get(self.tail).kind == Kind::Run).then_some(self.tail)
     }
 
     /// Adds `blocks` to the run at `slot`.
@@ -234,10 +256,19 @@ impl FreeQueue {
                 return Err(format!("{:?} does not link back to {:?}", self.key(pair[1]), self.key(pair[0])));
             }
         }
-        if let Some(slot) = forward.iter().find(|slot| self.entries.get(**slot).run && self.count(**slot) <= 0) {
-            return Err(format!("run {:?} holds {} blocks", self.key(*slot), self.count(*slot)));
+        if let Some(slot) = forward.iter().find(|slot| match self.entries.get(**slot).kind {
+            Kind::Run => self.count(**slot) <= 0,
+            Kind::Cached => self.count(**slot) != 0,
+            Kind::Spare => true,
+        }) {
+            return Err(format!("{:?} is queued holding {}", self.entries.get(*slot), self.count(*slot)));
         }
         Ok(())
+    }
+
+    /// Cached blocks (queued or not), in O(entries) (for checks).
+    pub fn cached(&self) -> usize {
+        (0..self.unused).filter(|slot| self.entries.get(*slot).kind == Kind::Cached).count()
     }
 }
 

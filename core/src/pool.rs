@@ -20,8 +20,11 @@ pub struct BlockPool {
     pub num_free: i64,
     /// Whether blocks are cached by content (vLLM's prefix caching).
     pub caching: bool,
-    /// shared or cached block -> its entry in `free` (which counts the sequences holding it)
+    /// shared or cached block -> its entry in `free` (which counts the sequences holding it);
+    /// a block evicted stays mapped to a slot that no longer holds it (see [`BlockPool::take`])
     refs: CowMap<Slot>,
+    /// keys of `refs` whose block was evicted
+    stale: i64,
     /// the entries of `refs`; with prefix caching, those nobody holds and runs of uncached free
     /// blocks queued in eviction order
     free: FreeQueue,
@@ -47,6 +50,7 @@ impl BlockPool {
             num_free: num_blocks,
             caching,
             refs: CowMap::with_capacity(capacity),
+            stale: 0,
             free: FreeQueue::new(),
             next_id: 0,
             pairing: 0,
@@ -68,8 +72,8 @@ impl BlockPool {
         let synced = self.pairing != 0 && mirror.pairing == self.pairing
             && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
         if synced {
-            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id)
-                = (self.num_blocks, self.num_free, self.caching, self.next_id);
+            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id, mirror.stale)
+                = (self.num_blocks, self.num_free, self.caching, self.next_id, self.stale);
             return;
         }
         self.pairing = PAIRINGS.fetch_add(1, Ordering::Relaxed) + 1;
@@ -78,6 +82,7 @@ impl BlockPool {
             num_free: self.num_free,
             caching: self.caching,
             refs: self.refs.mirror(),
+            stale: self.stale,
             free: self.free.mirror(),
             next_id: self.next_id,
             pairing: self.pairing,
@@ -85,14 +90,20 @@ impl BlockPool {
         };
     }
 
+    /// The entry of cached (or shared) block `key`, if it is one.
+    #[inline]
+    fn slot_of(&self, key: &Key) -> Option<Slot> {
+        self.refs.get(key).copied().filter(|slot| self.free.holds(*slot, key))
+    }
+
     /// Sequences holding cached block `key`, if it is cached.
     pub fn holders(&self, key: &Key) -> Option<i64> {
-        self.refs.get(key).map(|slot| self.free.count(*slot))
+        self.slot_of(key).map(|slot| self.free.count(slot))
     }
 
     /// Whether `key` is cached (or, without caching, shared by forks).
     pub fn is_cached(&self, key: &Key) -> bool {
-        self.refs.contains(key)
+        self.slot_of(key).is_some()
     }
 
     /// `count` new ids (keys of blocks shared by forks, without caching).
@@ -104,15 +115,24 @@ impl BlockPool {
 
     /// Takes `num_blocks` free blocks from the free queue's head, evicting the cached ones among
     /// them (the caller checked there are enough; a decode run credits them later).
+    ///
+    /// An evicted block's key is left in `refs`, mapped to a slot that no longer holds it (its
+    /// map entry is cold by now: removing it was the pool's dearest operation); such keys are
+    /// dropped all at once when they outnumber the pool's blocks, a pass over the map per as many
+    /// evictions, or replaced when the block is cached again.
     pub fn take(&mut self, num_blocks: i64) {
         self.num_free -= num_blocks;
         if !self.caching {
             return;
         }
-        let refs = &mut self.refs;
-        self.free.take(num_blocks, |key| {
-            refs.remove(key);
-        });
+        let mut evicted = 0;
+        self.free.take(num_blocks, |_| evicted += 1);
+        self.stale += evicted;
+        if self.stale > self.num_blocks {
+            let free = &self.free;
+            self.refs.retain(|key, slot| free.holds(*slot, key));
+            self.stale = 0;
+        }
     }
 
     /// Reads the entry and holders of each of `blocks` into `held` (emptied first); Err: the
@@ -120,7 +140,7 @@ impl BlockPool {
     fn read(&self, blocks: &[Key], held: &mut Vec<(Slot, i64)>) -> Result<(), Key> {
         held.clear();
         for key in blocks {
-            let slot = *self.refs.get(key).ok_or(*key)?;
+            let slot = self.slot_of(key).ok_or(*key)?;
             held.push((slot, self.free.count(slot)));
         }
         Ok(())
@@ -151,7 +171,7 @@ impl BlockPool {
     pub fn unheld(&self, blocks: &[Key]) -> Result<i64, Key> {
         let mut unheld = 0;
         for key in blocks {
-            if self.free.count(*self.refs.get(key).ok_or(*key)?) == 0 {
+            if self.free.count(self.slot_of(key).ok_or(*key)?) == 0 {
                 unheld += 1;
             }
         }
@@ -187,7 +207,7 @@ impl BlockPool {
     /// `count` more sequences hold each of `blocks` (branches forked off the one holding them).
     pub fn share(&mut self, blocks: &[Key], count: i64) -> Result<(), Key> {
         for key in blocks {
-            let slot = *self.refs.get(key).ok_or(*key)?;
+            let slot = self.slot_of(key).ok_or(*key)?;
             self.free.set_count(slot, self.free.count(slot) + count);
         }
         Ok(())
@@ -197,7 +217,7 @@ impl BlockPool {
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
         for key in keys {
-            if self.refs.contains(key) {
+            if self.is_cached(key) {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");
                 self.num_free += 1;
                 if self.caching {
@@ -205,7 +225,9 @@ impl BlockPool {
                 }
             } else {
                 let slot = self.free.add(*key, 1);
-                self.refs.insert(*key, slot);
+                if self.refs.insert(*key, slot).is_some() {
+                    self.stale -= 1; // it was evicted
+                }
             }
         }
     }
@@ -229,9 +251,14 @@ impl BlockPool {
         }
     }
 
+    /// (key, entry) of each cached block, in no particular order.
+    fn cached(&self) -> impl Iterator<Item = (&Key, Slot)> {
+        self.refs.iter().map(|(key, slot)| (key, *slot)).filter(|(key, slot)| self.free.holds(*slot, key))
+    }
+
     /// Holder counts of the cached blocks, in no particular order.
     pub fn holder_counts(&self) -> Vec<i64> {
-        self.refs.iter().map(|(_, slot)| self.free.count(*slot)).collect()
+        self.cached().map(|(_, slot)| self.free.count(slot)).collect()
     }
 
     /// Blocks of each free queue entry, head first (empty without caching).
@@ -239,22 +266,28 @@ impl BlockPool {
         self.free.items().into_iter().map(|(_, count)| count).collect()
     }
 
-    /// Checks the pool's invariants: counts within bounds, each cached block's entry, the free
-    /// queue's links, and with caching, that the free blocks are exactly the free queue's, and
-    /// that the cached blocks nobody holds are exactly the free queue's cached entries.
+    /// Checks the pool's invariants: counts within bounds, each cached block's entry, the keys of
+    /// evicted blocks counted, the free queue's links, and with caching, that the free blocks are
+    /// exactly the free queue's, and that the cached blocks nobody holds are exactly the free
+    /// queue's cached entries.
     pub fn check(&self) -> Result<(), String> {
         if !(0..=self.num_blocks).contains(&self.num_free) {
             return Err(format!("{} free blocks of {}", self.num_free, self.num_blocks));
         }
-        if let Some((key, slot)) = self.refs.iter().find(|(key, slot)| self.free.key(**slot) != **key) {
-            return Err(format!("{key:?}'s entry {slot} is {:?}'s", self.free.key(*slot)));
+        let (cached, entries) = (self.cached().count(), self.free.cached());
+        if cached != entries {
+            return Err(format!("{cached} cached blocks mapped, {entries} entries"));
         }
-        if let Some((key, count)) = self.refs.iter().map(|(key, slot)| (key, self.free.count(*slot)))
+        let stale = self.refs.iter().count() - cached;
+        if stale as i64 != self.stale {
+            return Err(format!("{stale} keys of evicted blocks mapped, {} counted", self.stale));
+        }
+        if let Some((key, count)) = self.cached().map(|(key, slot)| (key, self.free.count(slot)))
             .find(|(_, count)| *count < 0) {
             return Err(format!("{key:?} held by {count}"));
         }
         if !self.caching {
-            return match self.refs.iter().find(|(_, slot)| self.free.count(**slot) == 0) {
+            return match self.cached().find(|(_, slot)| self.free.count(*slot) == 0) {
                 Some((key, _)) => Err(format!("{key:?} is shared by nobody but kept")),
                 None => Ok(()),
             };
@@ -264,21 +297,12 @@ impl BlockPool {
         if queued != self.num_free {
             return Err(format!("the free queue holds {queued} blocks, {} are free", self.num_free));
         }
-        let mut cached_queued = 0;
-        for slot in self.free.slots() {
-            let key = self.free.key(slot);
-            if let Key::Hash(_) = key {
-                if self.refs.get(&key) != Some(&slot) || self.free.count(slot) != 0 {
-                    return Err(format!("{key:?} is queued as free but held by {:?}", self.holders(&key)));
-                }
-                cached_queued += 1;
-            }
-        }
-        // every cached block nobody holds is queued: as many as the queue's cached entries (each
-        // one block's, once)
-        let unheld = self.refs.iter().filter(|(_, slot)| self.free.count(**slot) == 0).count();
-        if unheld != cached_queued {
-            return Err(format!("{unheld} cached blocks are held by nobody, {cached_queued} queued as free"));
+        // the queue's cached entries have no holders (its check): as many as the mapped blocks with none
+        let queued = self.free.slots().into_iter().filter(|slot| self.free.holds(*slot, &self.free.key(*slot)))
+            .count();
+        let unheld = self.cached().filter(|(_, slot)| self.free.count(*slot) == 0).count();
+        if unheld != queued {
+            return Err(format!("{unheld} cached blocks are held by nobody, {queued} queued as free"));
         }
         Ok(())
     }
@@ -380,6 +404,27 @@ mod tests {
         assert_eq!(state(&mirror), state(&other));
         live.mirror_into(&mut mirror); // and so is one another pool took over
         assert_eq!(state(&mirror), state(&live));
+    }
+
+    #[test]
+    fn evicted_blocks_cached_again_and_their_keys_dropped() {
+        let mut pool = BlockPool::new(4, true);
+        let mut mirror = BlockPool::new(0, false);
+        for round in 0..40u8 {
+            // a sequence of two blocks, one of them computed before (evicted by now, but for the first)
+            pool.take(2);
+            let keys = [hash(round % 8), hash(100 + round)];
+            pool.cache(&keys);
+            pool.let_go(&[keys[1], keys[0]]).unwrap();
+            pool.check().unwrap();
+            assert_eq!(pool.holders(&keys[0]), Some(0));
+            assert!(pool.stale <= pool.num_blocks); // evicted keys dropped once they outnumber the blocks
+            pool.mirror_into(&mut mirror);
+            assert_eq!((state(&mirror), mirror.stale), (state(&pool), pool.stale));
+            mirror.take(3);
+            mirror.check().unwrap();
+        }
+        assert_eq!((pool.is_cached(&hash(0)), pool.holders(&hash(139)), pool.num_free), (false, Some(0), 4));
     }
 
     #[test]
