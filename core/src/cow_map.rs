@@ -14,6 +14,7 @@
 //! copies a shared shard once, the first time it writes it; after that the two write their own
 //! shards, and dropping the copy frees none.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -106,12 +107,37 @@ impl<V: Clone> CowMap<V> {
         self.shards[self.shard_of(key)].contains_key(key)
     }
 
-    /// Sets `key`'s value (its shard copied first if a copy shares it), returning the one it replaces.
+    /// Sets `key`'s value (its shard copied first if a copy shares it).
     #[inline]
-    pub fn insert(&mut self, key: Key, value: V) -> Option<V> {
+    pub fn insert(&mut self, key: Key, value: V) {
         self.note(key);
         let i = self.shard_of(&key);
-        Arc::make_mut(&mut self.shards[i]).insert(key, value)
+        Arc::make_mut(&mut self.shards[i]).insert(key, value);
+    }
+
+    /// Sets `key`'s value to what `value` makes of its current one, if it makes one (`None`:
+    /// unchanged), in one lookup; returns the value it had.
+    #[inline]
+    pub fn insert_with(&mut self, key: Key, value: impl FnOnce(Option<&V>) -> Option<V>) -> Option<V> {
+        let limit = self.shards.len() * ENTRIES_PER_SHARD;
+        let i = self.shard_of(&key);
+        match Arc::make_mut(&mut self.shards[i]).entry(key) {
+            Entry::Occupied(mut entry) => {
+                let had = entry.get().clone();
+                if let Some(new) = value(Some(&had)) {
+                    entry.insert(new);
+                    note(&mut self.log, key, limit);
+                }
+                Some(had)
+            }
+            Entry::Vacant(entry) => {
+                if let Some(new) = value(None) {
+                    entry.insert(new);
+                    note(&mut self.log, key, limit);
+                }
+                None
+            }
+        }
     }
 
     /// Removes the entries `keep` says not to (shards holding none of them are not copied).
@@ -318,9 +344,9 @@ mod tests {
                 state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 let (key, side) = (Key::Id((state >> 40) as i64 % 300), (state >> 20) % 4);
                 match side {
-                    0 => { source.insert(key, round); }
+                    0 => source.insert(key, round),
                     1 => { source.remove(&key); }
-                    2 => { mirror.insert(key, -round); }
+                    2 => mirror.insert(key, -round),
                     _ => { mirror.remove(&key); }
                 }
             }

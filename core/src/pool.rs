@@ -217,17 +217,20 @@ impl BlockPool {
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
         for key in keys {
-            if self.is_cached(key) {
+            // one lookup: a new entry where the key is not cached (no longer, or never was)
+            let (free, mut cached) = (&mut self.free, false);
+            let had = self.refs.insert_with(*key, |slot| {
+                cached = slot.is_some_and(|slot| free.holds(*slot, key));
+                (!cached).then(|| free.add(*key, 1))
+            });
+            if cached {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");
                 self.num_free += 1;
                 if self.caching {
                     self.free_run(1);
                 }
-            } else {
-                let slot = self.free.add(*key, 1);
-                if self.refs.insert(*key, slot).is_some() {
-                    self.stale -= 1; // it was evicted
-                }
+            } else if had.is_some() {
+                self.stale -= 1; // the key of an evicted block, replaced
             }
         }
     }
