@@ -10,7 +10,7 @@
 //! slot, and leaves an evicted block's key mapped to a slot that no longer holds it: see
 //! [`FreeQueue::holds`]).
 
-use crate::cow_map::CowVec;
+use crate::cow_vec::CowVec;
 use crate::key::Key;
 
 /// Where an entry lives in the slab.
@@ -268,9 +268,10 @@ impl FreeQueue {
         Ok(())
     }
 
-    /// Cached blocks (queued or not), in O(entries) (for checks).
-    pub fn cached(&self) -> usize {
-        (0..self.unused).filter(|slot| self.entries.get(*slot).kind == Kind::Cached).count()
+    /// (key, slot) of every cached block (queued or not), in slot order, in O(entries).
+    pub fn cached(&self) -> impl Iterator<Item = (&Key, Slot)> {
+        (0..self.unused).map(|slot| (self.entries.get(slot), slot)).filter(|(entry, _)| entry.kind == Kind::Cached)
+            .map(|(entry, slot)| (&entry.key, slot))
     }
 }
 

@@ -7,9 +7,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cow_map::CowMap;
 use crate::free_queue::{FreeQueue, Slot};
 use crate::key::Key;
+use crate::slot_map::SlotMap;
 
 /// Free-block counts, holders of cached blocks, and the free queue (see the module).
 #[derive(Clone, Debug)]
@@ -21,10 +21,10 @@ pub struct BlockPool {
     /// Whether blocks are cached by content (vLLM's prefix caching).
     pub caching: bool,
     /// shared or cached block -> its entry in `free` (which counts the sequences holding it);
-    /// a block evicted stays mapped to a slot that no longer holds it (see [`BlockPool::take`])
-    refs: CowMap<Slot>,
-    /// keys of `refs` whose block was evicted
-    stale: i64,
+    /// a block evicted or forgotten stays mapped to a slot that no longer holds it
+    refs: SlotMap,
+    /// keys of `refs` whose entry went (see [`BlockPool::forget`])
+    stale: usize,
     /// the entries of `refs`; with prefix caching, those nobody holds and runs of uncached free
     /// blocks queued in eviction order
     free: FreeQueue,
@@ -49,7 +49,7 @@ impl BlockPool {
             num_blocks,
             num_free: num_blocks,
             caching,
-            refs: CowMap::with_capacity(capacity),
+            refs: SlotMap::with_capacity(if caching { 2 * capacity } else { 0 }), // forks grow it
             stale: 0,
             free: FreeQueue::new(),
             next_id: 0,
@@ -63,11 +63,13 @@ impl BlockPool {
     }
 
     /// Makes `mirror` equal to this pool: by copying only what either changed since it last was
-    /// (both log their writes while paired), else (`mirror` is not this pool's current one, or a
-    /// log outgrew a whole copy) as a new copy ([`CowMap::mirror`]). The lookahead keeps one
-    /// mirror per client and brings it up to date at each miss, where a new copy would share
-    /// every shard again, both sides would copy each shard they write, and the copy's would be
-    /// freed with it.
+    /// (both log their writes while paired), else (`mirror` is not this pool's current one, a
+    /// log outgrew a whole copy, or the index was rebuilt) as a new copy ([`CowVec::mirror`]).
+    /// The lookahead keeps one mirror per client and brings it up to date at each miss, where a
+    /// new copy would share every chunk again, both sides would copy each chunk they write, and
+    /// the copy's would be freed with it.
+    ///
+    /// [`CowVec::mirror`]: crate::cow_vec::CowVec::mirror
     pub fn mirror_into(&mut self, mirror: &mut BlockPool) {
         let synced = self.pairing != 0 && mirror.pairing == self.pairing
             && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
@@ -93,7 +95,26 @@ impl BlockPool {
     /// The entry of cached (or shared) block `key`, if it is one.
     #[inline]
     fn slot_of(&self, key: &Key) -> Option<Slot> {
-        self.refs.get(key).copied().filter(|slot| self.free.holds(*slot, key))
+        self.refs.find(key, |slot| self.free.holds(slot, key))
+    }
+
+    /// Counts `count` keys whose entry went: they stay in `refs` (a lookup finds their slot no
+    /// longer holds them; removing an evicted block's key, cold by then, was the pool's dearest
+    /// operation) until they outnumber the pool's blocks, when `refs` is rebuilt from the
+    /// entries: a pass over them per as many evictions.
+    fn forget(&mut self, count: usize) {
+        self.stale += count;
+        if self.stale > usize::try_from(self.num_blocks).unwrap_or(0) {
+            self.reindex(0);
+        }
+    }
+
+    /// Rebuilds `refs` from the entries, with room for `more` keys.
+    fn reindex(&mut self, more: usize) {
+        let live = self.refs.used() - self.stale;
+        let capacity = (2 * usize::try_from(self.num_blocks).unwrap_or(0)).max(2 * (live + more));
+        self.refs = SlotMap::rebuilt(capacity, self.free.cached());
+        self.stale = 0;
     }
 
     /// Sequences holding cached block `key`, if it is cached.
@@ -115,11 +136,6 @@ impl BlockPool {
 
     /// Takes `num_blocks` free blocks from the free queue's head, evicting the cached ones among
     /// them (the caller checked there are enough; a decode run credits them later).
-    ///
-    /// An evicted block's key is left in `refs`, mapped to a slot that no longer holds it (its
-    /// map entry is cold by now: removing it was the pool's dearest operation); such keys are
-    /// dropped all at once when they outnumber the pool's blocks, a pass over the map per as many
-    /// evictions, or replaced when the block is cached again.
     pub fn take(&mut self, num_blocks: i64) {
         self.num_free -= num_blocks;
         if !self.caching {
@@ -127,12 +143,7 @@ impl BlockPool {
         }
         let mut evicted = 0;
         self.free.take(num_blocks, |_| evicted += 1);
-        self.stale += evicted;
-        if self.stale > self.num_blocks {
-            let free = &self.free;
-            self.refs.retain(|key, slot| free.holds(*slot, key));
-            self.stale = 0;
-        }
+        self.forget(evicted);
     }
 
     /// Reads the entry and holders of each of `blocks` into `held` (emptied first); Err: the
@@ -194,8 +205,9 @@ impl BlockPool {
                 self.num_free += 1;
                 if self.caching {
                     self.free.push(slot);
-                } else if self.refs.remove(key).is_some() {
+                } else if self.free.holds(slot, key) {
                     self.free.remove(slot); // shared by forks only: nothing keeps it
+                    self.forget(1);
                 }
             }
         }
@@ -217,20 +229,18 @@ impl BlockPool {
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
         for key in keys {
-            // one lookup: a new entry where the key is not cached (no longer, or never was)
-            let (free, mut cached) = (&mut self.free, false);
-            let had = self.refs.insert_with(*key, |slot| {
-                cached = slot.is_some_and(|slot| free.holds(*slot, key));
-                (!cached).then(|| free.add(*key, 1))
-            });
-            if cached {
+            if self.is_cached(key) {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");
                 self.num_free += 1;
                 if self.caching {
                     self.free_run(1);
                 }
-            } else if had.is_some() {
-                self.stale -= 1; // the key of an evicted block, replaced
+            } else {
+                if self.refs.is_full(1) {
+                    self.reindex(1);
+                }
+                let slot = self.free.add(*key, 1);
+                self.refs.insert(key, slot);
             }
         }
     }
@@ -254,14 +264,9 @@ impl BlockPool {
         }
     }
 
-    /// (key, entry) of each cached block, in no particular order.
-    fn cached(&self) -> impl Iterator<Item = (&Key, Slot)> {
-        self.refs.iter().map(|(key, slot)| (key, *slot)).filter(|(key, slot)| self.free.holds(*slot, key))
-    }
-
     /// Holder counts of the cached blocks, in no particular order.
     pub fn holder_counts(&self) -> Vec<i64> {
-        self.cached().map(|(_, slot)| self.free.count(slot)).collect()
+        self.free.cached().map(|(_, slot)| self.free.count(slot)).collect()
     }
 
     /// Blocks of each free queue entry, head first (empty without caching).
@@ -277,20 +282,19 @@ impl BlockPool {
         if !(0..=self.num_blocks).contains(&self.num_free) {
             return Err(format!("{} free blocks of {}", self.num_free, self.num_blocks));
         }
-        let (cached, entries) = (self.cached().count(), self.free.cached());
-        if cached != entries {
-            return Err(format!("{cached} cached blocks mapped, {entries} entries"));
+        if let Some((key, slot)) = self.free.cached().find(|(key, slot)| self.slot_of(key) != Some(*slot)) {
+            return Err(format!("{key:?}'s entry {slot} is not found by its key"));
         }
-        let stale = self.refs.iter().count() - cached;
-        if stale as i64 != self.stale {
-            return Err(format!("{stale} keys of evicted blocks mapped, {} counted", self.stale));
+        let cached = self.free.cached().count();
+        if self.refs.used() != cached + self.stale {
+            return Err(format!("{} keys mapped, {cached} cached and {} gone", self.refs.used(), self.stale));
         }
-        if let Some((key, count)) = self.cached().map(|(key, slot)| (key, self.free.count(slot)))
+        if let Some((key, count)) = self.free.cached().map(|(key, slot)| (key, self.free.count(slot)))
             .find(|(_, count)| *count < 0) {
             return Err(format!("{key:?} held by {count}"));
         }
         if !self.caching {
-            return match self.cached().find(|(_, slot)| self.free.count(*slot) == 0) {
+            return match self.free.cached().find(|(_, slot)| self.free.count(*slot) == 0) {
                 Some((key, _)) => Err(format!("{key:?} is shared by nobody but kept")),
                 None => Ok(()),
             };
@@ -303,7 +307,7 @@ impl BlockPool {
         // the queue's cached entries have no holders (its check): as many as the mapped blocks with none
         let queued = self.free.slots().into_iter().filter(|slot| self.free.holds(*slot, &self.free.key(*slot)))
             .count();
-        let unheld = self.cached().filter(|(_, slot)| self.free.count(*slot) == 0).count();
+        let unheld = self.free.cached().filter(|(_, slot)| self.free.count(*slot) == 0).count();
         if unheld != queued {
             return Err(format!("{unheld} cached blocks are held by nobody, {queued} queued as free"));
         }
@@ -421,7 +425,7 @@ mod tests {
             pool.let_go(&[keys[1], keys[0]]).unwrap();
             pool.check().unwrap();
             assert_eq!(pool.holders(&keys[0]), Some(0));
-            assert!(pool.stale <= pool.num_blocks); // evicted keys dropped once they outnumber the blocks
+            assert!(pool.stale <= 4); // evicted keys dropped once they outnumber the blocks
             pool.mirror_into(&mut mirror);
             assert_eq!((state(&mirror), mirror.stale), (state(&pool), pool.stale));
             mirror.take(3);
