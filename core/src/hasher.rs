@@ -193,7 +193,8 @@ impl<'py> Blocks<'py> {
             }
             None => None,
         };
-        let mut content = Vec::new();
+        // a block's ids, or its synthesized text (tens of bytes), without growing on each write
+        let mut content = Vec::with_capacity(width.max(128));
         for i in first..num_blocks {
             let (start, stop) = (i * block_size, (i + 1) * block_size);
             content.clear();

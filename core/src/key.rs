@@ -4,7 +4,7 @@
 //! [`crate::hasher`]); runs of uncached free blocks, and blocks shared by forks
 //! without prefix caching, are known by integer ids the pool hands out.
 
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -63,41 +63,5 @@ impl Hash for Key {
     #[inline]
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.fingerprint());
-    }
-}
-
-/// Hashes a [`Key`] to its fingerprint, unchanged (it is well mixed already).
-#[derive(Default, Clone, Copy)]
-pub struct FingerprintHasher(u64);
-
-impl Hasher for FingerprintHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline]
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // not used by Key; folds anything else in, FNV-1a style
-        for byte in bytes {
-            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01B3);
-        }
-    }
-}
-
-/// The [`BuildHasher`] of the pool's maps.
-#[derive(Default, Clone, Copy)]
-pub struct BuildFingerprint;
-
-impl BuildHasher for BuildFingerprint {
-    type Hasher = FingerprintHasher;
-
-    #[inline]
-    fn build_hasher(&self) -> FingerprintHasher {
-        FingerprintHasher::default()
     }
 }

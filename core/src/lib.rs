@@ -2,9 +2,9 @@
 //!
 //! The simulation's semantics move here from Python piece by piece (issue #37), each piece's
 //! Python deleted as it lands. So far: the paged KV block manager with vLLM V1's prefix cache
-//! ([`manager::BlockManager`]), over a block pool ([`pool`]) whose free queue ([`free_queue`]) and
-//! reference counts live in copy-on-write maps ([`cow_map`]), so that the scheduler's lookahead
-//! copies it cheaply; and the per-client scheduler ([`scheduler::Scheduler`]) on Rust sequences
+//! ([`manager::BlockManager`]), over a block pool ([`pool`]) whose entries and free queue
+//! ([`free_queue`]) and index ([`slot_map`]) live in copy-on-write vectors ([`cow_vec`]), so that
+//! the scheduler's lookahead copies it cheaply; and the per-client scheduler ([`scheduler::Scheduler`]) on Rust sequences
 //! ([`sequence::Sequence`]): its batching policies ([`policies`]), packing orders ([`packing`]),
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
@@ -16,7 +16,7 @@
 
 pub mod batch;
 pub mod bounded_cache;
-pub mod cow_map;
+pub mod cow_vec;
 pub mod forecast;
 pub mod free_queue;
 pub mod hasher;
@@ -34,6 +34,7 @@ pub mod rows;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
+pub mod slot_map;
 pub mod step_timer;
 pub mod stepping;
 pub mod timeline;

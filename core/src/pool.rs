@@ -7,9 +7,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::cow_map::CowMap;
-use crate::free_queue::FreeQueue;
+use crate::free_queue::{FreeQueue, Slot};
 use crate::key::Key;
+use crate::slot_map::SlotMap;
 
 /// Free-block counts, holders of cached blocks, and the free queue (see the module).
 #[derive(Clone, Debug)]
@@ -20,15 +20,22 @@ pub struct BlockPool {
     pub num_free: i64,
     /// Whether blocks are cached by content (vLLM's prefix caching).
     pub caching: bool,
-    /// shared or cached block -> sequences holding it
-    refs: CowMap<i64>,
-    /// prefix caching only
+    /// shared or cached block -> its entry in `free` (which counts the sequences holding it);
+    /// a block evicted or forgotten stays mapped to a slot that no longer holds it
+    refs: SlotMap,
+    /// keys of `refs` whose entry went (see [`BlockPool::forget`])
+    stale: usize,
+    /// the entries of `refs`; with prefix caching, those nobody holds and runs of uncached free
+    /// blocks queued in eviction order
     free: FreeQueue,
     /// ids of runs; with caching off, of shared blocks too
     next_id: i64,
     /// Which mirror pairing this pool is in (0: none): a mirror syncs only with the pool that
     /// made it, and only while that pool made no other since (see [`BlockPool::mirror_into`]).
     pairing: u64,
+    /// (entry, holders) of the blocks an operation is given, read before any is written (kept
+    /// for its allocation; empty between operations)
+    scratch: Vec<(Slot, i64)>,
 }
 
 /// Pairings handed out so far (each `mirror_into` makes a new one).
@@ -42,10 +49,12 @@ impl BlockPool {
             num_blocks,
             num_free: num_blocks,
             caching,
-            refs: CowMap::with_capacity(capacity),
-            free: FreeQueue::with_capacity(if caching { capacity } else { 0 }),
+            refs: SlotMap::with_capacity(if caching { 2 * capacity } else { 0 }), // forks grow it
+            stale: 0,
+            free: FreeQueue::new(),
             next_id: 0,
             pairing: 0,
+            scratch: Vec::new(),
         };
         if caching && num_blocks > 0 {
             pool.free_run(num_blocks);
@@ -54,17 +63,19 @@ impl BlockPool {
     }
 
     /// Makes `mirror` equal to this pool: by copying only what either changed since it last was
-    /// (both log their writes while paired), else (`mirror` is not this pool's current one, or a
-    /// log outgrew a whole copy) as a new copy ([`CowMap::mirror`]). The lookahead keeps one
-    /// mirror per client and brings it up to date at each miss, where a new copy would share
-    /// every shard again, both sides would copy each shard they write, and the copy's would be
-    /// freed with it.
+    /// (both log their writes while paired), else (`mirror` is not this pool's current one, a
+    /// log outgrew a whole copy, or the index was rebuilt) as a new copy ([`CowVec::mirror`]).
+    /// The lookahead keeps one mirror per client and brings it up to date at each miss, where a
+    /// new copy would share every chunk again, both sides would copy each chunk they write, and
+    /// the copy's would be freed with it.
+    ///
+    /// [`CowVec::mirror`]: crate::cow_vec::CowVec::mirror
     pub fn mirror_into(&mut self, mirror: &mut BlockPool) {
         let synced = self.pairing != 0 && mirror.pairing == self.pairing
             && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
         if synced {
-            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id)
-                = (self.num_blocks, self.num_free, self.caching, self.next_id);
+            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id, mirror.stale)
+                = (self.num_blocks, self.num_free, self.caching, self.next_id, self.stale);
             return;
         }
         self.pairing = PAIRINGS.fetch_add(1, Ordering::Relaxed) + 1;
@@ -73,20 +84,47 @@ impl BlockPool {
             num_free: self.num_free,
             caching: self.caching,
             refs: self.refs.mirror(),
+            stale: self.stale,
             free: self.free.mirror(),
             next_id: self.next_id,
             pairing: self.pairing,
+            scratch: Vec::new(),
         };
+    }
+
+    /// The entry of cached (or shared) block `key`, if it is one.
+    #[inline]
+    fn slot_of(&self, key: &Key) -> Option<Slot> {
+        self.refs.find(key, |slot| self.free.holds(slot, key))
+    }
+
+    /// Counts `count` keys whose entry went: they stay in `refs` (a lookup finds their slot no
+    /// longer holds them; removing an evicted block's key, cold by then, was the pool's dearest
+    /// operation) until they outnumber the pool's blocks, when `refs` is rebuilt from the
+    /// entries: a pass over them per as many evictions.
+    fn forget(&mut self, count: usize) {
+        self.stale += count;
+        if self.stale > usize::try_from(self.num_blocks).unwrap_or(0) {
+            self.reindex(0);
+        }
+    }
+
+    /// Rebuilds `refs` from the entries, with room for `more` keys.
+    fn reindex(&mut self, more: usize) {
+        let live = self.refs.used() - self.stale;
+        let capacity = (2 * usize::try_from(self.num_blocks).unwrap_or(0)).max(2 * (live + more));
+        self.refs = SlotMap::rebuilt(capacity, self.free.cached());
+        self.stale = 0;
     }
 
     /// Sequences holding cached block `key`, if it is cached.
     pub fn holders(&self, key: &Key) -> Option<i64> {
-        self.refs.get(key).copied()
+        self.slot_of(key).map(|slot| self.free.count(slot))
     }
 
     /// Whether `key` is cached (or, without caching, shared by forks).
     pub fn is_cached(&self, key: &Key) -> bool {
-        self.refs.contains(key)
+        self.slot_of(key).is_some()
     }
 
     /// `count` new ids (keys of blocks shared by forks, without caching).
@@ -103,32 +141,48 @@ impl BlockPool {
         if !self.caching {
             return;
         }
-        for key in self.free.take(num_blocks) {
-            self.refs.remove(&key); // a cached block is evicted (a run's id is in no map)
+        let mut evicted = 0;
+        self.free.take(num_blocks, |_| evicted += 1);
+        self.forget(evicted);
+    }
+
+    /// Reads the entry and holders of each of `blocks` into `held` (emptied first); Err: the
+    /// first that is not cached.
+    fn read(&self, blocks: &[Key], held: &mut Vec<(Slot, i64)>) -> Result<(), Key> {
+        held.clear();
+        for key in blocks {
+            let slot = self.slot_of(key).ok_or(*key)?;
+            held.push((slot, self.free.count(slot)));
         }
+        Ok(())
     }
 
     /// One more sequence holds each of the cached `blocks` (taken off the free queue if nobody did).
     /// Counts are read before any is written, as a block listed twice is held once more.
     pub fn hold(&mut self, blocks: &[Key]) -> Result<(), Key> {
-        let counts = blocks.iter().map(|key| self.refs.get(key).copied().ok_or(*key)).collect::<Result<Vec<_>, _>>()?;
-        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
-            .collect();
-        if !unheld.is_empty() {
-            self.free.remove_all(&unheld);
-            self.num_free -= unheld.len() as i64;
+        let mut held = std::mem::take(&mut self.scratch);
+        let read = self.read(blocks, &mut held);
+        if read.is_ok() {
+            for &(slot, count) in &held {
+                if count == 0 {
+                    self.free.unlink(slot);
+                    self.num_free -= 1;
+                }
+            }
+            for &(slot, count) in &held {
+                self.free.set_count(slot, count + 1);
+            }
         }
-        for (key, count) in blocks.iter().zip(counts) {
-            self.refs.insert(*key, count + 1);
-        }
-        Ok(())
+        held.clear();
+        self.scratch = held;
+        read
     }
 
     /// Blocks among `blocks` that nobody holds (free, evictable), or the first that is not cached.
     pub fn unheld(&self, blocks: &[Key]) -> Result<i64, Key> {
         let mut unheld = 0;
         for key in blocks {
-            if *self.refs.get(key).ok_or(*key)? == 0 {
+            if self.free.count(self.slot_of(key).ok_or(*key)?) == 0 {
                 unheld += 1;
             }
         }
@@ -138,29 +192,35 @@ impl BlockPool {
     /// A sequence lets go of its cached `blocks`, given tail first: those nobody holds any more
     /// join the free queue's tail in that order (with caching), or are forgotten (without).
     pub fn let_go(&mut self, blocks: &[Key]) -> Result<(), Key> {
-        let counts = blocks.iter().map(|key| self.refs.get(key).map(|count| count - 1).ok_or(*key))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (key, count) in blocks.iter().zip(&counts) {
-            self.refs.insert(*key, *count);
-        }
-        let unheld: Vec<Key> = blocks.iter().zip(&counts).filter(|(_, count)| **count == 0).map(|(key, _)| *key)
-            .collect();
-        self.num_free += unheld.len() as i64;
-        if self.caching {
-            self.free.extend(&unheld);
-        } else {
-            for key in &unheld {
-                self.refs.remove(key); // shared by forks only: nothing keeps it
+        let mut held = std::mem::take(&mut self.scratch);
+        let read = self.read(blocks, &mut held);
+        if read.is_ok() {
+            for &(slot, count) in &held {
+                self.free.set_count(slot, count - 1);
+            }
+            for (key, &(slot, count)) in blocks.iter().zip(&held) {
+                if count != 1 {
+                    continue;
+                }
+                self.num_free += 1;
+                if self.caching {
+                    self.free.push(slot);
+                } else if self.free.holds(slot, key) {
+                    self.free.remove(slot); // shared by forks only: nothing keeps it
+                    self.forget(1);
+                }
             }
         }
-        Ok(())
+        held.clear();
+        self.scratch = held;
+        read
     }
 
     /// `count` more sequences hold each of `blocks` (branches forked off the one holding them).
     pub fn share(&mut self, blocks: &[Key], count: i64) -> Result<(), Key> {
         for key in blocks {
-            let held = self.refs.get(key).copied().ok_or(*key)?;
-            self.refs.insert(*key, held + count);
+            let slot = self.slot_of(key).ok_or(*key)?;
+            self.free.set_count(slot, self.free.count(slot) + count);
         }
         Ok(())
     }
@@ -168,21 +228,19 @@ impl BlockPool {
     /// A sequence's own blocks, one per key of `keys`, become cached blocks; a block someone
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
-        if !keys.iter().any(|key| self.refs.contains(key)) {
-            for key in keys {
-                self.refs.insert(*key, 1);
-            }
-            return;
-        }
         for key in keys {
-            if self.refs.contains(key) {
+            if self.is_cached(key) {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");
                 self.num_free += 1;
                 if self.caching {
                     self.free_run(1);
                 }
             } else {
-                self.refs.insert(*key, 1);
+                if self.refs.is_full(1) {
+                    self.reindex(1);
+                }
+                let slot = self.free.add(*key, 1);
+                self.refs.insert(key, slot);
             }
         }
     }
@@ -201,14 +259,14 @@ impl BlockPool {
             Some(tail) => self.free.grow_run(tail, count),
             None => {
                 let id = self.new_ids(1).start;
-                self.free.append_run(id, count);
+                self.free.append_run(Key::Id(id), count);
             }
         }
     }
 
     /// Holder counts of the cached blocks, in no particular order.
     pub fn holder_counts(&self) -> Vec<i64> {
-        self.refs.iter().map(|(_, count)| *count).collect()
+        self.free.cached().map(|(_, slot)| self.free.count(slot)).collect()
     }
 
     /// Blocks of each free queue entry, head first (empty without caching).
@@ -216,18 +274,27 @@ impl BlockPool {
         self.free.items().into_iter().map(|(_, count)| count).collect()
     }
 
-    /// Checks the pool's invariants: counts within bounds, the free queue's links, and with
-    /// caching, that the free blocks are exactly the free queue's, and that the cached blocks
-    /// nobody holds are exactly the free queue's cached entries.
+    /// Checks the pool's invariants: counts within bounds, each cached block's entry, the keys of
+    /// evicted blocks counted, the free queue's links, and with caching, that the free blocks are
+    /// exactly the free queue's, and that the cached blocks nobody holds are exactly the free
+    /// queue's cached entries.
     pub fn check(&self) -> Result<(), String> {
         if !(0..=self.num_blocks).contains(&self.num_free) {
             return Err(format!("{} free blocks of {}", self.num_free, self.num_blocks));
         }
-        if let Some((key, count)) = self.refs.iter().find(|(_, count)| **count < 0) {
+        if let Some((key, slot)) = self.free.cached().find(|(key, slot)| self.slot_of(key) != Some(*slot)) {
+            return Err(format!("{key:?}'s entry {slot} is not found by its key"));
+        }
+        let cached = self.free.cached().count();
+        if self.refs.used() != cached + self.stale {
+            return Err(format!("{} keys mapped, {cached} cached and {} gone", self.refs.used(), self.stale));
+        }
+        if let Some((key, count)) = self.free.cached().map(|(key, slot)| (key, self.free.count(slot)))
+            .find(|(_, count)| *count < 0) {
             return Err(format!("{key:?} held by {count}"));
         }
         if !self.caching {
-            return match self.refs.iter().find(|(_, count)| **count == 0) {
+            return match self.free.cached().find(|(_, slot)| self.free.count(*slot) == 0) {
                 Some((key, _)) => Err(format!("{key:?} is shared by nobody but kept")),
                 None => Ok(()),
             };
@@ -237,15 +304,12 @@ impl BlockPool {
         if queued != self.num_free {
             return Err(format!("the free queue holds {queued} blocks, {} are free", self.num_free));
         }
-        for (key, _) in self.free.items() {
-            if let Key::Hash(_) = key {
-                if self.holders(&key) != Some(0) {
-                    return Err(format!("{key:?} is queued as free but held by {:?}", self.holders(&key)));
-                }
-            }
-        }
-        if let Some((key, _)) = self.refs.iter().find(|(key, count)| **count == 0 && !self.free.contains(key)) {
-            return Err(format!("{key:?} is held by nobody but not queued as free"));
+        // the queue's cached entries have no holders (its check): as many as the mapped blocks with none
+        let queued = self.free.slots().into_iter().filter(|slot| self.free.holds(*slot, &self.free.key(*slot)))
+            .count();
+        let unheld = self.free.cached().filter(|(_, slot)| self.free.count(*slot) == 0).count();
+        if unheld != queued {
+            return Err(format!("{unheld} cached blocks are held by nobody, {queued} queued as free"));
         }
         Ok(())
     }
@@ -347,6 +411,27 @@ mod tests {
         assert_eq!(state(&mirror), state(&other));
         live.mirror_into(&mut mirror); // and so is one another pool took over
         assert_eq!(state(&mirror), state(&live));
+    }
+
+    #[test]
+    fn evicted_blocks_cached_again_and_their_keys_dropped() {
+        let mut pool = BlockPool::new(4, true);
+        let mut mirror = BlockPool::new(0, false);
+        for round in 0..40u8 {
+            // a sequence of two blocks, one of them computed before (evicted by now, but for the first)
+            pool.take(2);
+            let keys = [hash(round % 8), hash(100 + round)];
+            pool.cache(&keys);
+            pool.let_go(&[keys[1], keys[0]]).unwrap();
+            pool.check().unwrap();
+            assert_eq!(pool.holders(&keys[0]), Some(0));
+            assert!(pool.stale <= 4); // evicted keys dropped once they outnumber the blocks
+            pool.mirror_into(&mut mirror);
+            assert_eq!((state(&mirror), mirror.stale), (state(&pool), pool.stale));
+            mirror.take(3);
+            mirror.check().unwrap();
+        }
+        assert_eq!((pool.is_cached(&hash(0)), pool.holders(&hash(139)), pool.num_free), (false, Some(0), 4));
     }
 
     #[test]

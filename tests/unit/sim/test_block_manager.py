@@ -227,7 +227,7 @@ def test_a_transferred_prompt_hits_the_blocks_it_shares_and_computes_nothing_aga
 def test_a_copy_costs_the_same_however_many_blocks_were_cached_and_freed() -> None:
     """The lookahead copies the KV at about every arrival: what a copy costs must not grow with
     the cached blocks or with how many blocks were ever freed (issue 37). A copy shares the
-    maps' shards (core/src/cow_map.rs): timed against a fresh manager's, best of many, it costs
+    vectors' chunks (core/src/cow_vec.rs): timed against a fresh manager's, best of many, it costs
     the same; a copy of the entries (20,000 cached blocks, megabytes) would cost 50x."""
 
     def copy_seconds(kv: BlockManager) -> float:
