@@ -11,7 +11,7 @@
 //! [`Forecast`] on a copy of the client's scheduler, kept until work arrives (`interrupt`) or KV is
 //! released (`forget_forecast`), so asking again continues it; when another client of the session
 //! misses, this one's predictions ride along too where they fall short (`top_up`). A dropped
-//! forecast's KV blocks are kept, and the next forecast brings them up to date by the keys either
+//! forecast's KV blocks are kept, and the next forecast brings them up to date by the entries either
 //! side wrote since ([`crate::pool::BlockPool::mirror_into`]) instead of copying them anew. The
 //! predictions reach the session as the forecast's timing keys, with no Python in between, unless a
 //! Python subclass replaces `_lookahead` (a test checking each against a fresh copy's). A decode
