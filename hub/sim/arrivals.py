@@ -59,11 +59,13 @@ class PendingRequests:
         """The record of request ``index``, given its integers (:attr:`RequestSpecs.INTS`) and pipeline index."""
         id_, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns = ints
         pipeline = self._pipelines[pipeline_index]
-        return RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
-                             output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
-                             pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
-                             priority=priority, deadline_ns=deadline_ns,
-                             **{name: column[index] for name, column in self._objects.items()})
+        record = RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
+                               output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
+                               pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
+                               priority=priority, deadline_ns=deadline_ns)
+        for name, column in self._objects.items():  # set after: most runs have none to pass (nor a dict to build)
+            setattr(record, name, column[index])
+        return record
 
     def pop(self) -> RequestRecord:
         """The next request's record; it is no longer pending."""
