@@ -98,6 +98,11 @@ class RequestRecord:
                  itl_ns: list[int] | None = ..., client_itl_ns: list[int] | None = ...) -> None: ...
     @property
     def is_finished(self) -> bool: ...
+    def row_ints(self) -> tuple[int, ...]:
+        """The integer fields a request table's row takes, in one call: ``id``, ``arrival_ns``,
+        ``first_token_ns``, ``finish_ns``, ``output_tokens``, ``branches``, ``max_tbt_ns``, ``input_tokens``,
+        ``generated_tokens``, ``preemptions``, ``cached_tokens``, ``session``, ``turn``, ``client_send_ns``,
+        ``client_first_token_ns``, ``client_last_token_ns``."""
     def values(self) -> tuple[Any, ...]:
         """Its fields' values, in order."""
 

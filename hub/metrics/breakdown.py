@@ -37,15 +37,18 @@ def add_breakdown(totals: dict[str, int], stages: Sequence[Stage]) -> None:
     split = {stage[0].split(":")[0] for stage in stages if ":" in stage[0]}
     totals.setdefault("queue", 0)
     totals.setdefault("communication", 0)
+    queue_ns = communication_ns = 0
     for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:
         if end_ns < 0:
             continue
         if ":" not in kind:
-            totals["queue"] += start_ns - enqueue_ns
-            totals["communication"] += transfer_ns
+            queue_ns += start_ns - enqueue_ns
+            communication_ns += transfer_ns
             if kind in split:
                 continue
         totals[kind] = totals.get(kind, 0) + end_ns - start_ns
+    totals["queue"] += queue_ns
+    totals["communication"] += communication_ns
 
 
 def add_stage_sums(sums: dict[str, list[int]], stages: Sequence[Stage]) -> None:

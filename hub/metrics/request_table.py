@@ -16,7 +16,7 @@ numbers the records would give (:meth:`RequestTable.of` builds one from records 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,21 +44,15 @@ def ordered_kinds(kinds: Iterable[str]) -> list[str]:
 def attributed_client(record: RequestRecord) -> str | None:
     """The client a request's latency is attributed to: that of its last
     decode stage, else of its last stage; None with no stages."""
-    for stage in reversed(record.stages):
-        if stage.kind == "decode":
-            return stage.client
-    return record.stages[-1].client if record.stages else None
+    return _attributed(stage_values(record))
 
 
-def span_starts(stages: Sequence[Stage]) -> Iterator[int]:
-    """Start of each trace span of a request (:func:`cosim.hub.metrics.trace._request_spans`), from its
-    :func:`~cosim.hub.metrics.breakdown.stage_values`."""
-    for _, _, enqueue_ns, start_ns, _, transfer_ns in stages:
-        if transfer_ns > 0:
-            yield enqueue_ns - transfer_ns
-        yield enqueue_ns
-        if start_ns >= 0:
-            yield start_ns
+def _attributed(stages: Sequence[Stage]) -> str | None:
+    """:func:`attributed_client`, from a request's :func:`~cosim.hub.metrics.breakdown.stage_values`."""
+    for stage in reversed(stages):
+        if stage[0] == "decode":
+            return stage[1]
+    return stages[-1][1] if stages else None
 
 
 def _means(totals: dict[str, int], count: int) -> dict[str, float]:
@@ -83,8 +77,9 @@ class _Sums:
         """Adds a request, given its :func:`~cosim.hub.metrics.breakdown.stage_values`."""
         add_stage_sums(self.stages, stages)
         if record.is_finished:
-            add_breakdown(self.breakdown.setdefault(record.template, {}), stages)
-            self.finished[record.template] = self.finished.get(record.template, 0) + 1
+            template = record.template
+            add_breakdown(self.breakdown.setdefault(template, {}), stages)
+            self.finished[template] = self.finished.get(template, 0) + 1
         self.kinds.update([stage[0] for stage in stages])
         self.has_lora = self.has_lora or record.lora is not None
 
@@ -113,24 +108,33 @@ class _Owners:
 
     def code(self, name: str | None) -> int:
         name = name or ""
-        if name not in self._codes:
-            self._codes[name] = len(self.names)
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = len(self.names)
             self.names.append(name)
-        return self._codes[name]
+        return code
 
 
-def _row(record: RequestRecord, stages: Sequence[Stage], owners: _Owners, classes: _Owners) -> tuple[int, ...]:
+def _take(record: RequestRecord, owners: _Owners, classes: _Owners, sums: _Sums,
+          add_span: Callable[[int], object]) -> tuple[int, ...]:
+    """A request's row (:data:`FIELDS`), in one pass over its stages: the start of each of its trace
+    spans (:func:`cosim.hub.metrics.trace._request_spans`) goes to ``add_span``, its stages to ``sums``."""
+    stages = stage_values(record)
     queue_ns, started = 0, 0  # over the stages that started
-    for _, _, enqueue_ns, start_ns, _, _ in stages:
+    for _, _, enqueue_ns, start_ns, _, transfer_ns in stages:
+        if transfer_ns > 0:
+            add_span(enqueue_ns - transfer_ns)
+        add_span(enqueue_ns)
         if start_ns >= 0:
+            add_span(start_ns)
             queue_ns += start_ns - enqueue_ns
             started = 1
-    return (record.id, record.arrival_ns, record.first_token_ns, record.finish_ns,
-            record.output_tokens // record.branches, record.max_tbt_ns, queue_ns, started,
-            record.input_tokens, record.generated_tokens,
-            record.preemptions, record.cached_tokens, owners.code(attributed_client(record)), classes.code(record.cls),
-            record.session, record.turn, record.client_send_ns, record.client_first_token_ns,
-            record.client_last_token_ns)
+    sums.add(record, stages)
+    (id_, arrival_ns, first_token_ns, finish_ns, output_tokens, branches, max_tbt_ns, input_tokens, generated_tokens,
+     preemptions, cached_tokens, session, turn, client_send_ns, client_first_ns, client_last_ns) = record.row_ints()
+    return (id_, arrival_ns, first_token_ns, finish_ns, output_tokens // branches, max_tbt_ns, queue_ns, started,
+            input_tokens, generated_tokens, preemptions, cached_tokens, owners.code(_attributed(stages)),
+            classes.code(record.cls), session, turn, client_send_ns, client_first_ns, client_last_ns)
 
 
 @dataclass
@@ -241,11 +245,7 @@ class RequestColumns:
 
     def add(self, record: RequestRecord) -> None:
         """Takes a request's numbers (a finished one: its record may be dropped after)."""
-        stages = stage_values(record)
-        self._rows.append(*_row(record, stages, self._owners, self._classes))
-        for start in span_starts(stages):
-            self._spans.append(start)
-        self._sums.add(record, stages)
+        self._rows.append(*_take(record, self._owners, self._classes, self._sums, self._spans.append))
         self._keep_itls(record, self._itls)
 
     def table(self, others: Iterable[RequestRecord] = ()) -> RequestTable:
@@ -255,10 +255,7 @@ class RequestColumns:
         starts: list[int] = []
         itls: tuple[dict[int, list[int]], dict[int, list[int]]] = (dict(self._itls[0]), dict(self._itls[1]))
         for record in others:
-            stages = stage_values(record)
-            rows.append(_row(record, stages, self._owners, self._classes))
-            starts.extend(span_starts(stages))
-            extra.add(record, stages)
+            rows.append(_take(record, self._owners, self._classes, extra, starts.append))
             self._keep_itls(record, itls)
         data = np.concatenate([self._rows.rows(), np.array(rows, dtype=self._rows.dtype)])
         data = data[np.argsort(data["id"], kind="stable")]

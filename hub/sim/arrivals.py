@@ -32,6 +32,8 @@ class PendingRequests:
 
     # The object fields of a spec that a record takes.
     OBJECT_FIELDS = ("prefix_id", "prompt_token_ids", "lora", "cls")
+    # Requests whose rows pop() converts to Python ints at once: numpy's per-call cost, paid per block.
+    BLOCK = 1024
 
     def __init__(self, specs: RequestSpecs, pipelines: Sequence[Pipeline]) -> None:
         # One row per request (the fields of RequestSpecs.INTS), so that a record's integers come out as
@@ -41,6 +43,9 @@ class PendingRequests:
         self._objects = {name: column for name, column in specs.objects.items() if name in self.OBJECT_FIELDS}
         self._pipeline_index, self._pipelines = distinct_pipelines(pipelines)
         self._next = 0
+        # The block pop() takes from: each request's integers and pipeline index, from request _block_start on.
+        self._block: list[tuple[list[int], int]] = []
+        self._block_start = 0
 
     def __len__(self) -> int:
         """Requests not yet handed out."""
@@ -48,20 +53,30 @@ class PendingRequests:
 
     def record(self, index: int) -> RequestRecord:
         """A new record of request ``index`` (its position in the specs)."""
-        id_, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns = \
-            self._ints[index].tolist()
-        pipeline = self._pipelines[self._pipeline_index[index]]
-        return RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
-                             output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
-                             pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
-                             priority=priority, deadline_ns=deadline_ns,
-                             **{name: column[index] for name, column in self._objects.items()})
+        return self._record(index, self._ints[index].tolist(), int(self._pipeline_index[index]))
+
+    def _record(self, index: int, ints: list[int], pipeline_index: int) -> RequestRecord:
+        """The record of request ``index``, given its integers (:attr:`RequestSpecs.INTS`) and pipeline index."""
+        id_, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns = ints
+        pipeline = self._pipelines[pipeline_index]
+        record = RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
+                               output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
+                               pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
+                               priority=priority, deadline_ns=deadline_ns)
+        for name, column in self._objects.items():  # set after: most runs have none to pass (nor a dict to build)
+            setattr(record, name, column[index])
+        return record
 
     def pop(self) -> RequestRecord:
         """The next request's record; it is no longer pending."""
-        record = self.record(self._next)
-        self._next += 1
-        return record
+        index = self._next
+        offset = index - self._block_start
+        if offset >= len(self._block):
+            end = index + self.BLOCK
+            self._block = list(zip(self._ints[index:end].tolist(), self._pipeline_index[index:end].tolist()))
+            self._block_start, offset = index, 0
+        self._next = index + 1
+        return self._record(index, *self._block[offset])
 
     def remaining(self) -> Iterator[RequestRecord]:
         """Fresh records of the requests not yet handed out (a partial run reports them unstarted)."""

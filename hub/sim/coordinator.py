@@ -306,12 +306,13 @@ class Coordinator:
         stage = StageRecord(kind="prefill", client=client.name, enqueue_ns=self.kernel.now_ns,
                             transfer_ns=transfer_ns)
         request.stages.append(stage)
-        per_branch = request.output_tokens // request.branches
-        self._check_fits(request, client, request.input_tokens, per_branch if whole else 1, prefills=True)
-        seq = Sequence(request, stage, num_tokens=request.input_tokens, num_computed=request.retrieved_tokens,
-                       target_generated=per_branch if whole else 1,
-                       prefix_id=request.prefix_id if not request.retrieved_tokens else None,
-                       forks=request.branches - 1 if whole else 0)
+        # each read of a record's field is a call into the core: read once
+        input_tokens, branches, retrieved_tokens = request.input_tokens, request.branches, request.retrieved_tokens
+        target = request.output_tokens // branches if whole else 1
+        self._check_fits(request, client, input_tokens, target, prefills=True)
+        seq = Sequence(request, stage, num_tokens=input_tokens, num_computed=retrieved_tokens, target_generated=target,
+                       prefix_id=request.prefix_id if not retrieved_tokens else None,
+                       forks=branches - 1 if whole else 0)
         client.submit(seq)
 
     def _store_prefix(self, request: RequestRecord) -> None:
