@@ -884,3 +884,37 @@ def decode_stats(seqs: int, context_sum: int) -> BatchStats: ...
 def lora_adapters(new_tokens: Seq[int], ranks: Seq[int], ids: Seq[int]) -> tuple[tuple[int, float], ...]: ...
 def run_stage(pre: Seq[tuple[float, float]], layer: Seq[tuple[float, float]], num_layers: int,
               post: Seq[tuple[float, float]]) -> float: ...
+
+# The run folder's rows as text (core/src/run_files.rs; numbers as Python formats them, core/src/text.rs).
+def float_repr(x: float) -> str:
+    """``repr(x)``."""
+def float_text(x: float) -> str:
+    """CSV text of a float: empty for NaN, else ``"%.9g" % x``."""
+def ns_to_s_text(ns: int) -> str:
+    """Exact decimal seconds of an integer nanosecond count: 1_500_000_000 -> "1.5"."""
+def stage_cells(record: RequestRecord, kinds: Seq[str]) -> list[str | int | None]:
+    """requests.csv's five cells per stage kind of one request, as values (None: no value)."""
+def client_rows(name_cell: str, start_ns: np.ndarray, end_ns: np.ndarray, steps: np.ndarray, num_seqs: np.ndarray,
+                prefill_tokens: np.ndarray, decode_tokens: np.ndarray, kv_blocks_used: np.ndarray,
+                num_waiting: np.ndarray) -> str:
+    """clients.csv's rows of one client, each ending in a newline (int64 columns; ``num_seqs`` float64)."""
+def step_events(pid: int, start_ns: np.ndarray, end_ns: np.ndarray, num_seqs: np.ndarray,
+                prefill_tokens: np.ndarray, decode_tokens: np.ndarray, kv_blocks_used: np.ndarray,
+                num_waiting: np.ndarray) -> str:
+    """trace.json's three events per step of a client (int64 columns), joined with ",\\n"."""
+
+class RequestsCsv:
+    """requests.csv's rows, a chunk of requests at a time (``quote``: a string's csv cell)."""
+
+    def __init__(self, kinds: Seq[str], with_lora: bool, with_class: bool, with_sessions: bool,
+                 quote: Callable[[object], str]) -> None: ...
+    def rows(self, records: Seq[RequestRecord], ttft_s: np.ndarray, tpot_s: np.ndarray, e2e_s: np.ndarray,
+             tbt_max_s: np.ndarray, queue_s: np.ndarray) -> str:
+        """The rows of ``records``, each ending in a newline (float64 columns aligned with them)."""
+
+class RequestSpans:
+    """trace.json's events of requests (``encode``: a value's JSON text; spans from ``cutoff_ns`` on left out)."""
+
+    def __init__(self, pid: int, cutoff_ns: int | None, encode: Callable[[object], str]) -> None: ...
+    def events(self, records: Seq[RequestRecord]) -> str:
+        """The events of ``records``, joined with ",\\n" ("" when none has any)."""

@@ -11,7 +11,8 @@
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
 //! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]) and a client's step records
 //! ([`timeline::Timeline`]);
-//! and each step's energy ([`power::StepEnergy`]); and the event loop ([`kernel::Kernel`]); and the roofline
+//! and each step's energy ([`power::StepEnergy`]); and the run folder's rows as text ([`run_files`],
+//! numbers formatted as Python does in [`text`]); and the event loop ([`kernel::Kernel`]); and the roofline
 //! backend's step-time model ([`roofline`]).
 
 pub mod batch;
@@ -31,12 +32,14 @@ pub mod recording;
 pub mod records;
 pub mod roofline;
 pub mod rows;
+pub mod run_files;
 pub mod runs;
 pub mod scheduler;
 pub mod sequence;
 pub mod slot_map;
 pub mod step_timer;
 pub mod stepping;
+pub mod text;
 pub mod timeline;
 pub mod timing;
 
@@ -89,5 +92,6 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(blocks_for, module)?)?;
     module.add_function(wrap_pyfunction!(hasher::block_hashes, module)?)?;
     roofline::py::register(module)?;
+    run_files::register(module)?;
     Ok(())
 }

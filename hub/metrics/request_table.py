@@ -118,7 +118,7 @@ class _Owners:
 def _take(record: RequestRecord, owners: _Owners, classes: _Owners, sums: _Sums,
           add_span: Callable[[int], object]) -> tuple[int, ...]:
     """A request's row (:data:`FIELDS`), in one pass over its stages: the start of each of its trace
-    spans (:func:`cosim.hub.metrics.trace._request_spans`) goes to ``add_span``, its stages to ``sums``."""
+    spans (trace.json's, :class:`cosim_core.RequestSpans`) goes to ``add_span``, its stages to ``sums``."""
     stages = stage_values(record)
     queue_ns, started = 0, 0  # over the stages that started
     for _, _, enqueue_ns, start_ns, _, transfer_ns in stages:

@@ -2,7 +2,7 @@
 
 Main names: :class:`RequestMetrics` (one numpy column per metric, NaN where a
 value does not exist), :func:`request_metrics`, :func:`latency_columns`, :func:`stat_block`,
-:func:`clean` and :func:`ns_to_s_text`.
+:func:`clean`. (The CSV text of times and floats is the core's: core/src/text.rs.)
 """
 
 from __future__ import annotations
@@ -149,16 +149,3 @@ def clean(value: Any) -> Any:
         x = float(value)
         return round_sig(x) if math.isfinite(x) else None
     return value
-
-
-def ns_to_s_text(ns: int) -> str:
-    """Exact decimal seconds of an integer nanosecond count: 1_500_000_000 -> "1.5"."""
-    sign = "-" if ns < 0 else ""
-    whole, frac = divmod(abs(int(ns)), NS_PER_S)
-    text = f"{frac:09d}".rstrip("0") or "0"
-    return f"{sign}{whole}.{text}"
-
-
-def float_text(x: float) -> str:
-    """CSV text of a float: empty for NaN, else :data:`SIGNIFICANT_DIGITS` digits."""
-    return "" if math.isnan(x) else f"{x:.{SIGNIFICANT_DIGITS}g}"

@@ -19,16 +19,18 @@
 from __future__ import annotations
 
 import csv
+import io
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+from cosim_core import RequestsCsv, client_rows, stage_cells
 
-from ..sim.records import ClientTimeline, RequestRecord, StageRecord
+from ..sim.records import ClientTimeline, RequestRecord
 from .request_table import STAGE_ORDER, RequestTable, ordered_kinds  # noqa: F401 - STAGE_ORDER re-exported
-from .stats import float_text, ns_to_s_text
 
 REQUEST_COLUMNS = ("id", "model", "arrival_s", "input_tokens", "output_tokens", "generated_tokens",
                    "cached_tokens", "ttft_s", "tpot_s", "e2e_s", "tbt_max_s", "queue_s", "preemptions")
@@ -44,19 +46,7 @@ _REQUEST_KINDS = dict(zip(REQUEST_COLUMNS, ("int", "str", "ns", "int", "int", "i
                                             "s", "int")))
 _STAGE_KINDS = dict(zip(STAGE_COLUMNS, ("str", "ns", "ns", "ns", "ns")))
 Cell = int | float | str | None
-
-
-def _stage_cells(stages: list[StageRecord]) -> list[Cell]:
-    """The five per-kind cells for the stages of one kind of one request (None: no value)."""
-    if not stages:
-        return [None] * len(STAGE_COLUMNS)
-    clients = list(dict.fromkeys(s.client for s in stages))
-    started = [s for s in stages if s.start_ns >= 0]
-    ends = [s.end_ns for s in stages if s.end_ns >= 0]
-    queue = sum(s.start_ns - s.enqueue_ns for s in started) if started else None
-    start = min(s.start_ns for s in started) if started else None
-    end = max(ends) if len(ends) == len(stages) else None
-    return [";".join(clients), queue, start, end, sum(s.transfer_ns for s in stages)]
+CHUNK_ROWS = 4096  # requests formatted a call (the core's text of a chunk is held, then written)
 
 
 def request_columns(table: RequestTable) -> list[tuple[str, str]]:
@@ -72,13 +62,15 @@ def request_columns(table: RequestTable) -> list[tuple[str, str]]:
 
 
 def request_rows(requests: Iterable[RequestRecord], table: RequestTable) -> Iterator[list[Cell]]:
-    """One row of raw values per request, in :func:`request_columns` order (None or NaN: no value).
+    """One row of raw values per request, in :func:`request_columns` order (None or NaN: no value);
+    requests.parquet's rows (requests.csv's text comes from the core, :class:`cosim_core.RequestsCsv`,
+    on the same per-kind sums, :func:`cosim_core.stage_cells`).
 
     Args:
         requests: every request sorted by id, read once; ``table`` holds their numbers.
     """
     metrics = table.metrics()
-    with_lora, with_class = table.has_lora, bool(table.classes)
+    with_lora, with_class, with_sessions = table.has_lora, bool(table.classes), table.has_sessions
     for i, r in enumerate(requests):
         row: list[Cell] = [r.id, r.model, r.arrival_ns, r.input_tokens, r.output_tokens, r.generated_tokens,
                            r.cached_tokens, float(metrics.ttft_s[i]), float(metrics.tpot_s[i]),
@@ -88,21 +80,17 @@ def request_rows(requests: Iterable[RequestRecord], table: RequestTable) -> Iter
             row.append(r.lora or None)
         if with_class:
             row.append(r.cls or None)
-        if table.has_sessions:
+        if with_sessions:
             row += [r.session, r.turn]
-        for kind in table.kinds:
-            row += _stage_cells([s for s in r.stages if s.kind == kind])
+        row += stage_cells(r, table.kinds)
         yield row
 
 
-def _text(kind: str, value: Cell) -> str:
-    if value is None:
-        return ""
-    if kind == "ns":
-        return ns_to_s_text(int(value))
-    if kind == "s":
-        return float_text(float(value))
-    return str(value)
+def csv_cell(value: object) -> str:
+    """The text csv.writer writes for ``value`` as one cell of a row (quoted where it must be)."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow([value, ""])
+    return out.getvalue()[:-2]  # less the empty last cell's separator and the line's end
 
 
 def write_requests_csv(path: Path | TextIO, requests: Iterable[RequestRecord],
@@ -118,13 +106,15 @@ def write_requests_csv(path: Path | TextIO, requests: Iterable[RequestRecord],
     if table is None:
         ordered = sorted(requests, key=lambda r: r.id)
         requests, table = ordered, RequestTable.of(ordered)
-    columns = request_columns(table)
-    kinds = [kind for _, kind in columns]
+    metrics = table.metrics()
+    floats = [metrics.ttft_s, metrics.tpot_s, metrics.e2e_s, metrics.tbt_max_s, metrics.queue_s]
+    rows = RequestsCsv(table.kinds, table.has_lora, bool(table.classes), table.has_sessions, csv_cell)
+    records = iter(requests)
     with path.open("w", newline="", encoding="utf-8") if isinstance(path, Path) else nullcontext(path) as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(name for name, _ in columns)
-        for row in request_rows(requests, table):
-            writer.writerow([_text(kind, value) for kind, value in zip(kinds, row)])
+        csv.writer(f, lineterminator="\n").writerow(name for name, _ in request_columns(table))
+        for lo in range(0, len(table), CHUNK_ROWS):
+            chunk = list(itertools.islice(records, CHUNK_ROWS))
+            f.write(rows.rows(chunk, *(column[lo:lo + len(chunk)] for column in floats)))
 
 
 def downsample(columns: Mapping[str, np.ndarray], max_rows: int) -> dict[str, np.ndarray]:
@@ -152,17 +142,20 @@ def downsample(columns: Mapping[str, np.ndarray], max_rows: int) -> dict[str, np
 
 def write_clients_csv(path: Path, names: Sequence[str], timelines: Mapping[str, ClientTimeline],
                       max_rows_per_client: int = DEFAULT_MAX_ROWS_PER_CLIENT) -> None:
-    """Writes clients.csv for the named clients, in that order."""
+    """Writes clients.csv for the named clients, in that order (rows formatted by the core:
+    :func:`cosim_core.client_rows`)."""
     with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(CLIENT_COLUMNS)
+        csv.writer(f, lineterminator="\n").writerow(CLIENT_COLUMNS)
         for name in names:
             if name not in timelines:
                 continue
             cols = downsample(timelines[name].columns(), max_rows_per_client)
-            for i in range(len(cols["start_ns"])):
-                writer.writerow([
-                    name, ns_to_s_text(cols["start_ns"][i]), ns_to_s_text(cols["end_ns"][i]),
-                    int(cols["steps"][i]), float_text(float(cols["num_seqs"][i])),
-                    int(cols["prefill_tokens"][i]), int(cols["decode_tokens"][i]),
-                    int(cols["kv_blocks_used"][i]), int(cols["num_waiting"][i])])
+            f.write(client_rows(csv_cell(name), _ints(cols["start_ns"]), _ints(cols["end_ns"]), _ints(cols["steps"]),
+                                np.ascontiguousarray(cols["num_seqs"], dtype=np.float64),
+                                _ints(cols["prefill_tokens"]), _ints(cols["decode_tokens"]),
+                                _ints(cols["kv_blocks_used"]), _ints(cols["num_waiting"])))
+
+
+def _ints(values: np.ndarray) -> np.ndarray:
+    """``values`` as contiguous int64 (what the core reads)."""
+    return np.ascontiguousarray(values, dtype=np.int64)

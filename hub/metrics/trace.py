@@ -18,12 +18,14 @@ time window from the start), so what it shows is complete up to ``cutoff_s``;
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cosim_core import RequestSpans, step_events
 
 from ..sim.records import ClientTimeline, RequestRecord
 from .autoscaling import replica_trace_events
@@ -31,61 +33,24 @@ from .request_table import RequestTable
 
 DEFAULT_MAX_EVENTS = 250_000  # about 25 MB of JSON; Perfetto opens it in seconds
 STEP_EVENTS = 3  # one slice and two counter samples per step
+CHUNK_STEPS = 4096  # steps formatted a call
+CHUNK_REQUESTS = 2048  # requests formatted a call
 
 Event = dict[str, Any]
 # How an event is written: keys sorted, no spaces (one encoder for all: json.dumps with options builds one a call).
 ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
-def _us(ns: int) -> float:
-    return ns / 1000
-
-
-def _step_name(prefill_tokens: int, decode_tokens: int) -> str:
-    if prefill_tokens and decode_tokens:
-        return "mixed"
-    return "prefill" if prefill_tokens else ("decode" if decode_tokens else "step")
-
-
 def _step_events(pid: int, timeline: ClientTimeline, cutoff_ns: int | None) -> Iterator[str]:
     """Slice and counter events of one client's steps that start before the cutoff, as the JSON text
-    :data:`ENCODE` writes for them (keys sorted, no spaces; a number as its ``repr``), filled into
-    templates: a run has three of them per step, hundreds of thousands (tests/unit/metrics checks
-    the text against the encoder's)."""
+    :data:`ENCODE` would write for them, formatted by the core (:func:`cosim_core.step_events`), a
+    chunk of steps at a time (events within a chunk joined with ",\\n"; tests/unit/metrics checks the
+    text against the encoder's)."""
     cols = timeline.columns()
     keep = np.flatnonzero(cols["start_ns"] < cutoff_ns) if cutoff_ns is not None else slice(None)
-    rows = zip(*(cols[name][keep].tolist() for name in ClientTimeline.COLUMNS))
-    for start, end, num_seqs, prefill, decode, kv, waiting in rows:
-        ts = repr(_us(start))
-        yield (f'{{"args":{{"decode_tokens":{decode},"kv_blocks_used":{kv},"num_seqs":{num_seqs},'
-               f'"num_waiting":{waiting},"prefill_tokens":{prefill}}},"cat":"step","dur":{_us(end - start)!r},'
-               f'"name":"{_step_name(prefill, decode)}","ph":"X","pid":{pid},"tid":1,"ts":{ts}}}')
-        yield f'{{"args":{{"blocks":{kv}}},"name":"kv_blocks_used","ph":"C","pid":{pid},"ts":{ts}}}'
-        yield f'{{"args":{{"requests":{waiting}}},"name":"num_waiting","ph":"C","pid":{pid},"ts":{ts}}}'
-
-
-def _request_spans(record: RequestRecord) -> Iterator[tuple[int, int, str, str, dict[str, Any]]]:
-    """(start_ns, end_ns or -1, name, category, args) of each span of a request."""
-    for stage in record.stages:
-        args = {"client": stage.client, "request": record.id}
-        if stage.transfer_ns > 0:
-            yield stage.enqueue_ns - stage.transfer_ns, stage.enqueue_ns, "transfer", "transfer", args
-        yield stage.enqueue_ns, stage.start_ns, "queue", "queue", args
-        if stage.start_ns >= 0:
-            yield stage.start_ns, stage.end_ns, stage.kind, "stage", {
-                **args, "input_tokens": record.input_tokens, "output_tokens": record.output_tokens}
-
-
-def _request_events(pid: int, record: RequestRecord, cutoff_ns: int | None) -> Iterator[Event]:
-    for start, end, name, cat, args in _request_spans(record):
-        if cutoff_ns is not None and start >= cutoff_ns:
-            continue
-        event: Event = {"cat": cat, "name": name, "pid": pid, "tid": record.id, "ts": _us(start), "args": args}
-        if end >= 0:
-            event.update(ph="X", dur=_us(end - start))
-        else:
-            event["ph"] = "B"
-        yield event
+    kept = [np.ascontiguousarray(cols[name][keep], dtype=np.int64) for name in ClientTimeline.COLUMNS]
+    for lo in range(0, len(kept[0]), CHUNK_STEPS):
+        yield step_events(pid, *(column[lo:lo + CHUNK_STEPS] for column in kept))
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
@@ -140,7 +105,7 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
     cutoff, total, kept = _cutoff_ns([timelines[n] for n in present], table.span_starts, max_events)
     # Every span of a request starts at or after its arrival: later arrivals have no event to keep.
     arrivals = table.columns["arrival_ns"]
-    indices = range(len(requests)) if cutoff is None else np.flatnonzero(arrivals < cutoff).tolist()
+    indices = None if cutoff is None else np.flatnonzero(arrivals < cutoff).tolist()
     dropped = total - kept
     other = {"generator": "cosim", "truncated": cutoff is not None, "events_dropped": dropped,
              "cutoff_s": None if cutoff is None else cutoff / 1e9}
@@ -158,18 +123,20 @@ def write_trace(path: Path, names: Sequence[str], timelines: Mapping[str, Client
 
 
 def _events(present: Sequence[str], timelines: Mapping[str, ClientTimeline], requests: Sequence[RequestRecord],
-            indices: Iterable[int], cutoff: int | None) -> Iterator[str]:
+            indices: Iterable[int] | None, cutoff: int | None) -> Iterator[str]:
     """Every event of the trace as JSON text, in file order: each client's steps, then each
-    request's spans."""
+    request's spans (:class:`cosim_core.RequestSpans`: per request with events, its thread's name and
+    sort index, then its spans), a chunk of events at a time (joined with ",\\n"); ``indices``: the
+    requests that may have events (None: all)."""
     for pid, name in enumerate(present, start=1):
         yield from map(ENCODE, _metadata(pid, None, "process", f"client {name}", pid))
         yield from map(ENCODE, _metadata(pid, 1, "thread", "steps", 0))
         yield from _step_events(pid, timelines[name], cutoff)
     req_pid = len(present) + 1
     yield from map(ENCODE, _metadata(req_pid, None, "process", "requests", req_pid))
-    for index in indices:
-        record = requests[index]
-        mine = list(_request_events(req_pid, record, cutoff))
-        if mine:
-            yield from map(ENCODE, _metadata(req_pid, record.id, "thread", f"request {record.id}", record.id))
-            yield from map(ENCODE, mine)
+    spans = RequestSpans(req_pid, cutoff, ENCODE)
+    batch = iter(requests) if indices is None else (requests[index] for index in indices)
+    while chunk := list(itertools.islice(batch, CHUNK_REQUESTS)):
+        text = spans.events(chunk)
+        if text:
+            yield text

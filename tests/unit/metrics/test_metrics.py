@@ -256,11 +256,16 @@ def test_unrouted_request_is_submitted_but_nowhere_else(tmp_path: Path) -> None:
     assert (row["id"], row["ttft_s"], row["queue_s"], row["prefill_client"]) == ("4", "", "", "")
 
 
-def test_step_events_are_the_text_the_encoder_writes_for_them() -> None:
-    """trace.json's step events are filled into templates: the same text as the events' dicts, keys
-    sorted and without spaces, as every other event is written (times with fractions of a µs too)."""
+def test_step_events_are_the_text_the_encoder_writes_for_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """trace.json's step events are formatted by the core: the same text as the events' dicts, keys
+    sorted and without spaces, as every other event is written (times with fractions of a µs too), a
+    chunk of steps at a time."""
     from cosim.hub.metrics import trace
 
+    def step_name(prefill: int, decode: int) -> str:
+        return "mixed" if prefill and decode else "prefill" if prefill else "decode" if decode else "step"
+
+    monkeypatch.setattr(trace, "CHUNK_STEPS", 7)
     rng = random.Random(7)
     timeline = ClientTimeline()
     start = 0
@@ -269,15 +274,15 @@ def test_step_events_are_the_text_the_encoder_writes_for_them() -> None:
         prefill, decode = rng.choice([(0, 1), (512, 0), (300, 12), (0, 0)])
         timeline.append(start, end, rng.randint(1, 256), prefill, decode, rng.randint(0, 10**5), rng.randint(0, 99))
         start = end + rng.randint(0, 5000)
-    texts = list(trace._step_events(3, timeline, None))
+    texts = ",\n".join(trace._step_events(3, timeline, None))
     cols = timeline.columns()
     expected = []
     for i in range(200):
         s, e = int(cols["start_ns"][i]), int(cols["end_ns"][i])
         p, d, kv, w = (int(cols[c][i]) for c in ("prefill_tokens", "decode_tokens", "kv_blocks_used", "num_waiting"))
-        expected += [{"ph": "X", "cat": "step", "name": trace._step_name(p, d), "pid": 3, "tid": 1, "ts": s / 1000,
+        expected += [{"ph": "X", "cat": "step", "name": step_name(p, d), "pid": 3, "tid": 1, "ts": s / 1000,
                       "dur": (e - s) / 1000, "args": {"num_seqs": int(cols["num_seqs"][i]), "prefill_tokens": p,
                                                       "decode_tokens": d, "kv_blocks_used": kv, "num_waiting": w}},
                      {"ph": "C", "name": "kv_blocks_used", "pid": 3, "ts": s / 1000, "args": {"blocks": kv}},
                      {"ph": "C", "name": "num_waiting", "pid": 3, "ts": s / 1000, "args": {"requests": w}}]
-    assert texts == [json.dumps(event, sort_keys=True, separators=(",", ":")) for event in expected]
+    assert texts == ",\n".join(json.dumps(event, sort_keys=True, separators=(",", ":")) for event in expected)

@@ -1,0 +1,251 @@
+//! Numbers as the run folder's text writes them, byte for byte as Python formats them.
+//!
+//! - [`push_repr`]: a float's `repr` (what `json` writes): the shortest digits that read back to the
+//!   same float, in fixed notation for 1e-4 <= |x| < 1e16 (with ".0" when integral), else as
+//!   "1e+16" / "1.5e-05".
+//! - [`push_g9`]: `"%.9g" % x`, correctly rounded (ties to even on the exact binary value), trailing
+//!   zeros dropped, exponent form outside 1e-4 <= |x| < 1e9 (requests.csv's and clients.csv's floats).
+//! - [`push_seconds`]: integer nanoseconds as exact decimal seconds ("1.5", "0.0", "-2.000000001").
+//! - [`push_us`]: nanoseconds as the float of microseconds Python's `ns / 1000` gives, as its `repr`.
+//!
+//! Rust's float formatting gives the digits (shortest with `{:e}`, correctly rounded with `{:.Ne}`);
+//! the layout around them follows CPython's `float_repr_style = 'short'` rules.
+
+use pyo3::prelude::*;
+use std::fmt::Write;
+
+/// Significant digits of requests.csv's and clients.csv's float cells (`%.9g`).
+pub const SIGNIFICANT_DIGITS: usize = 9;
+const NS_PER_S: u64 = 1_000_000_000;
+/// Integers up to this magnitude convert to f64 exactly (so `n as f64 / 1000.0` is correctly rounded).
+const EXACT_INT: i64 = 1 << 53;
+
+/// (negative, digits without leading or trailing zeros except for zero itself, decimal exponent of the
+/// first digit) of Rust's `{:e}` text of a finite float, e.g. "-1.25e-3" -> (true, "125", -3).
+fn split_exp(text: &str) -> (bool, String, i32) {
+    let (negative, text) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = text.split_once('e').expect("{:e} text has an exponent");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    (
+        negative,
+        digits,
+        exponent.parse().expect("{:e} exponent is an integer"),
+    )
+}
+
+/// Python's exponent suffix: "e+16", "e-05" (sign always, at least two digits).
+fn push_exponent(out: &mut String, exponent: i32) {
+    let sign = if exponent < 0 { '-' } else { '+' };
+    let _ = write!(out, "e{sign}{:02}", exponent.unsigned_abs());
+}
+
+/// `digits` (the first one before the point) with the point placed for decimal exponent `exponent`,
+/// in fixed notation; `point_zero` writes ".0" after an integral value (repr), else nothing (%g).
+fn push_fixed(out: &mut String, digits: &str, exponent: i32, point_zero: bool) {
+    if exponent < 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
+        out.push_str(digits);
+        return;
+    }
+    let whole = exponent as usize + 1;
+    if digits.len() <= whole {
+        out.push_str(digits);
+        out.extend(std::iter::repeat_n('0', whole - digits.len()));
+        if point_zero {
+            out.push_str(".0");
+        }
+    } else {
+        out.push_str(&digits[..whole]);
+        out.push('.');
+        out.push_str(&digits[whole..]);
+    }
+}
+
+/// `d[.ddd]e±XX`.
+fn push_scientific(out: &mut String, digits: &str, exponent: i32) {
+    out.push_str(&digits[..1]);
+    if digits.len() > 1 {
+        out.push('.');
+        out.push_str(&digits[1..]);
+    }
+    push_exponent(out, exponent);
+}
+
+/// Appends Python's `repr(x)`.
+pub fn push_repr(out: &mut String, x: f64) {
+    if !x.is_finite() {
+        out.push_str(if x.is_nan() {
+            "nan"
+        } else if x > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        });
+        return;
+    }
+    let (negative, digits, exponent) = split_exp(&format!("{x:e}"));
+    if negative {
+        out.push('-');
+    }
+    if (-4..16).contains(&exponent) {
+        push_fixed(out, &digits, exponent, true);
+    } else {
+        push_scientific(out, &digits, exponent);
+    }
+}
+
+/// Appends the text `json` writes for a float: its `repr`, or NaN / Infinity / -Infinity.
+pub fn push_json_float(out: &mut String, x: f64) {
+    if x.is_nan() {
+        out.push_str("NaN");
+    } else if x.is_infinite() {
+        out.push_str(if x > 0.0 { "Infinity" } else { "-Infinity" });
+    } else {
+        push_repr(out, x);
+    }
+}
+
+/// Appends Python's `"%.9g" % x` ([`SIGNIFICANT_DIGITS`]).
+pub fn push_g9(out: &mut String, x: f64) {
+    if !x.is_finite() {
+        out.push_str(if x.is_nan() {
+            "nan"
+        } else if x > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        });
+        return;
+    }
+    let text = format!("{x:.prec$e}", prec = SIGNIFICANT_DIGITS - 1);
+    let (negative, digits, exponent) = split_exp(&text);
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    if negative {
+        out.push('-');
+    }
+    if (-4..SIGNIFICANT_DIGITS as i32).contains(&exponent) {
+        push_fixed(out, digits, exponent, false);
+    } else {
+        push_scientific(out, digits, exponent);
+    }
+}
+
+/// Appends exact decimal seconds of `ns`: 1_500_000_000 -> "1.5", 0 -> "0.0".
+pub fn push_seconds(out: &mut String, ns: i64) {
+    if ns < 0 {
+        out.push('-');
+    }
+    let magnitude = ns.unsigned_abs();
+    let _ = write!(out, "{}.", magnitude / NS_PER_S);
+    let fraction = format!("{:09}", magnitude % NS_PER_S);
+    let fraction = fraction.trim_end_matches('0');
+    out.push_str(if fraction.is_empty() { "0" } else { fraction });
+}
+
+/// Microseconds of `ns` as Python's `ns / 1000` (the correctly rounded quotient).
+pub fn us(py: Python<'_>, ns: i64) -> PyResult<f64> {
+    if (-EXACT_INT..=EXACT_INT).contains(&ns) {
+        return Ok(ns as f64 / 1000.0); // both exact: IEEE division rounds as Python's int division does
+    }
+    ns.into_pyobject(py)?
+        .call_method1("__truediv__", (1000,))?
+        .extract()
+}
+
+/// Appends the `repr` of microseconds of `ns` (trace.json's times).
+pub fn push_us(py: Python<'_>, out: &mut String, ns: i64) -> PyResult<()> {
+    push_json_float(out, us(py, ns)?);
+    Ok(())
+}
+
+/// `repr(x)`, from the core (tests compare it with Python's).
+#[pyfunction]
+pub fn float_repr(x: f64) -> String {
+    let mut out = String::new();
+    push_repr(&mut out, x);
+    out
+}
+
+/// CSV text of a float: empty for NaN, else `"%.9g" % x`.
+#[pyfunction]
+pub fn float_text(x: f64) -> String {
+    let mut out = String::new();
+    if !x.is_nan() {
+        push_g9(&mut out, x);
+    }
+    out
+}
+
+/// Exact decimal seconds of an integer nanosecond count: 1_500_000_000 -> "1.5".
+#[pyfunction]
+pub fn ns_to_s_text(ns: i64) -> String {
+    let mut out = String::new();
+    push_seconds(&mut out, ns);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_matches_python_layout() {
+        for (x, text) in [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (200000.0, "200000.0"),
+            (0.1, "0.1"),
+            (1e-4, "0.0001"),
+            (1.5e-5, "1.5e-05"),
+            (1e16, "1e+16"),
+            (9999999999999998.0, "9999999999999998.0"),
+            (1.2345e22, "1.2345e+22"),
+            (-3.25e-300, "-3.25e-300"),
+            (123.456, "123.456"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(float_repr(x), text, "{x}");
+        }
+    }
+
+    #[test]
+    fn g9_matches_python_layout() {
+        for (x, text) in [
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1.0, "1"),
+            (0.2, "0.2"),
+            (2.5, "2.5"),
+            (1.0 / 3.0, "0.333333333"),
+            (123456789.0, "123456789"),
+            (1234567890.0, "1.23456789e+09"),
+            (1e-4, "0.0001"),
+            (1.23456789012e-5, "1.23456789e-05"),
+            (999999999.5, "1e+09"),
+            (0.00012345678951, "0.00012345679"),
+            (f64::NAN, ""),
+        ] {
+            assert_eq!(float_text(x), text, "{x}");
+        }
+    }
+
+    #[test]
+    fn seconds_are_exact() {
+        for (ns, text) in [
+            (0, "0.0"),
+            (1_500_000_000, "1.5"),
+            (1, "0.000000001"),
+            (-2_000_000_001, "-2.000000001"),
+            (-5, "-0.000000005"),
+            (i64::MIN, "-9223372036.854775808"),
+        ] {
+            assert_eq!(ns_to_s_text(ns), text, "{ns}");
+        }
+    }
+}
