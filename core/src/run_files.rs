@@ -7,7 +7,7 @@
 //! the trace, csv's quoting for the tables, so their escaping is Python's own.
 
 use crate::records::{RequestRecord, StageRecord};
-use crate::text::{push_g9, push_json_float, push_seconds, push_us, us};
+use crate::text::{push_g9, push_seconds, push_us};
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -492,7 +492,7 @@ impl RequestSpans {
         let _ = write!(out, "{{\"args\":{args},\"cat\":\"{cat}\",");
         if end >= 0 {
             out.push_str("\"dur\":");
-            push_json_float(out, us(py, end - start)?);
+            push_us(py, out, end - start)?;
             out.push(',');
         }
         let ph = if end >= 0 { "X" } else { "B" };

@@ -16,22 +16,60 @@ use std::fmt::Write;
 
 /// Significant digits of requests.csv's and clients.csv's float cells (`%.9g`).
 pub const SIGNIFICANT_DIGITS: usize = 9;
-const NS_PER_S: u64 = 1_000_000_000;
 /// Integers up to this magnitude convert to f64 exactly (so `n as f64 / 1000.0` is correctly rounded).
 const EXACT_INT: i64 = 1 << 53;
+/// Nanoseconds below which microseconds' `repr` is their exact decimal (floats under 1e12 are spaced
+/// at most 2^-13 apart, well under 0.001).
+const EXACT_US_NS: i64 = 1_000_000_000_000_000;
 
-/// (negative, digits without leading or trailing zeros except for zero itself, decimal exponent of the
-/// first digit) of Rust's `{:e}` text of a finite float, e.g. "-1.25e-3" -> (true, "125", -3).
-fn split_exp(text: &str) -> (bool, String, i32) {
+/// Text of at most 64 bytes, formatted on the stack (a float's `{:e}` text; no allocation a number).
+struct StackText {
+    bytes: [u8; 64],
+    len: usize,
+}
+
+impl StackText {
+    fn of(args: std::fmt::Arguments<'_>) -> Self {
+        let mut text = StackText {
+            bytes: [0; 64],
+            len: 0,
+        };
+        text.write_fmt(args)
+            .expect("a float's text fits in 64 bytes");
+        text
+    }
+
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).expect("formatted text is UTF-8")
+    }
+}
+
+impl Write for StackText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.bytes.len() {
+            return Err(std::fmt::Error);
+        }
+        self.bytes[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// (negative, digits, decimal exponent of the first digit) of Rust's `{:e}` text of a finite float,
+/// e.g. "-1.25e-3" -> (true, "125", -3); `digits` is a buffer the digits are copied into.
+fn split_exp<'a>(text: &str, digits: &'a mut StackText) -> (bool, &'a str, i32) {
     let (negative, text) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
     let (mantissa, exponent) = text.split_once('e').expect("{:e} text has an exponent");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    for part in mantissa.split('.') {
+        digits.write_str(part).expect("digits fit");
+    }
     (
         negative,
-        digits,
+        digits.as_str(),
         exponent.parse().expect("{:e} exponent is an integer"),
     )
 }
@@ -87,14 +125,21 @@ pub fn push_repr(out: &mut String, x: f64) {
         });
         return;
     }
-    let (negative, digits, exponent) = split_exp(&format!("{x:e}"));
+    // The shortest round-trip length, then x correctly rounded to that many digits (ties to even):
+    // where two shortest strings are equally near, Python takes that one, Rust's `{:e}` the higher.
+    let mut shortest = StackText::of(format_args!(""));
+    let (_, digits, _) = split_exp(StackText::of(format_args!("{x:e}")).as_str(), &mut shortest);
+    let precision = digits.len() - 1;
+    let mut digits = StackText::of(format_args!(""));
+    let text = StackText::of(format_args!("{x:.precision$e}"));
+    let (negative, digits, exponent) = split_exp(text.as_str(), &mut digits);
     if negative {
         out.push('-');
     }
     if (-4..16).contains(&exponent) {
-        push_fixed(out, &digits, exponent, true);
+        push_fixed(out, digits, exponent, true);
     } else {
-        push_scientific(out, &digits, exponent);
+        push_scientific(out, digits, exponent);
     }
 }
 
@@ -121,8 +166,9 @@ pub fn push_g9(out: &mut String, x: f64) {
         });
         return;
     }
-    let text = format!("{x:.prec$e}", prec = SIGNIFICANT_DIGITS - 1);
-    let (negative, digits, exponent) = split_exp(&text);
+    let text = StackText::of(format_args!("{x:.prec$e}", prec = SIGNIFICANT_DIGITS - 1));
+    let mut digits = StackText::of(format_args!(""));
+    let (negative, digits, exponent) = split_exp(text.as_str(), &mut digits);
     let digits = digits.trim_end_matches('0');
     let digits = if digits.is_empty() { "0" } else { digits };
     if negative {
@@ -135,16 +181,31 @@ pub fn push_g9(out: &mut String, x: f64) {
     }
 }
 
-/// Appends exact decimal seconds of `ns`: 1_500_000_000 -> "1.5", 0 -> "0.0".
-pub fn push_seconds(out: &mut String, ns: i64) {
-    if ns < 0 {
+/// Appends `n / 10^places` exactly in decimal: the whole part, ".", the fraction without trailing
+/// zeros ("0" when there is none).
+fn push_decimal(out: &mut String, n: i64, places: u32) {
+    if n < 0 {
         out.push('-');
     }
-    let magnitude = ns.unsigned_abs();
-    let _ = write!(out, "{}.", magnitude / NS_PER_S);
-    let fraction = format!("{:09}", magnitude % NS_PER_S);
-    let fraction = fraction.trim_end_matches('0');
-    out.push_str(if fraction.is_empty() { "0" } else { fraction });
+    let scale = 10u64.pow(places);
+    let magnitude = n.unsigned_abs();
+    let _ = write!(out, "{}.", magnitude / scale);
+    let mut fraction = magnitude % scale;
+    if fraction == 0 {
+        out.push('0');
+        return;
+    }
+    let mut width = places as usize;
+    while fraction % 10 == 0 {
+        fraction /= 10;
+        width -= 1;
+    }
+    let _ = write!(out, "{fraction:0width$}");
+}
+
+/// Appends exact decimal seconds of `ns`: 1_500_000_000 -> "1.5", 0 -> "0.0".
+pub fn push_seconds(out: &mut String, ns: i64) {
+    push_decimal(out, ns, 9);
 }
 
 /// Microseconds of `ns` as Python's `ns / 1000` (the correctly rounded quotient).
@@ -157,8 +218,16 @@ pub fn us(py: Python<'_>, ns: i64) -> PyResult<f64> {
         .extract()
 }
 
-/// Appends the `repr` of microseconds of `ns` (trace.json's times).
+/// Appends the `repr` of microseconds of `ns` (trace.json's times), Python's `repr(ns / 1000)`.
+///
+/// Below [`EXACT_US_NS`] in magnitude that is the exact decimal `ns / 1000` (the float's spacing is
+/// under 0.001 there, so no other decimal of at most three places rounds to it, and none with more
+/// places is shorter), written without formatting a float.
 pub fn push_us(py: Python<'_>, out: &mut String, ns: i64) -> PyResult<()> {
+    if (-EXACT_US_NS..EXACT_US_NS).contains(&ns) {
+        push_decimal(out, ns, 3);
+        return Ok(());
+    }
     push_json_float(out, us(py, ns)?);
     Ok(())
 }
@@ -208,6 +277,7 @@ mod tests {
             (1.2345e22, "1.2345e+22"),
             (-3.25e-300, "-3.25e-300"),
             (123.456, "123.456"),
+            (562949953421312.25, "562949953421312.2"),
             (f64::INFINITY, "inf"),
         ] {
             assert_eq!(float_repr(x), text, "{x}");
