@@ -125,13 +125,20 @@ pub fn push_repr(out: &mut String, x: f64) {
         });
         return;
     }
-    // The shortest round-trip length, then x correctly rounded to that many digits (ties to even):
-    // where two shortest strings are equally near, Python takes that one, Rust's `{:e}` the higher.
-    let mut shortest = StackText::of(format_args!(""));
-    let (_, digits, _) = split_exp(StackText::of(format_args!("{x:e}")).as_str(), &mut shortest);
-    let precision = digits.len() - 1;
+    // Python's repr is the shortest string that reads back to x, and of two such strings the nearer
+    // to x (ties to even); Rust's `{:e}` gives a shortest one, not always that. So x is rounded to
+    // that many digits (ties to even) and kept where it reads back: where it does not (x a power of
+    // two, whose lower neighbour is nearer), `{:e}`'s is the only shortest one.
+    let shortest = StackText::of(format_args!("{x:e}"));
+    let mut shortest_digits = StackText::of(format_args!(""));
+    let precision = split_exp(shortest.as_str(), &mut shortest_digits).1.len() - 1;
+    let rounded = StackText::of(format_args!("{x:.precision$e}"));
+    let text = if rounded.as_str().parse::<f64>() == Ok(x) {
+        rounded
+    } else {
+        shortest
+    };
     let mut digits = StackText::of(format_args!(""));
-    let text = StackText::of(format_args!("{x:.precision$e}"));
     let (negative, digits, exponent) = split_exp(text.as_str(), &mut digits);
     if negative {
         out.push('-');
@@ -196,7 +203,7 @@ fn push_decimal(out: &mut String, n: i64, places: u32) {
         return;
     }
     let mut width = places as usize;
-    while fraction % 10 == 0 {
+    while fraction.is_multiple_of(10) {
         fraction /= 10;
         width -= 1;
     }
@@ -278,6 +285,7 @@ mod tests {
             (-3.25e-300, "-3.25e-300"),
             (123.456, "123.456"),
             (562949953421312.25, "562949953421312.2"),
+            (5.9604644775390625e-08, "5.960464477539063e-08"),
             (f64::INFINITY, "inf"),
         ] {
             assert_eq!(float_repr(x), text, "{x}");
