@@ -7,7 +7,7 @@
 //! the trace, csv's quoting for the tables, so their escaping is Python's own.
 
 use crate::records::{RequestRecord, StageRecord};
-use crate::text::{push_g9, push_seconds, push_us};
+use crate::text::{push_g9, push_int, push_seconds, push_us};
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -210,22 +210,28 @@ impl RequestsCsv {
         let py = record.py();
         {
             let r = record.borrow();
-            let _ = write!(out, "{},", r.id);
+            push_int(out, r.id);
+            out.push(',');
             self.push_name(out, r.model.bind(py), false)?;
             out.push(',');
             push_seconds(out, r.arrival_ns);
-            let _ = write!(
-                out,
-                ",{},{},{},{}",
-                r.input_tokens, r.output_tokens, r.generated_tokens, r.cached_tokens
-            );
+            for value in [
+                r.input_tokens,
+                r.output_tokens,
+                r.generated_tokens,
+                r.cached_tokens,
+            ] {
+                out.push(',');
+                push_int(out, value);
+            }
             for x in floats {
                 out.push(',');
                 if !x.is_nan() {
                     push_g9(out, x);
                 }
             }
-            let _ = write!(out, ",{}", r.preemptions);
+            out.push(',');
+            push_int(out, r.preemptions);
             if self.with_lora {
                 out.push(',');
                 self.push_name(out, r.lora.bind(py), true)?;
@@ -235,7 +241,10 @@ impl RequestsCsv {
                 self.push_name(out, r.cls.bind(py), true)?;
             }
             if self.with_sessions {
-                let _ = write!(out, ",{},{}", r.session, r.turn);
+                for value in [r.session, r.turn] {
+                    out.push(',');
+                    push_int(out, value);
+                }
             }
         }
         for sums in kind_sums(record, &self.kinds)? {
@@ -366,15 +375,17 @@ pub fn client_rows(
         push_seconds(&mut out, start[i]);
         out.push(',');
         push_seconds(&mut out, end[i]);
-        let _ = write!(out, ",{},", steps[i]);
+        out.push(',');
+        push_int(&mut out, steps[i]);
+        out.push(',');
         if !seqs[i].is_nan() {
             push_g9(&mut out, seqs[i]);
         }
-        let _ = writeln!(
-            out,
-            ",{},{},{},{}",
-            prefill[i], decode[i], kv[i], waiting[i]
-        );
+        for value in [prefill[i], decode[i], kv[i], waiting[i]] {
+            out.push(',');
+            push_int(&mut out, value);
+        }
+        out.push('\n');
     }
     Ok(out)
 }
@@ -433,25 +444,61 @@ pub fn step_events(
     }
     let mut out = String::with_capacity(n * 400);
     let mut ts = String::new();
+    let pid_text = pid.to_string();
     for i in 0..n {
         if i > 0 {
             out.push_str(EVENT_SEPARATOR);
         }
         ts.clear();
         push_us(py, &mut ts, start[i])?;
-        let _ = write!(out, "{{\"args\":{{\"decode_tokens\":{},\"kv_blocks_used\":{},\"num_seqs\":{},\"num_waiting\":{},\
-                             \"prefill_tokens\":{}}},\"cat\":\"step\",\"dur\":",
-                       decode[i], kv[i], seqs[i], waiting[i], prefill[i]);
+        let fields = [
+            ("{\"args\":{\"decode_tokens\":", decode[i]),
+            (",\"kv_blocks_used\":", kv[i]),
+            (",\"num_seqs\":", seqs[i]),
+            (",\"num_waiting\":", waiting[i]),
+            (",\"prefill_tokens\":", prefill[i]),
+        ];
+        for (key, value) in fields {
+            out.push_str(key);
+            push_int(&mut out, value);
+        }
+        out.push_str("},\"cat\":\"step\",\"dur\":");
         push_us(py, &mut out, end[i] - start[i])?;
-        let _ = write!(
-            out,
-            ",\"name\":\"{}\",\"ph\":\"X\",\"pid\":{pid},\"tid\":1,\"ts\":{ts}}}{EVENT_SEPARATOR}",
-            step_name(prefill[i], decode[i])
-        );
-        let _ = write!(out, "{{\"args\":{{\"blocks\":{}}},\"name\":\"kv_blocks_used\",\"ph\":\"C\",\"pid\":{pid},\"ts\":{ts}}}\
-                             {EVENT_SEPARATOR}", kv[i]);
-        let _ = write!(out, "{{\"args\":{{\"requests\":{}}},\"name\":\"num_waiting\",\"ph\":\"C\",\"pid\":{pid},\"ts\":{ts}}}",
-                       waiting[i]);
+        for piece in [
+            ",\"name\":\"",
+            step_name(prefill[i], decode[i]),
+            "\",\"ph\":\"X\",\"pid\":",
+            &pid_text,
+            ",\"tid\":1,\"ts\":",
+            &ts,
+            "}",
+            EVENT_SEPARATOR,
+            "{\"args\":{\"blocks\":",
+        ] {
+            out.push_str(piece);
+        }
+        push_int(&mut out, kv[i]);
+        for piece in [
+            "},\"name\":\"kv_blocks_used\",\"ph\":\"C\",\"pid\":",
+            &pid_text,
+            ",\"ts\":",
+            &ts,
+            "}",
+            EVENT_SEPARATOR,
+            "{\"args\":{\"requests\":",
+        ] {
+            out.push_str(piece);
+        }
+        push_int(&mut out, waiting[i]);
+        for piece in [
+            "},\"name\":\"num_waiting\",\"ph\":\"C\",\"pid\":",
+            &pid_text,
+            ",\"ts\":",
+            &ts,
+            "}",
+        ] {
+            out.push_str(piece);
+        }
     }
     Ok(out)
 }

@@ -196,7 +196,8 @@ fn push_decimal(out: &mut String, n: i64, places: u32) {
     }
     let scale = 10u64.pow(places);
     let magnitude = n.unsigned_abs();
-    let _ = write!(out, "{}.", magnitude / scale);
+    push_uint(out, magnitude / scale);
+    out.push('.');
     let mut fraction = magnitude % scale;
     if fraction == 0 {
         out.push('0');
@@ -207,7 +208,40 @@ fn push_decimal(out: &mut String, n: i64, places: u32) {
         fraction /= 10;
         width -= 1;
     }
-    let _ = write!(out, "{fraction:0width$}");
+    let digits = decimal_digits(fraction);
+    out.extend(std::iter::repeat_n('0', width - digits.len));
+    out.push_str(digits.as_str());
+}
+
+/// A number's decimal digits, on the stack.
+fn decimal_digits(mut n: u64) -> StackText {
+    let mut bytes = [0u8; 20];
+    let mut start = bytes.len();
+    loop {
+        start -= 1;
+        bytes[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut text = StackText::of(format_args!(""));
+    text.bytes[..bytes.len() - start].copy_from_slice(&bytes[start..]);
+    text.len = bytes.len() - start;
+    text
+}
+
+/// Appends `n` in decimal (as `str(n)`; without the formatting machinery: a row has dozens).
+fn push_uint(out: &mut String, n: u64) {
+    out.push_str(decimal_digits(n).as_str());
+}
+
+/// Appends `n` in decimal, as Python's `str(n)`.
+pub fn push_int(out: &mut String, n: i64) {
+    if n < 0 {
+        out.push('-');
+    }
+    push_uint(out, n.unsigned_abs());
 }
 
 /// Appends exact decimal seconds of `ns`: 1_500_000_000 -> "1.5", 0 -> "0.0".
@@ -314,6 +348,15 @@ mod tests {
     }
 
     #[test]
+    fn ints_are_decimal() {
+        for n in [0, 1, -1, 9, 10, 1234567890, i64::MIN, i64::MAX] {
+            let mut out = String::new();
+            push_int(&mut out, n);
+            assert_eq!(out, n.to_string());
+        }
+    }
+
+    #[test]
     fn seconds_are_exact() {
         for (ns, text) in [
             (0, "0.0"),
@@ -322,6 +365,8 @@ mod tests {
             (-2_000_000_001, "-2.000000001"),
             (-5, "-0.000000005"),
             (i64::MIN, "-9223372036.854775808"),
+            (i64::MAX, "9223372036.854775807"),
+            (10, "0.00000001"),
         ] {
             assert_eq!(ns_to_s_text(ns), text, "{ns}");
         }
