@@ -13,14 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from cosim_core import RequestSpans, float_repr, float_text, ns_to_s_text, step_events
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from cosim.hub.metrics import tables, trace
 from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.metrics.tables import request_columns, write_requests_csv
 from cosim.hub.metrics.trace import ENCODE
-from cosim.hub.sim.records import RequestRecord, StageRecord
+from cosim.hub.sim.records import ClientTimeline, RequestRecord, StageRecord
 
 EDGE_FLOATS = [0.0, -0.0, 1.0, 0.5, 1.25, 2.5, 0.1, 0.2, 1 / 3, 1e-4, 9.999999999999999e-05, 1.5e-5, 1e16, 1e15,
                9999999999999998.0, 1e22, 1e-7, 5e-324, 2.2250738585072014e-308, 1.7976931348623157e308, 123456789.0,
@@ -145,7 +147,8 @@ def ns_to_seconds(ns: int) -> str:
     return ("-" if ns < 0 else "") + f"{whole}." + (f"{frac:09d}".rstrip("0") or "0")
 
 
-def test_requests_csv_is_csv_writers_text(tmp_path: Path) -> None:
+def test_requests_csv_is_csv_writers_text(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tables, "CHUNK_ROWS", 64)  # several chunks, the last one short
     records = random_records(random.Random(11), 600)
     table = RequestTable.of(records)
     path = tmp_path / "requests.csv"
@@ -212,3 +215,23 @@ def test_step_times_are_the_repr_of_microseconds(start: int, end: int) -> None:
                        "dur": (end - start) / 1000, "args": {"num_seqs": 3, "prefill_tokens": 0, "decode_tokens": 1,
                                                             "kv_blocks_used": 7, "num_waiting": 2}})
     assert first == expected
+
+
+def test_trace_chunks_join_into_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events formatted a chunk at a time (steps, requests) make the file that one chunk makes, with a
+    cutoff too."""
+    rng = random.Random(2)
+    records = random_records(rng, 300)
+    timeline = ClientTimeline()
+    for i in range(500):
+        timeline.append(i * 10**9, i * 10**9 + rng.randint(1, 10**9), 3, rng.choice([0, 9]), 1, i, 2)
+    texts = []
+    for chunk_steps, chunk_requests, max_events in ((4096, 2048, 10**6), (7, 5, 10**6), (4096, 2048, 700),
+                                                    (7, 5, 700)):
+        monkeypatch.setattr(trace, "CHUNK_STEPS", chunk_steps)
+        monkeypatch.setattr(trace, "CHUNK_REQUESTS", chunk_requests)
+        path = tmp_path / f"{chunk_steps}-{max_events}.json"
+        trace.write_trace(path, ["c,1"], {"c,1": timeline}, records, max_events=max_events)
+        texts.append(path.read_text())
+        json.loads(texts[-1])
+    assert texts[0] == texts[1] and texts[2] == texts[3] and texts[0] != texts[2]
