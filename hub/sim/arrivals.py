@@ -64,9 +64,11 @@ class PendingRequests:
             setattr(record, name, column[index])
         return record
 
-    def pop(self) -> RequestRecord:
-        """The next request's record; it is no longer pending."""
+    def pop(self) -> RequestRecord | None:
+        """The next request's record (None when none is left); it is no longer pending."""
         index = self._next
+        if index >= len(self._pipeline_index):
+            return None
         offset = index - self._block_start
         if offset >= len(self._block):
             end = index + self.BLOCK

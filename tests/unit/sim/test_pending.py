@@ -21,7 +21,7 @@ def test_a_record_carries_its_specs_fields_and_its_pipelines() -> None:
                          deadline_ns=9)]
     pending = PendingRequests(RequestSpecs.of(specs), [CHAT, REASON])
     first, second = pending.pop(), pending.pop()
-    assert len(pending) == 0
+    assert len(pending) == 0 and pending.pop() is None
     assert (first.id, first.arrival_ns, first.input_tokens, first.output_tokens, first.model, first.template,
             first.pipeline, first.branches) == (0, 5, 100, 7, "m", "chat", ("prefill", "decode"), 1)
     assert (first.prefix_id, first.prompt_token_ids, first.lora, first.cls) == (None, None, None, None)
