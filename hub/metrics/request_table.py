@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 from cosim_core import RowBuffer, StageSums
@@ -113,12 +114,12 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.columns["id"])
 
-    @property
+    @cached_property  # read per row of requests.csv: a scan of the column each time made writing it quadratic
     def has_sessions(self) -> bool:
         """Some request is a session's turn (requests.csv's ``session`` and ``turn`` columns)."""
         return bool(np.any(self.columns["session"] >= 0))
 
-    @property
+    @cached_property
     def has_client_side(self) -> bool:
         """Some request went through an API server (``frontend``): client-side latencies exist."""
         return bool(np.any(self.columns["client_send_ns"] >= 0))
