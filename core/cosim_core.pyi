@@ -99,7 +99,7 @@ class RequestRecord:
     @property
     def is_finished(self) -> bool: ...
     @staticmethod
-    def arriving(ints: Seq[int], model: str, template: str, pipeline: tuple[str, ...],
+    def arriving(ints: Seq[int], model: str, template: str | None, pipeline: tuple[str, ...] | None,
                  branches: int) -> RequestRecord:
         """A request's record as it arrives, without parsing keywords: ``ints`` in ``RequestSpecs.INTS``'
         order (``id``, ``arrival_ns``, ``input_tokens``, ``output_tokens``, ``prefix_tokens``, ``lora_rank``,

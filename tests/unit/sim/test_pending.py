@@ -78,3 +78,5 @@ def test_an_arriving_record_equals_one_built_by_keyword_from_the_specs_integers(
     assert record == RequestRecord(**dict(zip(RequestSpecs.INTS, ints, strict=True)), model="m", template="think",
                                    pipeline=("prefill", "reason"), branches=2)
     assert record.stages == [] and record.stages is not RequestRecord.arriving(ints, "m", "t", (), 1).stages
+    assert RequestRecord.arriving(ints, "m", None, None, 1) == RequestRecord(
+        **dict(zip(RequestSpecs.INTS, ints, strict=True)), model="m", template=None, pipeline=None)
