@@ -98,6 +98,12 @@ class RequestRecord:
                  itl_ns: list[int] | None = ..., client_itl_ns: list[int] | None = ...) -> None: ...
     @property
     def is_finished(self) -> bool: ...
+    @staticmethod
+    def arriving(ints: Seq[int], model: str, template: str | None, pipeline: tuple[str, ...] | None,
+                 branches: int) -> RequestRecord:
+        """A request's record as it arrives, without parsing keywords: ``ints`` in ``RequestSpecs.INTS``'
+        order (``id``, ``arrival_ns``, ``input_tokens``, ``output_tokens``, ``prefix_tokens``, ``lora_rank``,
+        ``priority``, ``deadline_ns``); every other field has its keyword default."""
     def row_ints(self) -> tuple[int, ...]:
         """The integer fields a request table's row takes, in one call: ``id``, ``arrival_ns``,
         ``first_token_ns``, ``finish_ns``, ``output_tokens``, ``branches``, ``max_tbt_ns``, ``input_tokens``,
@@ -679,6 +685,32 @@ class Timeline:
     def token_gaps(self) -> dict[int, int]:
         """The gap counts not spilled: gap in ns -> tokens (a new dict)."""
     def __len__(self) -> int: ...
+
+class StageSums:
+    """What a request table keeps of requests' stages (core/src/stage_sums.rs): per stage kind, the count,
+    queue, service and transfer ns of its ended top-level stages; per template, ns per latency component
+    over finished requests; finished requests per template; every kind seen. Keys keep the order they
+    first came."""
+
+    has_lora: bool
+    def __init__(self, stages: Mapping[str, Seq[int]] | None = None,
+                 breakdown: Mapping[str, Mapping[str, int]] | None = None, finished: Mapping[str, int] | None = None,
+                 kinds: Seq[str] | None = None, has_lora: bool = False) -> None: ...
+    def add(self, record: RequestRecord, spans: RowBuffer | None = None,
+            template: str | None = None) -> tuple[int, int, str | None]:
+        """Adds a request (its breakdown under ``template``, default its own), appending its trace spans'
+        starts to ``spans``; returns its queueing ns, whether a stage started (1/0), and the client its
+        latency is attributed to."""
+    def merged(self, other: StageSums) -> StageSums:
+        """These sums and ``other``'s."""
+    def stages(self) -> dict[str, list[int]]: ...
+    def breakdown(self) -> dict[str, dict[str, int]]: ...
+    def finished(self) -> dict[str, int]: ...
+    def kinds(self) -> set[str]: ...
+
+def attributed_client(record: RequestRecord) -> str | None:
+    """The client a request's latency is attributed to: that of its last decode stage, else of its last
+    stage; None with no stages."""
 
 class RowBuffer:
     """The in-memory part of a table of fixed-width integer rows (core/src/rows.rs): rows packed

@@ -9,7 +9,8 @@
 //! and what it hands out and takes back ([`batch`]); and decode runs ([`runs::DecodeRun`]), a step's
 //! steady successors taken without forming or updating each, and the lookahead that predicts a
 //! step's successors on a scheduler copy ([`forecast::Forecast`]); and the records each step writes on
-//! its requests ([`recording`], on the request and stage records of [`records`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]) and a client's step records
+//! its requests ([`recording`], on the request and stage records of [`records`]), what a request table keeps of their stages
+//! ([`stage_sums::StageSums`]), and the rows a run's tables hold in memory ([`rows::RowBuffer`]) and a client's step records
 //! ([`timeline::Timeline`]);
 //! and each step's energy ([`power::StepEnergy`]); and the run folder's rows as text ([`run_files`],
 //! numbers formatted as Python does in [`text`]); and the event loop ([`kernel::Kernel`]); and the roofline
@@ -37,6 +38,7 @@ pub mod runs;
 pub mod scheduler;
 pub mod sequence;
 pub mod slot_map;
+pub mod stage_sums;
 pub mod step_timer;
 pub mod stepping;
 pub mod text;
@@ -73,6 +75,8 @@ fn cosim_core(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<timeline::Timeline>()?;
     module.add_class::<records::RequestRecord>()?;
     module.add_class::<records::StageRecord>()?;
+    module.add_class::<stage_sums::StageSums>()?;
+    module.add_function(wrap_pyfunction!(stage_sums::attributed_client, module)?)?;
     module.add_class::<kernel::Kernel>()?;
     module.add_class::<kernel::StopFlag>()?;
     module.add("MAX_SIM_NS", kernel::MAX_SIM_NS)?;

@@ -14,72 +14,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from cosim_core import StageSums
+
 from ..sim.records import RequestRecord
 from .figures import LEGEND_PT, save
 from .stats import NS_PER_S
 
 LEGEND_COLUMNS = 4
-
-
-# A stage's fields as one tuple (:meth:`StageRecord.values`): its fields are read from the compiled
-# record once, not once per use.
-Stage = tuple[str, str, int, int, int, int]  # kind, client, enqueue_ns, start_ns, end_ns, transfer_ns
-
-
-def stage_values(record: RequestRecord) -> list[Stage]:
-    """A request's stages as tuples of their fields."""
-    return [stage.values() for stage in record.stages]
-
-
-def add_breakdown(totals: dict[str, int], stages: Sequence[Stage]) -> None:
-    """Adds a finished request's components, ns (``queue`` and ``communication`` first), from its
-    :func:`stage_values`."""
-    split = {stage[0].split(":")[0] for stage in stages if ":" in stage[0]}
-    totals.setdefault("queue", 0)
-    totals.setdefault("communication", 0)
-    queue_ns = communication_ns = 0
-    for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:
-        if end_ns < 0:
-            continue
-        if ":" not in kind:
-            queue_ns += start_ns - enqueue_ns
-            communication_ns += transfer_ns
-            if kind in split:
-                continue
-        totals[kind] = totals.get(kind, 0) + end_ns - start_ns
-    totals["queue"] += queue_ns
-    totals["communication"] += communication_ns
-
-
-def add_stage_sums(sums: dict[str, list[int]], stages: Sequence[Stage]) -> None:
-    """Adds the count, queue, service and transfer ns of a request's ended top-level stages, per kind,
-    from its :func:`stage_values`."""
-    for kind, _, enqueue_ns, start_ns, end_ns, transfer_ns in stages:
-        if end_ns < 0 or ":" in kind:
-            continue
-        entry = sums.setdefault(kind, [0, 0, 0, 0])
-        entry[0] += 1
-        entry[1] += start_ns - enqueue_ns
-        entry[2] += end_ns - start_ns
-        entry[3] += transfer_ns
+# The one template a breakdown of all requests together sums them under (StageSums.add).
+ALL = ""
 
 
 def stage_breakdown(requests: Sequence[RequestRecord]) -> dict[str, float]:
-    """Mean seconds per component over completed requests (components in pipeline order)."""
-    done = [r for r in requests if r.is_finished]
-    totals: dict[str, int] = {}
-    for request in done:
-        add_breakdown(totals, stage_values(request))
-    return {kind: total / len(done) / NS_PER_S for kind, total in totals.items()} if done else {}
+    """Mean seconds per component over completed requests (``queue`` and ``communication`` first, then
+    the stage kinds as they first came), summed by the compiled core (:class:`cosim_core.StageSums`,
+    core/src/stage_sums.rs)."""
+    sums = StageSums()
+    for request in requests:
+        sums.add(request, template=ALL)
+    done = sums.finished().get(ALL, 0)
+    return {kind: total / done / NS_PER_S for kind, total in sums.breakdown()[ALL].items()} if done else {}
 
 
 def stage_table(requests: Sequence[RequestRecord]) -> dict[str, dict[str, float]]:
     """Per stage kind: how many ran, and mean queue, service and transfer seconds (summary.json ``stages``)."""
-    sums: dict[str, list[int]] = {}
+    sums = StageSums()
     for request in requests:
-        add_stage_sums(sums, stage_values(request))
+        sums.add(request)
     return {kind: {"count": n, "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
-                   "transfer_s": t / n / NS_PER_S} for kind, (n, q, s, t) in sums.items()}
+                   "transfer_s": t / n / NS_PER_S} for kind, (n, q, s, t) in sums.stages().items()}
 
 
 def plot_breakdown(path: Path, breakdowns: Mapping[str, Mapping[str, float]], *, title: str = "") -> None:

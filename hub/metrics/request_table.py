@@ -9,6 +9,10 @@ A long run cannot keep a record per request, yet its percentiles must stay exact
 - integer sums per stage kind (``stages`` and ``breakdown_s`` of summary.json), per template for
   the breakdown plot. Integer sums are exact, so the finishing order does not change them.
 
+The compiled core takes a request's stages in one pass (:class:`cosim_core.StageSums`,
+core/src/stage_sums.rs): its queueing, its span starts, its sums and the client its latency is
+attributed to.
+
 :meth:`RequestColumns.table` adds the requests not finished (in flight, or not yet arrived in a
 partial run) and returns a :class:`RequestTable`: numpy columns sorted by request id, the same
 numbers the records would give (:meth:`RequestTable.of` builds one from records directly).
@@ -16,14 +20,15 @@ numbers the records would give (:meth:`RequestTable.of` builds one from records 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+from cosim_core import RowBuffer, StageSums
 
 from ..sim.records import RequestRecord
 from ..sim.spill import INT8, INT32, INT64, SpillRows
-from .breakdown import Stage, add_breakdown, add_stage_sums, stage_values
 from .stats import NS_PER_S, RequestMetrics, latency_columns
 
 FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("finish_ns", INT64),
@@ -31,6 +36,7 @@ FIELDS = (("id", INT64), ("arrival_ns", INT64), ("first_token_ns", INT64), ("fin
           ("input_tokens", INT64), ("generated_tokens", INT64), ("preemptions", INT64),
           ("cached_tokens", INT64), ("owner", INT32), ("cls", INT32), ("session", INT64), ("turn", INT32),
           ("client_send_ns", INT64), ("client_first_ns", INT64), ("client_last_ns", INT64))
+SPAN_FIELDS = (("start_ns", INT64),)  # a trace span's start
 # Stage kinds in pipeline order (DESIGN.md); others follow alphabetically.
 STAGE_ORDER = ("preprocess", "rag", "kv_retrieval", "prefill", "decode", "reasoning", "postprocess")
 
@@ -41,62 +47,12 @@ def ordered_kinds(kinds: Iterable[str]) -> list[str]:
     return [k for k in STAGE_ORDER if k in present] + sorted(present - set(STAGE_ORDER))
 
 
-def attributed_client(record: RequestRecord) -> str | None:
-    """The client a request's latency is attributed to: that of its last
-    decode stage, else of its last stage; None with no stages."""
-    return _attributed(stage_values(record))
-
-
-def _attributed(stages: Sequence[Stage]) -> str | None:
-    """:func:`attributed_client`, from a request's :func:`~cosim.hub.metrics.breakdown.stage_values`."""
-    for stage in reversed(stages):
-        if stage[0] == "decode":
-            return stage[1]
-    return stages[-1][1] if stages else None
-
-
 def _means(totals: dict[str, int], count: int) -> dict[str, float]:
     """Mean seconds per component, queue and communication first, stages in pipeline order."""
     if not count:
         return {}
     kinds = ["queue", "communication"] + ordered_kinds(k for k in totals if k not in ("queue", "communication"))
     return {kind: totals[kind] / count / NS_PER_S for kind in kinds}
-
-
-@dataclass
-class _Sums:
-    """Integer sums of a set of requests: stages per kind, breakdown per template, kinds seen."""
-
-    stages: dict[str, list[int]] = field(default_factory=dict)
-    breakdown: dict[str, dict[str, int]] = field(default_factory=dict)  # template -> component -> ns
-    finished: dict[str, int] = field(default_factory=dict)  # template -> finished requests
-    kinds: set[str] = field(default_factory=set)
-    has_lora: bool = False
-
-    def add(self, record: RequestRecord, stages: Sequence[Stage]) -> None:
-        """Adds a request, given its :func:`~cosim.hub.metrics.breakdown.stage_values`."""
-        add_stage_sums(self.stages, stages)
-        if record.is_finished:
-            template = record.template
-            add_breakdown(self.breakdown.setdefault(template, {}), stages)
-            self.finished[template] = self.finished.get(template, 0) + 1
-        self.kinds.update([stage[0] for stage in stages])
-        self.has_lora = self.has_lora or record.lora is not None
-
-    def merged(self, other: _Sums) -> _Sums:
-        out = _Sums(stages={k: list(v) for k, v in self.stages.items()},
-                    breakdown={t: dict(v) for t, v in self.breakdown.items()}, finished=dict(self.finished),
-                    kinds=self.kinds | other.kinds, has_lora=self.has_lora or other.has_lora)
-        for kind, entry in other.stages.items():
-            mine = out.stages.setdefault(kind, [0, 0, 0, 0])
-            out.stages[kind] = [a + b for a, b in zip(mine, entry)]
-        for template, totals in other.breakdown.items():
-            mine_totals = out.breakdown.setdefault(template, {})
-            for key, value in totals.items():
-                mine_totals[key] = mine_totals.get(key, 0) + value
-        for template, n in other.finished.items():
-            out.finished[template] = out.finished.get(template, 0) + n
-        return out
 
 
 class _Owners:
@@ -115,25 +71,15 @@ class _Owners:
         return code
 
 
-def _take(record: RequestRecord, owners: _Owners, classes: _Owners, sums: _Sums,
-          add_span: Callable[[int], object]) -> tuple[int, ...]:
-    """A request's row (:data:`FIELDS`), in one pass over its stages: the start of each of its trace
-    spans (trace.json's, :class:`cosim_core.RequestSpans`) goes to ``add_span``, its stages to ``sums``."""
-    stages = stage_values(record)
-    queue_ns, started = 0, 0  # over the stages that started
-    for _, _, enqueue_ns, start_ns, _, transfer_ns in stages:
-        if transfer_ns > 0:
-            add_span(enqueue_ns - transfer_ns)
-        add_span(enqueue_ns)
-        if start_ns >= 0:
-            add_span(start_ns)
-            queue_ns += start_ns - enqueue_ns
-            started = 1
-    sums.add(record, stages)
+def _take(record: RequestRecord, owners: _Owners, classes: _Owners, sums: StageSums,
+          spans: RowBuffer) -> tuple[int, ...]:
+    """A request's row (:data:`FIELDS`): its stages go to ``sums``, the start of each of its trace spans
+    (trace.json's, :class:`cosim_core.RequestSpans`) to ``spans``."""
+    queue_ns, started, owner = sums.add(record, spans)
     (id_, arrival_ns, first_token_ns, finish_ns, output_tokens, branches, max_tbt_ns, input_tokens, generated_tokens,
      preemptions, cached_tokens, session, turn, client_send_ns, client_first_ns, client_last_ns) = record.row_ints()
     return (id_, arrival_ns, first_token_ns, finish_ns, output_tokens // branches, max_tbt_ns, queue_ns, started,
-            input_tokens, generated_tokens, preemptions, cached_tokens, owners.code(_attributed(stages)),
+            input_tokens, generated_tokens, preemptions, cached_tokens, owners.code(owner),
             classes.code(record.cls), session, turn, client_send_ns, client_first_ns, client_last_ns)
 
 
@@ -157,7 +103,7 @@ class RequestTable:
     kinds: list[str]
     has_lora: bool
     classes: list[str]
-    _sums: _Sums = field(repr=False)
+    _sums: StageSums = field(repr=False)
     itls: tuple[dict[int, list[int]], dict[int, list[int]]] = field(default_factory=lambda: ({}, {}), repr=False)
 
     @classmethod
@@ -168,12 +114,12 @@ class RequestTable:
     def __len__(self) -> int:
         return len(self.columns["id"])
 
-    @property
+    @cached_property  # read per row of requests.csv: a scan of the column each time made writing it quadratic
     def has_sessions(self) -> bool:
         """Some request is a session's turn (requests.csv's ``session`` and ``turn`` columns)."""
         return bool(np.any(self.columns["session"] >= 0))
 
-    @property
+    @cached_property
     def has_client_side(self) -> bool:
         """Some request went through an API server (``frontend``): client-side latencies exist."""
         return bool(np.any(self.columns["client_send_ns"] >= 0))
@@ -204,23 +150,24 @@ class RequestTable:
 
     def stage_table(self) -> dict[str, dict[str, float]]:
         """summary.json's ``stages`` (:func:`cosim.hub.metrics.breakdown.stage_table`)."""
+        stages = self._sums.stages()
         return {kind: {"count": n, "queue_s": q / n / NS_PER_S, "service_s": s / n / NS_PER_S,
                        "transfer_s": t / n / NS_PER_S}
-                for kind in ordered_kinds(self._sums.stages) for n, q, s, t in [self._sums.stages[kind]]}
+                for kind in ordered_kinds(stages) for n, q, s, t in [stages[kind]]}
 
     def breakdown(self, template: str | None = None) -> dict[str, float]:
         """Mean seconds per component over finished requests (of one template, or all)."""
-        sums = self._sums
-        templates = [template] if template is not None else list(sums.breakdown)
+        breakdown, finished = self._sums.breakdown(), self._sums.finished()
+        templates = [template] if template is not None else list(breakdown)
         totals: dict[str, int] = {}
         for name in templates:
-            for key, value in sums.breakdown.get(name, {}).items():
+            for key, value in breakdown.get(name, {}).items():
                 totals[key] = totals.get(key, 0) + value
-        return _means(totals, sum(sums.finished.get(name, 0) for name in templates))
+        return _means(totals, sum(finished.get(name, 0) for name in templates))
 
     def templates(self) -> list[str]:
         """Templates with finished requests, in the order they first finished."""
-        return list(self._sums.breakdown)
+        return list(self._sums.breakdown())
 
 
 class RequestColumns:
@@ -228,10 +175,10 @@ class RequestColumns:
 
     def __init__(self) -> None:
         self._rows = SpillRows(FIELDS)
-        self._spans = SpillRows((("start_ns", INT64),))
+        self._spans = SpillRows(SPAN_FIELDS)
         self._owners = _Owners()
         self._classes = _Owners()
-        self._sums = _Sums()
+        self._sums = StageSums()
         self._itls: tuple[dict[int, list[int]], dict[int, list[int]]] = ({}, {})
 
     def __len__(self) -> int:
@@ -245,17 +192,17 @@ class RequestColumns:
 
     def add(self, record: RequestRecord) -> None:
         """Takes a request's numbers (a finished one: its record may be dropped after)."""
-        self._rows.append(*_take(record, self._owners, self._classes, self._sums, self._spans.append))
+        self._rows.append(*_take(record, self._owners, self._classes, self._sums, self._spans.buffer))
         self._keep_itls(record, self._itls)
 
     def table(self, others: Iterable[RequestRecord] = ()) -> RequestTable:
         """The table of the requests added and ``others`` (those not finished), sorted by id."""
-        extra = _Sums()
+        extra = StageSums()
         rows: list[tuple[int, ...]] = []
-        starts: list[int] = []
+        starts = SpillRows(SPAN_FIELDS)
         itls: tuple[dict[int, list[int]], dict[int, list[int]]] = (dict(self._itls[0]), dict(self._itls[1]))
         for record in others:
-            rows.append(_take(record, self._owners, self._classes, extra, starts.append))
+            rows.append(_take(record, self._owners, self._classes, extra, starts.buffer))
             self._keep_itls(record, itls)
         data = np.concatenate([self._rows.rows(), np.array(rows, dtype=self._rows.dtype)])
         data = data[np.argsort(data["id"], kind="stable")]
@@ -264,8 +211,9 @@ class RequestColumns:
             names = np.array(coder.names, dtype=object)
             columns[name] = names[columns[name]] if len(data) else np.array([], dtype=object)
         sums = self._sums.merged(extra)
-        span_starts_all = np.concatenate([self._spans.columns()["start_ns"], np.array(starts, dtype=np.int64)])
-        return RequestTable(columns=columns, span_starts=span_starts_all, kinds=ordered_kinds(sums.kinds),
+        span_starts_all = np.concatenate([self._spans.columns()["start_ns"], starts.columns()["start_ns"]])
+        starts.close()
+        return RequestTable(columns=columns, span_starts=span_starts_all, kinds=ordered_kinds(sums.kinds()),
                             has_lora=sums.has_lora, classes=self._classes.names[1:], _sums=sums, itls=itls)
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from cosim_core import attributed_client
 
 from ..config.slo import Slo, validate_slo
 from ..sim.records import ClientInfo, ClientTimeline, RequestRecord
@@ -45,7 +46,7 @@ from .benchmark import benchmark_block
 from .benchmark_setup import BenchmarkSetup
 from .energy import client_energy, run_energy
 from .itl import itl_block, merged_gaps
-from .request_table import RequestTable, attributed_client
+from .request_table import RequestTable
 from .slo import meets_slo, slo_report
 from .stats import NS_PER_S, RequestMetrics, clean, latency_block
 

@@ -56,20 +56,19 @@ class PendingRequests:
         return self._record(index, self._ints[index].tolist(), int(self._pipeline_index[index]))
 
     def _record(self, index: int, ints: list[int], pipeline_index: int) -> RequestRecord:
-        """The record of request ``index``, given its integers (:attr:`RequestSpecs.INTS`) and pipeline index."""
-        id_, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns = ints
+        """The record of request ``index``, given its integers (:attr:`RequestSpecs.INTS`, the order
+        :meth:`RequestRecord.arriving` takes them in) and pipeline index."""
         pipeline = self._pipelines[pipeline_index]
-        record = RequestRecord(id=id_, model=pipeline.model, arrival_ns=arrival_ns, input_tokens=input_tokens,
-                               output_tokens=output_tokens, prefix_tokens=prefix_tokens, template=pipeline.template,
-                               pipeline=pipeline.stages, branches=pipeline.branches, lora_rank=lora_rank,
-                               priority=priority, deadline_ns=deadline_ns)
+        record = RequestRecord.arriving(ints, pipeline.model, pipeline.template, pipeline.stages, pipeline.branches)
         for name, column in self._objects.items():  # set after: most runs have none to pass (nor a dict to build)
             setattr(record, name, column[index])
         return record
 
-    def pop(self) -> RequestRecord:
-        """The next request's record; it is no longer pending."""
+    def pop(self) -> RequestRecord | None:
+        """The next request's record (None when none is left); it is no longer pending."""
         index = self._next
+        if index >= len(self._pipeline_index):
+            return None
         offset = index - self._block_start
         if offset >= len(self._block):
             end = index + self.BLOCK

@@ -198,14 +198,18 @@ class Coordinator:
         """Schedules the next pending request's arrival: one at a time, so that requests not yet
         arrived cost a row of numbers each, not a record and an event (arrivals are the only events
         of their priority, so the order of events is the same as with all of them scheduled at once)."""
-        self._scheduled = self.pending.pop() if self.pending is not None and len(self.pending) else None
-        if self._scheduled is not None:
-            self.kernel.call_at(self._scheduled.arrival_ns, ARRIVAL, self._arrive, self._scheduled, label="arrival")
+        scheduled = self._scheduled = self.pending.pop() if self.pending is not None else None
+        if scheduled is not None:
+            self.kernel.call_at(scheduled.arrival_ns, ARRIVAL, self._arrive, scheduled, label="arrival")
 
     def _arrive(self, request: RequestRecord) -> None:
         self.in_flight[request.id] = request
         self._schedule_arrival()
-        self.push_stage(request)
+        pipeline = request.pipeline
+        if pipeline and pipeline[0] in LLM_STAGES:  # as push_stage would route its first stage, one call sooner
+            self._push_prefill(request)
+        else:
+            self.push_stage(request)
 
     @property
     def requests(self) -> RequestView:
@@ -303,8 +307,7 @@ class Coordinator:
 
     def _start_prefill(self, request: RequestRecord, client: LLMClient, transfer_ns: int) -> None:
         whole = "decode" in client.serves
-        stage = StageRecord(kind="prefill", client=client.name, enqueue_ns=self.kernel.now_ns,
-                            transfer_ns=transfer_ns)
+        stage = StageRecord("prefill", client.name, self.kernel.now_ns, -1, -1, transfer_ns)  # positional: cheaper
         request.stages.append(stage)
         # each read of a record's field is a call into the core: read once
         input_tokens, branches, retrieved_tokens = request.input_tokens, request.branches, request.retrieved_tokens

@@ -140,6 +140,9 @@ class RequestView(Sequence[RequestRecord]):
         return self._get(index)
 
     def __iter__(self) -> Iterator[RequestRecord]:
+        if not self._log.is_spilled:  # records in memory: their positions as Python ints at once, not one call each
+            kept, others = self._kept, self._others
+            return (kept[where] if where >= 0 else others[-1 - where] for where in self._where.tolist())
         return (self._get(i) for i in range(len(self)))
 
     def __eq__(self, other: Any) -> bool:

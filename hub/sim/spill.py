@@ -85,6 +85,11 @@ class SpillRows:
         self._buffer = RowBuffer(widths, self._buffer_bytes, self._file.write, held)
         self.append = self._buffer.append
 
+    @property
+    def buffer(self) -> RowBuffer:
+        """The rows in memory: what the compiled core appends rows to directly."""
+        return self._buffer
+
     def __len__(self) -> int:
         return len(self._buffer)
 

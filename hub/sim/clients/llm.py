@@ -99,6 +99,7 @@ class LLMClient:
             self.timeline.lora = LoraStats()
         if scheduler.offload is not None:
             self.timeline.offload = scheduler.offload
+        self._holds_kv = scheduler.hold_finished_kv  # fixed at the scheduler's making
         self.busy = False
         self.busy_ns = 0
         self.wake_pending = False  # its wake-up is scheduled
@@ -239,7 +240,7 @@ class LLMClient:
     def _releaser(self, seq: Sequence) -> Callable[[], None]:
         """What frees a finished sequence's KV: nothing, unless this client holds it (a prefill
         client keeps a request's KV until its transfer to the decode client completes)."""
-        if not self.scheduler.hold_finished_kv:
+        if not self._holds_kv:
             return _nothing
 
         def release() -> None:
@@ -255,7 +256,7 @@ class LLMClient:
     def begin_decode_stage(self, seq: Sequence, now: int) -> None:
         """Splits a request's stage on this client at its first token: prefill ends, decode begins."""
         seq.stage.end_ns = now
-        seq.stage = StageRecord(kind=decode_kind(seq.request), client=self.name, enqueue_ns=now, start_ns=now)
+        seq.stage = StageRecord(decode_kind(seq.request), self.name, now, now)  # positional: cheaper
         seq.request.stages.append(seq.stage)
 
 

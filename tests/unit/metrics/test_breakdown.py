@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
+
+from cosim_core import StageSums, attributed_client
+
 from cosim.hub.metrics.breakdown import stage_breakdown, stage_table
 from cosim.hub.metrics.request_table import RequestTable
 from cosim.hub.sim.records import RequestRecord, StageRecord
@@ -39,3 +43,29 @@ def test_a_request_table_sums_as_the_records_do() -> None:
     assert table.breakdown() == stage_breakdown(requests())
     assert sorted(table.span_starts.tolist()) == [0, 0, 1, 2, 2, 2, 3, 4, 4, 5, 10, 15, 20, 30, 40, 41]
     assert table.columns["queue_ns"].tolist() == [2 + 0 + 1 + 5 + 1, 1 + 1]
+
+
+def test_the_breakdown_keeps_components_in_the_order_they_first_came_across_templates() -> None:
+    first, second, third = (request(i, [StageRecord(kind, "c", 0, 1, 2)]) for i, kind in enumerate("xyz"))
+    second.template = "other"  # a plot's legend follows this order: not grouped by template
+    assert list(stage_breakdown([first, second, third])) == ["queue", "communication", "x", "y", "z"]
+
+
+def test_stage_sums_merge_and_cross_processes_with_their_order() -> None:
+    sums, other = StageSums(), StageSums()
+    assert sums.add(requests()[0]) == (2 + 0 + 1 + 5 + 1, 1, "d")
+    assert other.add(requests()[1]) == (1 + 1, 1, "d")
+    merged = sums.merged(other)
+    assert merged.stages() == {"rag": [1, 2, 8, 0], "prefill": [2, 6, 12, 5], "decode": [1, 1, 19, 10]}
+    assert merged.finished() == {"chat": 1} and merged.kinds() == {"rag", "rag:embedding", "rag:retrieval",
+                                                                   "prefill", "decode"}
+    copy = pickle.loads(pickle.dumps(merged))
+    assert (copy.stages(), copy.breakdown(), copy.finished(), copy.kinds(), copy.has_lora) == \
+        (merged.stages(), merged.breakdown(), merged.finished(), merged.kinds(), merged.has_lora)
+
+
+def test_the_latency_is_attributed_to_the_last_decode_stage_else_the_last() -> None:
+    assert attributed_client(request(0, [StageRecord("decode", "d1", 0), StageRecord("decode", "d2", 0),
+                                         StageRecord("postprocess", "s", 0)])) == "d2"
+    assert attributed_client(request(0, [StageRecord("prefill", "p", 0), StageRecord("rag", "r", 0)])) == "r"
+    assert attributed_client(request(0, [])) is None

@@ -7,6 +7,7 @@ import numpy as np
 from cosim.hub.config.templates import TemplateConfig, resolve_templates
 from cosim.hub.sim.arrivals import PendingRequests
 from cosim.hub.sim.pipelines import Pipeline, assign_pipelines
+from cosim.hub.sim.records import RequestRecord
 from cosim.hub.sim.workload import RequestSpec, RequestSpecs
 
 CHAT = Pipeline(template="chat", stages=("prefill", "decode"), model="m")
@@ -20,7 +21,7 @@ def test_a_record_carries_its_specs_fields_and_its_pipelines() -> None:
                          deadline_ns=9)]
     pending = PendingRequests(RequestSpecs.of(specs), [CHAT, REASON])
     first, second = pending.pop(), pending.pop()
-    assert len(pending) == 0
+    assert len(pending) == 0 and pending.pop() is None
     assert (first.id, first.arrival_ns, first.input_tokens, first.output_tokens, first.model, first.template,
             first.pipeline, first.branches) == (0, 5, 100, 7, "m", "chat", ("prefill", "decode"), 1)
     assert (first.prefix_id, first.prompt_token_ids, first.lora, first.cls) == (None, None, None, None)
@@ -69,3 +70,13 @@ def test_request_specs_hold_columns_and_make_a_spec_on_demand() -> None:
     assert columns.ints["arrival_ns"].tolist() == [5, 9] and columns.ints["deadline_ns"].tolist() == [2**62] * 2
     assert list(columns) == specs and columns[-1] == specs[1] and columns[:1] == specs[:1]
     assert all(type(v) is int for v in (columns[0].id, columns[0].arrival_ns, columns[1].lora_rank))
+
+
+def test_an_arriving_record_equals_one_built_by_keyword_from_the_specs_integers() -> None:
+    ints = [3, 50, 100, 7, 16, 8, -2, 99]
+    record = RequestRecord.arriving(ints, "m", "think", ("prefill", "reason"), 2)
+    assert record == RequestRecord(**dict(zip(RequestSpecs.INTS, ints, strict=True)), model="m", template="think",
+                                   pipeline=("prefill", "reason"), branches=2)
+    assert record.stages == [] and record.stages is not RequestRecord.arriving(ints, "m", "t", (), 1).stages
+    assert RequestRecord.arriving(ints, "m", None, None, 1) == RequestRecord(
+        **dict(zip(RequestSpecs.INTS, ints, strict=True)), model="m", template=None, pipeline=None)
