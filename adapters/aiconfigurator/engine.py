@@ -7,8 +7,9 @@ its operator lists can be split by kind (:class:`OpIndex`): the step timer
 evaluates the non-attention operators, the prefill chunks' attention and the
 decodes' attention separately, at the shapes of the batch, through the
 engine's own op-list evaluation (``evaluate_context_ops`` /
-``evaluate_generation_ops``). Every latency comes from the library's Rust core
-and its measured tables; nothing here computes one.
+``evaluate_generation_ops``), each answer kept by what it depends on
+(:mod:`.calls`). Every latency comes from the library's Rust core and its
+measured tables; nothing here computes one.
 """
 
 from __future__ import annotations

@@ -69,14 +69,17 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
     untabled = engine.untabled.entries(tokens) if engine.untabled is not None else []
     if tokens == len(decodes):  # every sequence decodes: no chunk
         return [*calls.decode_step(len(decodes), kv), *untabled]
-    chunks = collections.Counter([(n, c) for n, c in zip(new_tokens, context_tokens) if n > 1])
+    chunks: dict[tuple[int, int], int] = {}  # count by (new, context): a Counter's, without its set-up
+    for chunk in [(n, c) for n, c in zip(new_tokens, context_tokens) if n > 1]:
+        chunks[chunk] = chunks.get(chunk, 0) + 1
     entries = [*calls.token_wise(tokens), *calls.logits(num_sequences)]
     for (new, context), count in sorted(chunks.items()):
         entries += calls.context_attention(count, new, context)
     if decodes:
         decoding = calls.generation_attention(len(decodes), kv)
         if engine.mixed is not None and chunks:  # one FA2 varlen call: the decodes pay for sitting beside chunks
-            alpha = engine.mixed.decode_scale(list(chunks.elements()), decodes)
+            each = [chunk for chunk, count in chunks.items() for _ in range(count)]  # as Counter.elements()
+            alpha = engine.mixed.decode_scale(each, decodes)
             decoding = [(name, ms * alpha, energy * alpha, source) for name, ms, energy, source in decoding]
         entries += decoding
     return entries + untabled
