@@ -62,9 +62,10 @@ def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequenc
     # The hub's decode-only batches hold hundreds of sequences: tell them apart without a Python loop.
     if new_tokens.count(1) == num_sequences:
         decodes: Sequence[int] = context_tokens
+        tokens = max(num_sequences, padded_tokens)
     else:
         decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
-    tokens = max(sum(new_tokens), padded_tokens)
+        tokens = max(sum(new_tokens), padded_tokens)
     kv = round(sum(decodes) / len(decodes)) + 1 if decodes else 0  # the new token attends to itself too
     untabled = engine.untabled.entries(tokens) if engine.untabled is not None else []
     if tokens == len(decodes):  # every sequence decodes: no chunk
