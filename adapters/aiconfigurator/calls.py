@@ -12,14 +12,17 @@ its compiled tables alone.
 A decode step is split in two calls whose answers are kept apart: its leading token-major
 operators (:attr:`~.engine.OpIndex.num_token_major`), kept by the number of decodes alone, then the
 rest (attention), kept by the decodes and their KV length. The split is exact as the library
-defines the evaluation: it queries each operator of an index list on its own (``query_generation_op``
-in its ``src/session.rs``, at a context built from the call's arguments), a generation query's token
-count is its batch size (``num_tokens = batch_size * beam_width``, beam 1), a token-major operator
-reads that count alone (``Op::query``, ``src/operators/op.rs``), and the answers come back in list
-order, one per name (``PerOpFold``, ``src/engine/runtime.rs``; the two parts share no name).
+defines the evaluation (its Rust core, ``aic-core/rust/aiconfigurator-core/src/`` in
+github.com/ai-dynamo/aiconfigurator): it queries each operator of an index list on its own
+(``query_generation_op``, ``session.rs``, at a context built from the call's arguments), a
+generation query's token count is its batch size (``num_tokens = batch_size * beam_width``, beam
+1), a token-major operator reads that count alone (``Op::query``, ``operators/op.rs``), and the
+answers come back in list order, one per name (``PerOpFold``, ``engine/runtime.rs``; the two parts
+share no name). ``tests/contract/test_aiconfigurator_calls.py`` holds the pinned version to it.
 
 The calls go to the ``AicEngine`` behind the library's ``EngineHandle`` with the index lists built
-once: the handle's methods only convert each argument again (``sdk/engine.py``), a fifth of a call.
+once: the handle's methods only convert each argument again (``sdk/engine.py``), about a fifth of
+a call.
 """
 
 from __future__ import annotations
@@ -80,9 +83,10 @@ class OpCalls:
         in the library's order (the token-major operators' answers kept by ``num_decodes`` alone)."""
         leading = self._kept.get((_DECODE_TOKEN_MAJOR, num_decodes))
         if leading is None:
+            # s=1: none of them reads the KV length, so the answer holds for every one
             leading = self._engine.evaluate_generation_ops(self._decode_token_major, num_decodes, 1, NO_SCALE, 0, None)
             self._keep((_DECODE_TOKEN_MAJOR, num_decodes), leading)
-        if self._decode_rest_is_attention:  # a dense model's: shared with the mixed steps' decodes
+        if self._decode_rest_is_attention:  # most models': shared with the mixed steps' decodes
             rest = self.generation_attention(num_decodes, kv)
         else:  # other operators read the KV length too (MLA, ...): a run times each decode shape once
             rest = self._engine.evaluate_generation_ops(self._decode_rest, num_decodes, kv, NO_SCALE, 0, None)
