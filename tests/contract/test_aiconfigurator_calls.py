@@ -13,7 +13,7 @@ pytest.importorskip("aiconfigurator_core", reason="aiconfigurator-core is not in
 from cosim.adapters.aiconfigurator import calls as calls_module
 from cosim.adapters.aiconfigurator.engine import Engine, _num_token_major
 from cosim.adapters.aiconfigurator.mapping import MXFP4_BYTES
-from cosim.adapters.aiconfigurator.step import time_step
+from cosim.adapters.aiconfigurator.step import _timing, time_step
 from tests.contract.test_aiconfigurator_contract import BACKEND, make_spec
 
 SPECS = {
@@ -93,3 +93,12 @@ def test_no_token_major_run_where_its_names_recur_after_it() -> None:
     """The library folds a name's entries into one: the two parts could not be evaluated apart."""
     ops = fake_ops(("gemm", "tokens"), ("attention", "generation"), ("gemm", "generation"))
     assert _num_token_major(ops, (0, 1, 2)) == 0
+
+
+@pytest.mark.parametrize("breakdown", [False, True])
+def test_a_step_adds_its_entries_in_the_librarys_order(breakdown: bool) -> None:
+    """In floating point 1e16 + 1 - 1e16 is 0 when added left to right (1 is lost beside 1e16), 1 otherwise:
+    both sums (with and without the breakdown) add the entries in order, whichever call they came from."""
+    entries = [("a", 1e10, 0.0, "x"), ("ar", 1e-6, 0.0, "x"), ("b", -1e10, 0.0, "x")]  # 1e16 ns, 1 ns, -1e16 ns
+    timing = _timing(entries, frozenset({"ar"}), breakdown)
+    assert (timing.duration_ns, timing.communication_ns, timing.compute_ns) == (0, 1, -1)
