@@ -60,10 +60,19 @@ class AicState:
     model: ModelSource
     quant: dict[str, str]
     engines: dict[int, Engine] = field(default_factory=dict)
+    by_ranks: dict[int, Engine] = field(default_factory=dict)  # engines by num_dp_ranks, as steps ask
     cache: LRUCache[tuple[Any, ...], pb.StepTiming] = field(default_factory=lambda: LRUCache(CACHE_SIZE))
 
     def engine(self, num_dp_ranks: int) -> Engine:
-        """The engine for batches in lock-step with ``num_dp_ranks`` ranks (1: none), compiled once.
+        """The engine for batches in lock-step with ``num_dp_ranks`` ranks (1: none), compiled once."""
+        found = self.by_ranks.get(num_dp_ranks)
+        if found is None:
+            found = self.by_ranks[num_dp_ranks] = self._engine(num_dp_ranks)
+        return found
+
+    def _engine(self, num_dp_ranks: int) -> Engine:
+        """The engine for ``num_dp_ranks`` ranks' attention DP size, compiled where no number of ranks
+        asked for it before.
 
         An MoE model's experts take the first of their candidate quant modes
         (:func:`~.mapping.moe_quant_candidates`) the tables hold for the shape.

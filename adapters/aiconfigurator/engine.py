@@ -7,8 +7,9 @@ its operator lists can be split by kind (:class:`OpIndex`): the step timer
 evaluates the non-attention operators, the prefill chunks' attention and the
 decodes' attention separately, at the shapes of the batch, through the
 engine's own op-list evaluation (``evaluate_context_ops`` /
-``evaluate_generation_ops``). Every latency comes from the library's Rust core
-and its measured tables; nothing here computes one.
+``evaluate_generation_ops``), each answer kept by what it depends on
+(:mod:`.calls`). Every latency comes from the library's Rust core and its
+measured tables; nothing here computes one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
+from .calls import OpCalls
 from .libyaml import libyaml_reads
 from .mapping import SCRATCH, write_once
 from .mixed import MixedAttention
@@ -69,6 +71,7 @@ class OpIndex:
     logits: tuple[int, ...]
     token_wise: tuple[int, ...]  # every other operator: runs once per token of the step
     communication: frozenset[str]  # names of the collective / point-to-point operators
+    num_token_major: int = 0  # how many leading operators of all_ops read the token count alone
 
     @functools.cached_property
     def all_ops(self) -> tuple[int, ...]:
@@ -86,16 +89,31 @@ class OpIndex:
                                   f"{ATTENTION_OPS[phase]} operator ({names}); the backend needs one at least")
         rest = tuple(i for i in range(len(ops)) if i not in attention and i not in logits)
         return cls(attention=attention, logits=logits, token_wise=rest,
-                   communication=frozenset(n for n, k in zip(names, kinds) if k in COMMUNICATION_OPS))
+                   communication=frozenset(n for n, k in zip(names, kinds) if k in COMMUNICATION_OPS),
+                   num_token_major=_num_token_major(ops, (*rest, *logits, *attention)))
+
+
+def _num_token_major(ops: list[Any], order: tuple[int, ...]) -> int:
+    """How many leading operators of ``order`` the library times from the step's token count alone: its
+    token-major classes (``_ENGINE_QUERY_SHAPE == "tokens"``: GEMM, element-wise, embedding, MoE, the
+    collectives), whose engine query reads nothing else (``Op::query`` in its ``src/operators/op.rs``
+    passes them ``ctx.num_tokens`` only). None where one of their names recurs further on: the
+    library folds a name's entries into one, so they could not be evaluated apart."""
+    count = 0
+    while count < len(order) and getattr(type(ops[order[count]]), "_ENGINE_QUERY_SHAPE", None) == "tokens":
+        count += 1
+    leading = {ops[i]._name for i in order[:count]}
+    return 0 if any(ops[i]._name in leading for i in order[count:]) else count
 
 
 @dataclasses.dataclass
 class Engine:
-    """A compiled engine and the op indices of its two phases."""
+    """A compiled engine, the op indices of its two phases and its evaluations of them (``calls``)."""
 
     handle: Any
     context: OpIndex
     generation: OpIndex
+    calls: OpCalls
     label: str  # e.g. "Qwen/Qwen3-32B on h100_sxm, vllm 0.24.0, tp2" (for errors)
     untabled: UntabledKernels | None = None  # the layers' kernels the library has no operator for
     mixed: MixedAttention | None = None  # FA2's varlen call: what decodes cost beside a chunk
@@ -192,9 +210,12 @@ def compile_engine(*, model_path: str, system: str, engine: str, version: str, d
                                              database=database, database_mode=database_mode),
                               systems_path=database.systems_root)
     log.info("aiconfigurator engine compiled: %s", label)
-    return Engine(handle=handle, context=OpIndex.of(model.context_ops, "context"),
-                  generation=OpIndex.of(model.generation_ops, "generation"), label=label, untabled=untabled,
-                  mixed=mixed)
+    context, generation = OpIndex.of(model.context_ops, "context"), OpIndex.of(model.generation_ops, "generation")
+    calls = OpCalls(handle._engine, context_token_wise=context.token_wise, context_logits=context.logits,
+                    context_attention=context.attention, generation_all=generation.all_ops,
+                    generation_attention=generation.attention, num_token_major=generation.num_token_major)
+    return Engine(handle=handle, context=context, generation=generation, calls=calls, label=label,
+                  untabled=untabled, mixed=mixed)
 
 
 # Bumped when what a compiled spec's file name stands for changes.

@@ -38,9 +38,9 @@ from collections.abc import Iterable, Sequence
 from cosim.adapters.sdk import InvalidArgument
 from cosim.v1 import types_pb2 as pb
 
+from .calls import PerOp
 from .engine import Engine
 
-PerOp = tuple[str, float, float, str]  # (name, latency ms, energy W*ms, source), as the library returns them
 _PREFIXES = ("context_", "generation_")
 PERF_MISS = "perf database error: "  # the prefix of the library's table-miss errors
 
@@ -57,22 +57,30 @@ def _op_name(name: str) -> str:
 
 def _evaluate(engine: Engine, new_tokens: Sequence[int], context_tokens: Sequence[int],
               padded_tokens: int) -> list[PerOp]:
-    handle, ctx, gen = engine.handle, engine.context, engine.generation
-    decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
-    tokens = max(sum(new_tokens), padded_tokens)
+    calls = engine.calls
+    num_sequences = len(new_tokens)
+    # The hub's decode-only batches hold hundreds of sequences: tell them apart without a Python loop.
+    if new_tokens.count(1) == num_sequences:
+        decodes: Sequence[int] = context_tokens
+        tokens = max(num_sequences, padded_tokens)
+    else:
+        decodes = [c for n, c in zip(new_tokens, context_tokens) if n == 1]
+        tokens = max(sum(new_tokens), padded_tokens)
     kv = round(sum(decodes) / len(decodes)) + 1 if decodes else 0  # the new token attends to itself too
     untabled = engine.untabled.entries(tokens) if engine.untabled is not None else []
     if tokens == len(decodes):  # every sequence decodes: no chunk
-        return [*handle.evaluate_generation_ops(gen.all_ops, batch_size=len(decodes), s=kv), *untabled]
-    chunks = collections.Counter((n, c) for n, c in zip(new_tokens, context_tokens) if n > 1)
-    entries = list(handle.evaluate_context_ops(ctx.token_wise, batch_size=1, s=tokens))
-    entries += handle.evaluate_context_ops(ctx.logits, batch_size=len(new_tokens), s=1)
+        return [*calls.decode_step(len(decodes), kv), *untabled]
+    chunks: dict[tuple[int, int], int] = {}  # count by (new, context): a Counter's, without its set-up
+    for chunk in [(n, c) for n, c in zip(new_tokens, context_tokens) if n > 1]:
+        chunks[chunk] = chunks.get(chunk, 0) + 1
+    entries = [*calls.token_wise(tokens), *calls.logits(num_sequences)]
     for (new, context), count in sorted(chunks.items()):
-        entries += handle.evaluate_context_ops(ctx.attention, batch_size=count, s=new, prefix=context)
+        entries += calls.context_attention(count, new, context)
     if decodes:
-        decoding = handle.evaluate_generation_ops(gen.attention, batch_size=len(decodes), s=kv)
+        decoding = calls.generation_attention(len(decodes), kv)
         if engine.mixed is not None and chunks:  # one FA2 varlen call: the decodes pay for sitting beside chunks
-            alpha = engine.mixed.decode_scale(list(chunks.elements()), decodes)
+            each = [chunk for chunk, count in chunks.items() for _ in range(count)]  # as Counter.elements()
+            alpha = engine.mixed.decode_scale(each, decodes)
             decoding = [(name, ms * alpha, energy * alpha, source) for name, ms, energy, source in decoding]
         entries += decoding
     return entries + untabled
