@@ -239,6 +239,7 @@ impl<'py> Blocks<'py> {
             }
             None => None,
         };
+        chain.reserve((num_blocks - first).max(0) as usize);
         // a block's ids, or its synthesized text (tens of bytes), without growing on each write
         let mut content = Vec::with_capacity(width.max(128));
         for i in first..num_blocks {
