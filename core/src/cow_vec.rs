@@ -8,33 +8,58 @@
 //!
 //! A copy made again and again from the same vector (the lookahead's, once per arrival) is
 //! cheaper kept: a *mirror* ([`CowVec::mirror`]) is a copy whose writes, and its source's, are
-//! logged by index, so that [`CowVec::sync_from`] brings it up to date element by element. Each
-//! side copies a shared chunk once, the first time it writes it; after that the two write their
-//! own chunks, and dropping the copy frees none.
+//! marked (a bit per element, by chunk: [`Written`]), so that [`CowVec::sync_from`] brings it up
+//! to date element by element, each chunk either side wrote made writable once and each element
+//! copied once however often it was written. Each side copies a shared chunk once, the first time
+//! it writes it; after that the two write their own chunks, and dropping the copy frees none.
 
 use std::sync::Arc;
 
-/// The logs of a mirror and its source, merged into the first's allocation (the second's is
-/// kept, emptied); None when either map is not logging (see the module).
-fn merged_logs<T>(mine: &mut Option<Vec<T>>, theirs: &mut Option<Vec<T>>) -> Option<Vec<T>> {
-    let (Some(mine), Some(theirs)) = (mine.as_mut(), theirs.as_mut()) else {
-        return None;
-    };
-    let mut merged = std::mem::take(mine);
-    merged.append(theirs);
-    Some(merged)
+/// The elements of a vector of `N`-element chunks written since its mirror and it were last
+/// equal: a bit per element (`WORDS` words a chunk), and the chunks with any bit set, each once.
+#[derive(Debug, Default)]
+struct Written {
+    bits: Vec<u64>,
+    chunks: Vec<u32>,
 }
 
-/// Notes a write for the mirror; a log of `limit` writes (the collection's capacity) costs more
-/// to replay than a new mirror, and is dropped.
-#[inline]
-fn note<T>(log: &mut Option<Vec<T>>, item: T, limit: usize) {
-    if let Some(entries) = log {
-        if entries.len() >= limit {
-            *log = None;
-        } else {
-            entries.push(item);
+impl Written {
+    /// Words of bits per chunk of `n` elements.
+    const fn words(n: usize) -> usize {
+        n.div_ceil(64)
+    }
+
+    /// Marks element `at` of chunk `chunk` (of `n` elements) written.
+    #[inline]
+    fn mark(&mut self, chunk: usize, at: usize, n: usize) {
+        let words = Self::words(n);
+        let first = chunk * words;
+        if self.bits.len() < first + words {
+            self.bits.resize(first + words, 0); // a chunk grown since the last sync
         }
+        let word = first + at / 64;
+        if self.bits[word] == 0 && self.bits[first..first + words].iter().all(|&bits| bits == 0) {
+            self.chunks.push(chunk as u32);
+        }
+        self.bits[word] |= 1 << (at % 64);
+    }
+
+    /// Word `word` of the bits, cleared (0 past those marked so far).
+    #[inline]
+    fn take_word(&mut self, word: usize) -> u64 {
+        self.bits.get_mut(word).map_or(0, std::mem::take)
+    }
+
+    /// Forgets every mark, keeping the allocations.
+    fn clear(&mut self, n: usize) {
+        let words = Self::words(n);
+        for &chunk in &self.chunks {
+            let first = chunk as usize * words;
+            if let Some(bits) = self.bits.get_mut(first..first + words) {
+                bits.fill(0);
+            }
+        }
+        self.chunks.clear();
     }
 }
 
@@ -43,22 +68,22 @@ fn note<T>(log: &mut Option<Vec<T>>, item: T, limit: usize) {
 #[derive(Debug)]
 pub struct CowVec<T, const N: usize = 64> {
     chunks: Vec<Arc<[T; N]>>,
-    /// Indices written since the last sync with a mirror (see the module); None: not logging,
-    /// or the log outgrew a whole copy.
-    log: Option<Vec<u32>>,
+    /// Elements written since the last sync with a mirror (see the module); None: not paired
+    /// with a mirror.
+    written: Option<Written>,
 }
 
-/// A copy shares every chunk; it logs nothing (a log pairs one vector with one mirror).
+/// A copy shares every chunk; it marks nothing (marks pair one vector with one mirror).
 impl<T, const N: usize> Clone for CowVec<T, N> {
     fn clone(&self) -> Self {
-        CowVec { chunks: self.chunks.clone(), log: None }
+        CowVec { chunks: self.chunks.clone(), written: None }
     }
 }
 
 impl<T: Clone + Default, const N: usize> CowVec<T, N> {
     /// An empty vector.
     pub fn new() -> Self {
-        CowVec { chunks: Vec::new(), log: None }
+        CowVec { chunks: Vec::new(), written: None }
     }
 
     /// Elements (a whole number of chunks).
@@ -83,39 +108,68 @@ impl<T: Clone + Default, const N: usize> CowVec<T, N> {
         &self.chunks[index as usize / N][index as usize % N]
     }
 
+    /// Starts loading the element at `index` into the cache (a hint: it reads nothing), so that
+    /// a caller with many independent lookups waits for their memory once, not once each.
+    #[inline]
+    pub fn prefetch(&self, index: u32) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE is part of every x86-64 target; a prefetch only hints, never faults.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                std::ptr::from_ref(self.get(index)).cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = index;
+    }
+
     /// The element at `index`, to write (its chunk copied first if a copy shares it).
     #[inline]
     pub fn get_mut(&mut self, index: u32) -> &mut T {
-        let limit = self.len().max(N);
-        note(&mut self.log, index, limit);
-        &mut Arc::make_mut(&mut self.chunks[index as usize / N])[index as usize % N]
+        let (chunk, at) = (index as usize / N, index as usize % N);
+        if let Some(written) = &mut self.written {
+            written.mark(chunk, at, N);
+        }
+        &mut Arc::make_mut(&mut self.chunks[chunk])[at]
     }
 
-    /// A copy, both it and `self` logging their writes from now on, so that
+    /// A copy, both it and `self` marking their writes from now on, so that
     /// [`CowVec::sync_from`] can bring it up to date with `self` element by element.
     pub fn mirror(&mut self) -> Self {
-        self.log = Some(Vec::new());
-        CowVec { chunks: self.chunks.clone(), log: Some(Vec::new()) }
+        self.written = Some(Written::default());
+        CowVec { chunks: self.chunks.clone(), written: Some(Written::default()) }
     }
 
     /// Makes this mirror of `source` (from [`CowVec::mirror`]) equal to it again: its length, and
-    /// the elements either wrote since they were last equal; false, changing nothing, when a log
-    /// is missing (either side outgrew it, or `source` is a new vector): a new mirror is needed.
+    /// the elements either wrote since they were last equal; false, changing nothing, when either
+    /// marks nothing (`source` is a new vector, or this a plain copy): a new mirror is needed.
     pub fn sync_from(&mut self, source: &mut Self) -> bool {
-        let Some(mut indices) = merged_logs(&mut self.log, &mut source.log) else {
+        let (Some(mine), Some(theirs)) = (self.written.as_mut(), source.written.as_mut()) else {
             return false;
         };
         self.chunks.truncate(source.chunks.len());
         let grown = self.chunks.len();
         self.chunks.extend_from_slice(&source.chunks[grown..]);
-        for &index in &indices {
-            let (chunk, at) = (index as usize / N, index as usize % N);
-            if chunk < grown && !Arc::ptr_eq(&self.chunks[chunk], &source.chunks[chunk]) {
-                Arc::make_mut(&mut self.chunks[chunk])[at] = source.chunks[chunk][at].clone();
+        let words = Written::words(N);
+        let (my_chunks, their_chunks) = (std::mem::take(&mut mine.chunks), std::mem::take(&mut theirs.chunks));
+        // a chunk both wrote is listed twice: its bits are taken (cleared) the first time
+        for &chunk in my_chunks.iter().chain(&their_chunks) {
+            let chunk = chunk as usize;
+            if chunk >= grown || Arc::ptr_eq(&self.chunks[chunk], &source.chunks[chunk]) {
+                continue;
+            }
+            let (from, to) = (&source.chunks[chunk], Arc::make_mut(&mut self.chunks[chunk]));
+            for word in chunk * words..(chunk + 1) * words {
+                let mut bits = mine.take_word(word) | theirs.take_word(word);
+                while bits != 0 {
+                    let at = (word - chunk * words) * 64 + bits.trailing_zeros() as usize;
+                    to[at] = from[at].clone();
+                    bits &= bits - 1;
+                }
             }
         }
-        indices.clear();
-        self.log = Some(indices);
+        (mine.chunks, theirs.chunks) = (my_chunks, their_chunks);
+        mine.clear(N);
+        theirs.clear(N);
         true
     }
 }
@@ -179,14 +233,32 @@ mod tests {
     }
 
     #[test]
-    fn a_log_longer_than_the_vector_is_dropped_and_the_sync_refused() {
+    fn writes_many_times_the_vector_long_are_synced_each_once() {
         let mut source = filled(8);
         let mut mirror = source.mirror();
-        for i in 0..=8 {
-            *source.get_mut(i % 3) = 9;
+        for i in 0..100 {
+            *source.get_mut(i % 3) = i64::from(i);
+            *mirror.get_mut(4 + i % 2) = -1;
         }
-        assert!(!mirror.sync_from(&mut source));
-        assert_eq!(elements(&mirror), (0..8).collect::<Vec<_>>()); // unchanged
-        assert!(!source.clone().mirror().sync_from(&mut source.clone())); // a plain copy logs nothing
+        assert!(mirror.sync_from(&mut source));
+        assert_eq!(elements(&mirror), vec![99, 97, 98, 3, 4, 5, 6, 7]);
+        assert!(mirror.written.as_ref().is_some_and(|written| written.chunks.is_empty()
+            && written.bits.iter().all(|&bits| bits == 0)));
+        assert!(!source.clone().mirror().sync_from(&mut source.clone())); // a plain copy marks nothing
+    }
+
+    #[test]
+    fn a_chunk_of_more_than_64_elements_is_synced_by_every_word_of_its_bits() {
+        let mut source: CowVec<i64, 130> = CowVec::new();
+        source.grow();
+        source.grow();
+        let mut mirror = source.mirror();
+        for i in [0, 63, 64, 127, 128, 129, 200, 259] {
+            *source.get_mut(i) = i64::from(i) + 1;
+        }
+        *mirror.get_mut(65) = -1;
+        assert!(mirror.sync_from(&mut source));
+        assert_eq!((0..260).map(|i| *mirror.get(i)).collect::<Vec<_>>(),
+                   (0..260).map(|i| *source.get(i)).collect::<Vec<_>>());
     }
 }

@@ -98,6 +98,14 @@ impl FreeQueue {
         self.head == NIL
     }
 
+    /// Starts loading the entry at `slot` ([`CowVec::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, slot: Slot) {
+        if (slot as usize) < self.entries.len() {
+            self.entries.prefetch(slot);
+        }
+    }
+
     /// The key of the entry at `slot`.
     #[inline]
     pub fn key(&self, slot: Slot) -> Key {

@@ -116,6 +116,52 @@ fn id_bytes(ids: &Bound<'_, PyAny>, start: i64, stop: i64) -> PyResult<Vec<u8>> 
     Ok(array.call_method0("tobytes")?.downcast_into::<PyBytes>()?.as_bytes().to_vec())
 }
 
+/// Appends `n` in decimal, as `write!(out, "{n}")` would, without the formatting machinery: a
+/// block's content is written for each block of each request.
+fn push_decimal(out: &mut Vec<u8>, n: i64) {
+    let mut digits = [0u8; 20]; // u64::MAX has 20
+    let mut at = digits.len();
+    let mut rest = n.unsigned_abs();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// Appends `start:stop;`.
+fn push_span(out: &mut Vec<u8>, start: i64, stop: i64) {
+    push_decimal(out, start);
+    out.push(b':');
+    push_decimal(out, stop);
+    out.push(b';');
+}
+
+/// The content of a request's own prompt tokens `start..stop`: `request {id} {start}:{stop};`.
+fn own_prompt(out: &mut Vec<u8>, id: i64, start: i64, stop: i64) {
+    out.extend_from_slice(b"request ");
+    push_decimal(out, id);
+    out.push(b' ');
+    push_span(out, start, stop);
+}
+
+/// The content of tokens `start..stop` a sequence generated: `generated {id}#{order} {start}:{stop};`.
+fn generated(out: &mut Vec<u8>, id: i64, order: i64, start: i64, stop: i64) {
+    out.extend_from_slice(b"generated ");
+    push_decimal(out, id);
+    out.push(b'#');
+    push_decimal(out, order);
+    out.push(b' ');
+    push_span(out, start, stop);
+}
+
 /// What one sequence's blocks are made of, read once per extension of its chain.
 struct Blocks<'py> {
     id: i64,
@@ -164,7 +210,7 @@ impl<'py> Blocks<'py> {
                         write!(out, "prefix {prefix} {start}:{};", end.min(shared))?;
                     }
                     if end > shared {
-                        write!(out, "request {id} {}:{end};", start.max(shared))?;
+                        own_prompt(out, id, start.max(shared), end);
                     }
                 }
             }
@@ -173,7 +219,7 @@ impl<'py> Blocks<'py> {
             let first = start.max(prompt);
             match &self.output_ids {
                 Some((ids, len)) if stop - prompt <= *len => out.extend(id_bytes(ids, first - prompt, stop - prompt)?),
-                _ => write!(out, "generated {id}#{} {first}:{stop};", self.order)?,
+                _ => generated(out, id, self.order, first, stop),
             }
         }
         Ok(())
@@ -193,6 +239,7 @@ impl<'py> Blocks<'py> {
             }
             None => None,
         };
+        chain.reserve((num_blocks - first).max(0) as usize);
         // a block's ids, or its synthesized text (tens of bytes), without growing on each write
         let mut content = Vec::with_capacity(width.max(128));
         for i in first..num_blocks {
@@ -207,9 +254,9 @@ impl<'py> Blocks<'py> {
                     _ => self.content(start, stop, &mut content)?,
                 }
             } else if self.shared <= start && stop <= prompt {
-                write!(content, "request {} {start}:{stop};", self.id)?;
+                own_prompt(&mut content, self.id, start, stop);
             } else if prompt <= start && self.output_ids.is_none() {
-                write!(content, "generated {}#{} {start}:{stop};", self.id, self.order)?;
+                generated(&mut content, self.id, self.order, start, stop);
             } else {
                 self.content(start, stop, &mut content)?;
             }
@@ -267,6 +314,20 @@ mod tests {
         let hex: String = hash[..8].iter().map(|byte| format!("{byte:02x}")).collect();
         assert_eq!(hex, "ccc5c83d3803a896");
         assert_eq!(prefix_chain("p", 1), vec![hash]);
+    }
+
+    #[test]
+    fn contents_are_written_as_the_format_strings_would() {
+        let values = [0, 1, 9, 10, 99, 255, 1_000, 1_024, 10_000, 123_456_789, -1, -10, -1_024, i64::MAX, i64::MIN];
+        for &a in &values {
+            for &b in &values {
+                let (mut own, mut gen) = (Vec::new(), Vec::new());
+                own_prompt(&mut own, a, b, a);
+                generated(&mut gen, a, b, b, a);
+                assert_eq!(String::from_utf8(own).unwrap(), format!("request {a} {b}:{a};"));
+                assert_eq!(String::from_utf8(gen).unwrap(), format!("generated {a}#{b} {b}:{a};"));
+            }
+        }
     }
 
     #[test]

@@ -98,6 +98,20 @@ impl BlockPool {
         self.refs.find(key, |slot| self.free.holds(slot, key))
     }
 
+    /// Starts loading what looking up `keys` reads: their first buckets, then the entries those
+    /// name. A sequence's blocks are looked up together (dozens when it is admitted or
+    /// finishes), each a cache miss in tables of megabytes; loaded together, they overlap.
+    fn prefetch(&self, keys: &[Key]) {
+        for key in keys {
+            self.refs.prefetch(key);
+        }
+        for key in keys {
+            if let Some(slot) = self.refs.likely_slot(key) {
+                self.free.prefetch(slot);
+            }
+        }
+    }
+
     /// Counts `count` keys whose entry went: they stay in `refs` (a lookup finds their slot no
     /// longer holds them; removing an evicted block's key, cold by then, was the pool's dearest
     /// operation) until they outnumber the pool's blocks, when `refs` is rebuilt from the
@@ -150,6 +164,7 @@ impl BlockPool {
     /// first that is not cached.
     fn read(&self, blocks: &[Key], held: &mut Vec<(Slot, i64)>) -> Result<(), Key> {
         held.clear();
+        self.prefetch(blocks);
         for key in blocks {
             let slot = self.slot_of(key).ok_or(*key)?;
             held.push((slot, self.free.count(slot)));
@@ -228,6 +243,7 @@ impl BlockPool {
     /// A sequence's own blocks, one per key of `keys`, become cached blocks; a block someone
     /// cached already is shared instead, and the sequence's copy freed.
     pub fn cache(&mut self, keys: &[Key]) {
+        self.prefetch(keys);
         for key in keys {
             if self.is_cached(key) {
                 self.hold(std::slice::from_ref(key)).expect("a cached block");

@@ -213,7 +213,7 @@ impl Sequence {
             drafts: self.drafts,
             spec_draws: self.spec_draws.as_ref().map(|d| d.clone_ref(py)),
             spec_step: self.spec_step,
-            cached: self.cached.clone(),
+            cached: with_room(&self.cached),
             state: self.state,
         }
     }
@@ -236,4 +236,27 @@ pub fn same(py: Python<'_>, seq: &Py<Sequence>) -> Py<Sequence> {
 #[inline]
 pub fn ident(seq: &Py<Sequence>) -> usize {
     seq.as_ptr() as usize
+}
+
+/// A copy of a sequence's cached keys with room to grow as the original's next growth would give
+/// it: a copy (a lookahead's) goes on caching blocks, and one of exact capacity would reallocate,
+/// copying every key, at its first.
+fn with_room(keys: &[Key]) -> Vec<Key> {
+    let mut copy = Vec::with_capacity(2 * keys.len());
+    copy.extend_from_slice(keys);
+    copy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_copy_of_cached_keys_is_equal_with_room_for_as_many_again() {
+        let keys: Vec<Key> = (0..5).map(Key::Id).collect();
+        let copy = with_room(&keys);
+        assert_eq!(copy, keys);
+        assert!(copy.capacity() >= 10);
+        assert!(with_room(&[]).is_empty());
+    }
 }

@@ -93,6 +93,21 @@ impl SlotMap {
         }
     }
 
+    /// Starts loading the bucket where a lookup of `key` begins ([`CowVec::prefetch`]).
+    #[inline]
+    pub fn prefetch(&self, key: &Key) {
+        self.buckets.prefetch(self.first(key).0);
+    }
+
+    /// The slot that `key`'s first bucket names if its tag is `key`'s: where a lookup most
+    /// likely ends, to prefetch (not checked to hold it).
+    #[inline]
+    pub fn likely_slot(&self, key: &Key) -> Option<Slot> {
+        let (at, tag) = self.first(key);
+        let bucket = self.buckets.get(at);
+        (bucket.tag == tag).then_some(bucket.slot)
+    }
+
     /// Adds `key` (not held) at `slot`; the caller keeps the table at most half full.
     pub fn insert(&mut self, key: &Key, slot: Slot) {
         let (mut at, tag) = self.first(key);
@@ -117,6 +132,16 @@ impl SlotMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_s_likely_slot_is_the_one_its_first_bucket_names() {
+        let mut map = SlotMap::with_capacity(100);
+        assert_eq!(map.likely_slot(&Key::Id(5)), None); // an empty table names none
+        map.insert(&Key::Id(5), 50);
+        assert_eq!(map.likely_slot(&Key::Id(5)), Some(50));
+        map.prefetch(&Key::Id(5)); // a hint: nothing changes
+        assert_eq!(map.find(&Key::Id(5), |slot| slot == 50), Some(50));
+    }
 
     #[test]
     fn keys_are_found_by_what_their_slots_hold_and_colliding_tags_probe_on() {
