@@ -52,6 +52,26 @@ pub struct StageRecord {
     pub transfer_ns: i64,
 }
 
+/// What a span of a stage's life is (trace.json draws each as a slice of its request's thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanKind {
+    /// Its input moving in, before it was enqueued (only where that took time).
+    Transfer,
+    /// Waiting at its client.
+    Queue,
+    /// Served by its client (only once it started).
+    Service,
+}
+
+/// A stage's spans in order, as (kind, start_ns, end_ns; -1 while still open): the one definition
+/// the trace's events and the request table's span starts (its event budget) both read.
+pub fn stage_spans(enqueue_ns: i64, start_ns: i64, end_ns: i64, transfer_ns: i64)
+                   -> impl Iterator<Item = (SpanKind, i64, i64)> {
+    let transfer = (transfer_ns > 0).then_some((SpanKind::Transfer, enqueue_ns - transfer_ns, enqueue_ns));
+    let service = (start_ns >= 0).then_some((SpanKind::Service, start_ns, end_ns));
+    transfer.into_iter().chain(std::iter::once((SpanKind::Queue, enqueue_ns, start_ns))).chain(service)
+}
+
 const STAGE_FIELDS: [&str; 6] = ["kind", "client", "enqueue_ns", "start_ns", "end_ns", "transfer_ns"];
 
 #[pymethods]
@@ -314,5 +334,19 @@ impl RequestRecord {
 
     fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
         repr(slf.as_any(), &REQUEST_FIELDS, &slf.borrow().values(slf.py())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{stage_spans, SpanKind};
+
+    #[test]
+    fn a_stage_spans_its_transfer_where_it_took_time_its_queueing_and_its_service_once_started() {
+        let spans = |args: (i64, i64, i64, i64)| stage_spans(args.0, args.1, args.2, args.3).collect::<Vec<_>>();
+        assert_eq!(spans((100, 150, 400, 30)), [(SpanKind::Transfer, 70, 100), (SpanKind::Queue, 100, 150),
+                                                (SpanKind::Service, 150, 400)]);
+        assert_eq!(spans((100, 150, -1, 0)), [(SpanKind::Queue, 100, 150), (SpanKind::Service, 150, -1)]);
+        assert_eq!(spans((100, -1, -1, 0)), [(SpanKind::Queue, 100, -1)]);
     }
 }

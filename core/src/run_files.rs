@@ -6,7 +6,7 @@
 //! and class names) are encoded by Python, once per distinct string ([`Encoded`]): `json.dumps` for
 //! the trace, csv's quoting for the tables, so their escaping is Python's own.
 
-use crate::records::{RequestRecord, StageRecord};
+use crate::records::{stage_spans, RequestRecord, SpanKind, StageRecord};
 use crate::text::{push_g9, push_int, push_seconds, push_us};
 use pyo3::buffer::{Element, PyBuffer};
 use pyo3::prelude::*;
@@ -560,7 +560,7 @@ impl RequestSpans {
         let id = r.id;
         let mut events = String::new();
         let mut any = false;
-        let (mut args, mut name) = (String::new(), String::new());
+        let (mut args, mut stage_name) = (String::new(), String::new());
         for stage in r.stages.bind(py).try_iter()? {
             let stage = stage?;
             let stage = stage.downcast::<StageRecord>()?.borrow();
@@ -568,49 +568,21 @@ impl RequestSpans {
             args.push_str("{\"client\":");
             self.json.push(&mut args, stage.client.bind(py))?;
             let client_args_len = args.len();
-            let _ = write!(args, ",\"request\":{id}}}");
-            if stage.transfer_ns > 0 {
-                let start = stage.enqueue_ns - stage.transfer_ns;
-                any |= self.push_span(
-                    py,
-                    &mut events,
-                    id,
-                    start,
-                    stage.enqueue_ns,
-                    "\"transfer\"",
-                    "transfer",
-                    &args,
-                )?;
-            }
-            any |= self.push_span(
-                py,
-                &mut events,
-                id,
-                stage.enqueue_ns,
-                stage.start_ns,
-                "\"queue\"",
-                "queue",
-                &args,
-            )?;
-            if stage.start_ns >= 0 {
+            for (kind, start, end) in stage_spans(stage.enqueue_ns, stage.start_ns, stage.end_ns, stage.transfer_ns) {
                 args.truncate(client_args_len);
-                let _ = write!(
-                    args,
-                    ",\"input_tokens\":{},\"output_tokens\":{},\"request\":{id}}}",
-                    r.input_tokens, r.output_tokens
-                );
-                name.clear();
-                self.json.push(&mut name, stage.kind.bind(py))?;
-                any |= self.push_span(
-                    py,
-                    &mut events,
-                    id,
-                    stage.start_ns,
-                    stage.end_ns,
-                    &name,
-                    "stage",
-                    &args,
-                )?;
+                let (name, cat) = match kind {
+                    SpanKind::Transfer => ("\"transfer\"", "transfer"),
+                    SpanKind::Queue => ("\"queue\"", "queue"),
+                    SpanKind::Service => {
+                        let _ = write!(args, ",\"input_tokens\":{},\"output_tokens\":{}", r.input_tokens,
+                                       r.output_tokens);
+                        stage_name.clear();
+                        self.json.push(&mut stage_name, stage.kind.bind(py))?;
+                        (stage_name.as_str(), "stage")
+                    }
+                };
+                let _ = write!(args, ",\"request\":{id}}}");
+                any |= self.push_span(py, &mut events, id, start, end, name, cat, &args)?;
             }
         }
         if any {

@@ -11,7 +11,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PySet, PyString};
 
-use crate::records::{RequestRecord, StageRecord};
+use crate::records::{stage_spans, RequestRecord, StageRecord};
 use crate::rows::RowBuffer;
 
 /// A stage kind that counts as the end of decoding: the latency is attributed to its client.
@@ -120,12 +120,9 @@ impl StageSums {
         let (mut queue_ns, mut started) = (0, 0);
         let mut starts = Vec::with_capacity(3 * stages.len());
         for stage in &stages {
-            if stage.transfer_ns > 0 {
-                starts.push(stage.enqueue_ns - stage.transfer_ns);
-            }
-            starts.push(stage.enqueue_ns);
+            starts.extend(stage_spans(stage.enqueue_ns, stage.start_ns, stage.end_ns, stage.transfer_ns)
+                .map(|(_, start, _)| start));
             if stage.start_ns >= 0 {
-                starts.push(stage.start_ns);
                 queue_ns += stage.start_ns - stage.enqueue_ns;
                 started = 1;
             }
