@@ -33,6 +33,7 @@ use sha2::{Digest, Sha256};
 use crate::key::HASH_BYTES;
 use crate::records::RequestRecord;
 use crate::sequence::Sequence;
+use crate::text::decimal_digits;
 
 /// A full block's hash.
 pub type BlockHash = [u8; HASH_BYTES];
@@ -119,21 +120,10 @@ fn id_bytes(ids: &Bound<'_, PyAny>, start: i64, stop: i64) -> PyResult<Vec<u8>> 
 /// Appends `n` in decimal, as `write!(out, "{n}")` would, without the formatting machinery: a
 /// block's content is written for each block of each request.
 fn push_decimal(out: &mut Vec<u8>, n: i64) {
-    let mut digits = [0u8; 20]; // u64::MAX has 20
-    let mut at = digits.len();
-    let mut rest = n.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
     if n < 0 {
         out.push(b'-');
     }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(decimal_digits(n.unsigned_abs()).as_str().as_bytes());
 }
 
 /// Appends `start:stop;`.

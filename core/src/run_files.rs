@@ -21,6 +21,14 @@ fn column<T: Element + Copy>(array: &Bound<'_, PyAny>) -> PyResult<Vec<T>> {
     PyBuffer::<T>::get(array)?.to_vec(array.py())
 }
 
+/// Fails unless every column holds `n` values (`lengths`: the others').
+fn equal_lengths(n: usize, lengths: &[usize]) -> PyResult<()> {
+    if lengths.iter().any(|&m| m != n) {
+        return Err(pyo3::exceptions::PyValueError::new_err("columns of different lengths"));
+    }
+    Ok(())
+}
+
 /// Python's text for values (strings mostly), computed once per distinct value and kept.
 struct Encoded {
     encode: Py<PyAny>,
@@ -352,22 +360,7 @@ pub fn client_rows(
     );
     let (kv, waiting) = (column::<i64>(kv_blocks_used)?, column::<i64>(num_waiting)?);
     let n = start.len();
-    if [
-        end.len(),
-        steps.len(),
-        seqs.len(),
-        prefill.len(),
-        decode.len(),
-        kv.len(),
-        waiting.len(),
-    ]
-    .iter()
-    .any(|&m| m != n)
-    {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "columns of different lengths",
-        ));
-    }
+    equal_lengths(n, &[end.len(), steps.len(), seqs.len(), prefill.len(), decode.len(), kv.len(), waiting.len()])?;
     let mut out = String::with_capacity(n * 64);
     for i in 0..n {
         out.push_str(name_cell);
@@ -427,21 +420,7 @@ pub fn step_events(
     );
     let (kv, waiting) = (column::<i64>(kv_blocks_used)?, column::<i64>(num_waiting)?);
     let n = start.len();
-    if [
-        end.len(),
-        seqs.len(),
-        prefill.len(),
-        decode.len(),
-        kv.len(),
-        waiting.len(),
-    ]
-    .iter()
-    .any(|&m| m != n)
-    {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "columns of different lengths",
-        ));
-    }
+    equal_lengths(n, &[end.len(), seqs.len(), prefill.len(), decode.len(), kv.len(), waiting.len()])?;
     let mut out = String::with_capacity(n * 400);
     let mut ts = String::new();
     let pid_text = pid.to_string();

@@ -23,7 +23,7 @@ const EXACT_INT: i64 = 1 << 53;
 const EXACT_US_NS: i64 = 1_000_000_000_000_000;
 
 /// Text of at most 64 bytes, formatted on the stack (a float's `{:e}` text; no allocation a number).
-struct StackText {
+pub(crate) struct StackText {
     bytes: [u8; 64],
     len: usize,
 }
@@ -39,7 +39,7 @@ impl StackText {
         text
     }
 
-    fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.bytes[..self.len]).expect("formatted text is UTF-8")
     }
 }
@@ -113,16 +113,19 @@ fn push_scientific(out: &mut String, digits: &str, exponent: i32) {
     push_exponent(out, exponent);
 }
 
+/// Python's text of a float that is not finite ("nan", "inf", "-inf"); None for a finite one.
+fn non_finite(x: f64) -> Option<&'static str> {
+    match x {
+        _ if x.is_nan() => Some("nan"),
+        _ if x.is_infinite() => Some(if x > 0.0 { "inf" } else { "-inf" }),
+        _ => None,
+    }
+}
+
 /// Appends Python's `repr(x)`.
 pub fn push_repr(out: &mut String, x: f64) {
-    if !x.is_finite() {
-        out.push_str(if x.is_nan() {
-            "nan"
-        } else if x > 0.0 {
-            "inf"
-        } else {
-            "-inf"
-        });
+    if let Some(text) = non_finite(x) {
+        out.push_str(text);
         return;
     }
     // Python's repr is the shortest string that reads back to x, and of two such strings the nearer
@@ -163,14 +166,8 @@ pub fn push_json_float(out: &mut String, x: f64) {
 
 /// Appends Python's `"%.9g" % x` ([`SIGNIFICANT_DIGITS`]).
 pub fn push_g9(out: &mut String, x: f64) {
-    if !x.is_finite() {
-        out.push_str(if x.is_nan() {
-            "nan"
-        } else if x > 0.0 {
-            "inf"
-        } else {
-            "-inf"
-        });
+    if let Some(text) = non_finite(x) {
+        out.push_str(text);
         return;
     }
     let text = StackText::of(format_args!("{x:.prec$e}", prec = SIGNIFICANT_DIGITS - 1));
@@ -214,7 +211,7 @@ fn push_decimal(out: &mut String, n: i64, places: u32) {
 }
 
 /// A number's decimal digits, on the stack.
-fn decimal_digits(mut n: u64) -> StackText {
+pub(crate) fn decimal_digits(mut n: u64) -> StackText {
     let mut bytes = [0u8; 20];
     let mut start = bytes.len();
     loop {
