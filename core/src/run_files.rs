@@ -393,6 +393,17 @@ fn step_name(prefill: i64, decode: i64) -> &'static str {
     }
 }
 
+/// Appends a separator and a counter ("C") event: `{"args":{<key>:<value>},"name":<name>,...}`.
+fn push_counter(out: &mut String, name: &str, key: &str, value: i64, pid_text: &str, ts: &str) {
+    for piece in [EVENT_SEPARATOR, "{\"args\":{\"", key, "\":"] {
+        out.push_str(piece);
+    }
+    push_int(out, value);
+    for piece in ["},\"name\":\"", name, "\",\"ph\":\"C\",\"pid\":", pid_text, ",\"ts\":", ts, "}"] {
+        out.push_str(piece);
+    }
+}
+
 /// trace.json's events of a client's steps (process `pid`), three per step (a slice and two counter
 /// samples), as `json` writes them (keys sorted, no spaces), joined with ",\n"; the int64 columns
 /// hold the steps to write.
@@ -451,33 +462,11 @@ pub fn step_events(
             ",\"tid\":1,\"ts\":",
             &ts,
             "}",
-            EVENT_SEPARATOR,
-            "{\"args\":{\"blocks\":",
         ] {
             out.push_str(piece);
         }
-        push_int(&mut out, kv[i]);
-        for piece in [
-            "},\"name\":\"kv_blocks_used\",\"ph\":\"C\",\"pid\":",
-            &pid_text,
-            ",\"ts\":",
-            &ts,
-            "}",
-            EVENT_SEPARATOR,
-            "{\"args\":{\"requests\":",
-        ] {
-            out.push_str(piece);
-        }
-        push_int(&mut out, waiting[i]);
-        for piece in [
-            "},\"name\":\"num_waiting\",\"ph\":\"C\",\"pid\":",
-            &pid_text,
-            ",\"ts\":",
-            &ts,
-            "}",
-        ] {
-            out.push_str(piece);
-        }
+        push_counter(&mut out, "kv_blocks_used", "blocks", kv[i], &pid_text, &ts);
+        push_counter(&mut out, "num_waiting", "requests", waiting[i], &pid_text, &ts);
     }
     Ok(out)
 }
