@@ -63,10 +63,12 @@ browser:
 	      $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1; }; } || \
 	  echo "make browser: could not install chromium; the report.html browser test will be skipped"; }
 
-## ruff on the whole tree, then mypy on hub/ and adapters/sdk/ (settings in pyproject.toml).
+## ruff on the whole tree, mypy on hub/ and adapters/sdk/ (settings in pyproject.toml), rustfmt on core/.
 lint: install-dev typecheck-tree
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	@if cargo fmt --version >/dev/null 2>&1; then cd core && cargo fmt --check; \
+	else echo "make lint: rustfmt is not installed (rustup component add rustfmt); core/ not format-checked"; fi
 
 # mypy finds hub/ as cosim.hub (and so on, as setup.py maps them) through these links; see [tool.mypy].
 TYPECHECK = build/typecheck/cosim

@@ -108,19 +108,40 @@ impl ScheduledBatch {
                         prefill_tokens = 0, admitted = 0, queue_blocked = false, queue_stamp = 0, preempted = None,
                         cache_hits = None, lora = None, draft_tokens = None))]
     #[allow(clippy::too_many_arguments)]
-    fn py_new(seqs: Option<Bound<'_, PyList>>, num_new: Option<Bound<'_, PyAny>>, context: Option<Bound<'_, PyAny>>,
-              swap_bytes: i64,
-              num_tokens: i64, prefill_tokens: i64, admitted: i64, queue_blocked: bool, queue_stamp: i64,
-              preempted: Option<Bound<'_, PyAny>>, cache_hits: Option<Vec<(Bound<'_, Sequence>, i64)>>,
-              lora: Option<Py<PyAny>>, draft_tokens: Option<Vec<i64>>) -> PyResult<Self> {
+    fn py_new(
+        seqs: Option<Bound<'_, PyList>>,
+        num_new: Option<Bound<'_, PyAny>>,
+        context: Option<Bound<'_, PyAny>>,
+        swap_bytes: i64,
+        num_tokens: i64,
+        prefill_tokens: i64,
+        admitted: i64,
+        queue_blocked: bool,
+        queue_stamp: i64,
+        preempted: Option<Bound<'_, PyAny>>,
+        cache_hits: Option<Vec<(Bound<'_, Sequence>, i64)>>,
+        lora: Option<Py<PyAny>>,
+        draft_tokens: Option<Vec<i64>>,
+    ) -> PyResult<Self> {
         let seqs_list = seqs.map(Bound::unbind);
         let num_new_list = counts_list(num_new)?;
         let context_list = counts_list(context)?;
         let (seqs_pending, counts_pending) = (seqs_list.is_some(), num_new_list.is_some() || context_list.is_some());
         Ok(ScheduledBatch {
-            seqs: Vec::new(), seqs_list, num_new_list, context_list, seqs_pending, counts_pending, num_new: Vec::new(),
+            seqs: Vec::new(),
+            seqs_list,
+            num_new_list,
+            context_list,
+            seqs_pending,
+            counts_pending,
+            num_new: Vec::new(),
             context: Vec::new(),
-            swap_bytes, num_tokens, prefill_tokens, admitted, queue_blocked, queue_stamp,
+            swap_bytes,
+            num_tokens,
+            prefill_tokens,
+            admitted,
+            queue_blocked,
+            queue_stamp,
             preempted: preempted.map(|p| seqs_of(&p)).transpose()?.unwrap_or_default(),
             cache_hits: cache_hits.unwrap_or_default().into_iter().map(|(seq, n)| (seq.unbind(), n)).collect(),
             lora,
@@ -199,8 +220,9 @@ impl ScheduledBatch {
         let mut extra: Vec<Bound<'py, PyAny>> = Vec::new();
         if self.draft_tokens.iter().any(|&d| d != 0) {
             let drafts = PyTuple::new(py, &self.draft_tokens)?;
-            extra.push(PyTuple::new(py, [intern!(py, "draft_tokens").clone().into_any(), drafts.into_any()])?
-                .into_any());
+            extra.push(
+                PyTuple::new(py, [intern!(py, "draft_tokens").clone().into_any(), drafts.into_any()])?.into_any(),
+            );
         }
         if let Some(lora) = &self.lora {
             for field in lora.bind(py).getattr(intern!(py, "key"))?.try_iter()? {
@@ -220,8 +242,13 @@ impl ScheduledBatch {
 
     fn __repr__(&mut self, py: Python<'_>) -> PyResult<String> {
         self.ensure(py)?;
-        Ok(format!("ScheduledBatch({} sequences, {} tokens, num_new={:?}, context={:?})", self.seqs.len(),
-                   self.num_tokens, self.num_new, self.context))
+        Ok(format!(
+            "ScheduledBatch({} sequences, {} tokens, num_new={:?}, context={:?})",
+            self.seqs.len(),
+            self.num_tokens,
+            self.num_new,
+            self.context
+        ))
     }
 }
 
@@ -233,12 +260,25 @@ impl ScheduledBatch {
 
     /// A decode run's step: `seqs` and `ones` are the run's lists, shared by its steps (`seqs` read
     /// in Rust only if the step is handed back), `context` each sequence's tokens in KV.
-    pub fn of_run(seqs: Py<PyList>, ones: Py<PyList>, context: Vec<i64>, queue_stamp: i64,
-                  lora: Option<Py<PyAny>>) -> Self {
+    pub fn of_run(
+        seqs: Py<PyList>,
+        ones: Py<PyList>,
+        context: Vec<i64>,
+        queue_stamp: i64,
+        lora: Option<Py<PyAny>>,
+    ) -> Self {
         let num_tokens = context.len() as i64;
         ScheduledBatch {
-            seqs_list: Some(seqs), num_new_list: Some(ones), seqs_pending: true, num_new: vec![1; context.len()],
-            context, num_tokens, queue_blocked: true, queue_stamp, lora, ..Default::default()
+            seqs_list: Some(seqs),
+            num_new_list: Some(ones),
+            seqs_pending: true,
+            num_new: vec![1; context.len()],
+            context,
+            num_tokens,
+            queue_blocked: true,
+            queue_stamp,
+            lora,
+            ..Default::default()
         }
     }
 
@@ -246,19 +286,30 @@ impl ScheduledBatch {
     /// on its copy (its tokens and queue state; preemptions, swaps and adapters are done already).
     pub fn on_copy(seqs: Vec<Py<Sequence>>, batch: &ScheduledBatch) -> Self {
         ScheduledBatch {
-            seqs, num_new: batch.num_new.clone(), context: batch.context.clone(), draft_tokens: batch.draft_tokens.clone(),
-            num_tokens: batch.num_tokens, admitted: batch.admitted, queue_blocked: batch.queue_blocked,
-            queue_stamp: batch.queue_stamp, ..Default::default()
+            seqs,
+            num_new: batch.num_new.clone(),
+            context: batch.context.clone(),
+            draft_tokens: batch.draft_tokens.clone(),
+            num_tokens: batch.num_tokens,
+            admitted: batch.admitted,
+            queue_blocked: batch.queue_blocked,
+            queue_stamp: batch.queue_stamp,
+            ..Default::default()
         }
     }
 
     /// A decode run's step on Rust data alone, no list made (what a forecast's copy applies):
     /// `seqs` decoding a token each, `context` each one's tokens in KV.
-    pub fn of_decodes(seqs: Vec<Py<Sequence>>, context: Vec<i64>, queue_stamp: i64, lora: Option<Py<PyAny>>)
-        -> Self {
+    pub fn of_decodes(seqs: Vec<Py<Sequence>>, context: Vec<i64>, queue_stamp: i64, lora: Option<Py<PyAny>>) -> Self {
         let num_tokens = seqs.len() as i64;
         ScheduledBatch {
-            seqs, num_new: vec![1; context.len()], context, num_tokens, queue_blocked: true, queue_stamp, lora,
+            seqs,
+            num_new: vec![1; context.len()],
+            context,
+            num_tokens,
+            queue_blocked: true,
+            queue_stamp,
+            lora,
             ..Default::default()
         }
     }
@@ -273,7 +324,10 @@ impl ScheduledBatch {
     /// Adds `seq`, which holds `computed` tokens, to compute `num` (a prefill's count, `prefill`).
     #[inline]
     pub fn push(&mut self, seq: Py<Sequence>, num: i64, computed: i64, prefill: bool) {
-        debug_assert!(!self.seqs_pending && !self.counts_pending, "a batch made in Python is read (ensure) before it changes");
+        debug_assert!(
+            !self.seqs_pending && !self.counts_pending,
+            "a batch made in Python is read (ensure) before it changes"
+        );
         self.forget_lists();
         self.seqs.push(seq);
         self.num_new.push(num);
@@ -352,7 +406,8 @@ impl ScheduledBatch {
         let num = self.num_new.remove(i);
         let computed = self.context.remove(i);
         self.num_tokens -= num;
-        if seq.borrow(py).is_prefill(computed) { // as add() counted it
+        if seq.borrow(py).is_prefill(computed) {
+            // as add() counted it
             self.prefill_tokens -= num;
         }
         true
@@ -394,9 +449,15 @@ impl StepOutcome {
 
     #[getter]
     fn forked<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        PyList::new(py, self.forked.iter().map(|(parent, children)| {
-            PyTuple::new(py, [parent.bind(py).clone().into_any(), list(py, children)?.into_any()])
-        }).collect::<PyResult<Vec<_>>>()?)
+        PyList::new(
+            py,
+            self.forked
+                .iter()
+                .map(|(parent, children)| {
+                    PyTuple::new(py, [parent.bind(py).clone().into_any(), list(py, children)?.into_any()])
+                })
+                .collect::<PyResult<Vec<_>>>()?,
+        )
     }
 
     #[getter]
@@ -405,8 +466,12 @@ impl StepOutcome {
     }
 
     fn __repr__(&self) -> String {
-        format!("StepOutcome({} sampled, {} finished, {} forked)", self.sampled.len(), self.finished.len(),
-                self.forked.len())
+        format!(
+            "StepOutcome({} sampled, {} finished, {} forked)",
+            self.sampled.len(),
+            self.finished.len(),
+            self.forked.len()
+        )
     }
 }
 

@@ -116,7 +116,8 @@ impl<T: Clone + Default, const N: usize> CowVec<T, N> {
         // SAFETY: SSE is part of every x86-64 target; a prefetch only hints, never faults.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                std::ptr::from_ref(self.get(index)).cast());
+                std::ptr::from_ref(self.get(index)).cast(),
+            );
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = index;
@@ -242,8 +243,10 @@ mod tests {
         }
         assert!(mirror.sync_from(&mut source));
         assert_eq!(elements(&mirror), vec![99, 97, 98, 3, 4, 5, 6, 7]);
-        assert!(mirror.written.as_ref().is_some_and(|written| written.chunks.is_empty()
-            && written.bits.iter().all(|&bits| bits == 0)));
+        assert!(mirror
+            .written
+            .as_ref()
+            .is_some_and(|written| written.chunks.is_empty() && written.bits.iter().all(|&bits| bits == 0)));
         assert!(!source.clone().mirror().sync_from(&mut source.clone())); // a plain copy marks nothing
     }
 
@@ -258,7 +261,9 @@ mod tests {
         }
         *mirror.get_mut(65) = -1;
         assert!(mirror.sync_from(&mut source));
-        assert_eq!((0..260).map(|i| *mirror.get(i)).collect::<Vec<_>>(),
-                   (0..260).map(|i| *source.get(i)).collect::<Vec<_>>());
+        assert_eq!(
+            (0..260).map(|i| *mirror.get(i)).collect::<Vec<_>>(),
+            (0..260).map(|i| *source.get(i)).collect::<Vec<_>>()
+        );
     }
 }

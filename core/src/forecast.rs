@@ -27,8 +27,11 @@ use crate::timing::{SharedKey, StepKey};
 /// predicted steps empty the queue, an arrival could join the next admission, so prediction
 /// stops at the next departure.
 #[pyfunction]
-pub fn predict(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, depth: i64)
-    -> PyResult<Vec<PyObject>> {
+pub fn predict(
+    scheduler: &Bound<'_, Scheduler>,
+    in_flight: &Bound<'_, ScheduledBatch>,
+    depth: i64,
+) -> PyResult<Vec<PyObject>> {
     let mut forecast = Forecast::new(scheduler, in_flight, None)?;
     let keys = forecast.keys_after(scheduler.py(), 0, depth, in_flight)?;
     signatures(scheduler.py(), &keys.expect("the origin's own step always matches"))
@@ -79,8 +82,11 @@ pub struct Forecast {
 impl Forecast {
     #[new]
     #[pyo3(signature = (scheduler, in_flight, drafts_of = None))]
-    pub fn new(scheduler: &Bound<'_, Scheduler>, in_flight: &Bound<'_, ScheduledBatch>, drafts_of: Option<PyObject>)
-        -> PyResult<Self> {
+    pub fn new(
+        scheduler: &Bound<'_, Scheduler>,
+        in_flight: &Bound<'_, ScheduledBatch>,
+        drafts_of: Option<PyObject>,
+    ) -> PyResult<Self> {
         let sim = scheduler.borrow().copy(scheduler.py())?;
         Self::on(scheduler, sim, in_flight, drafts_of)
     }
@@ -94,8 +100,13 @@ impl Forecast {
     /// The signatures of up to `depth` steps after step `step`, now in flight as `in_flight`, as
     /// `predict` would give them from a fresh copy; None when the forecast does not hold that step
     /// (it ended before it, or predicted another batch).
-    fn after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
-        -> PyResult<Option<Vec<PyObject>>> {
+    fn after(
+        &mut self,
+        py: Python<'_>,
+        step: i64,
+        depth: i64,
+        in_flight: &Bound<'_, ScheduledBatch>,
+    ) -> PyResult<Option<Vec<PyObject>>> {
         self.keys_after(py, step, depth, in_flight)?.map(|keys| signatures(py, &keys)).transpose()
     }
 
@@ -110,11 +121,17 @@ impl Forecast {
 
 impl Forecast {
     /// `after`'s keys, as the timing cache takes them.
-    pub fn keys_after(&mut self, py: Python<'_>, step: i64, depth: i64, in_flight: &Bound<'_, ScheduledBatch>)
-        -> PyResult<Option<Vec<SharedKey>>> {
+    pub fn keys_after(
+        &mut self,
+        py: Python<'_>,
+        step: i64,
+        depth: i64,
+        in_flight: &Bound<'_, ScheduledBatch>,
+    ) -> PyResult<Option<Vec<SharedKey>>> {
         let step = step.max(0) as usize;
         let limit = step + depth.max(0) as usize;
-        while self.applied < step && !self.ended { // the step in flight, and what it changes
+        while self.applied < step && !self.ended {
+            // the step in flight, and what it changes
             self.advance(py, limit.saturating_sub(self.keys.len()))?;
         }
         if self.applied < step {
@@ -144,22 +161,30 @@ impl Forecast {
     /// `Forecast(scheduler, in_flight, drafts_of)` on `sim`, a copy of `scheduler` made just
     /// now (`Scheduler.copy`, or `Scheduler::copy_reusing` with an earlier forecast's KV blocks,
     /// from [`Forecast::into_spare`]).
-    pub fn on(scheduler: &Bound<'_, Scheduler>, sim: Scheduler, in_flight: &Bound<'_, ScheduledBatch>,
-              drafts_of: Option<PyObject>) -> PyResult<Self> {
+    pub fn on(
+        scheduler: &Bound<'_, Scheduler>,
+        sim: Scheduler,
+        in_flight: &Bound<'_, ScheduledBatch>,
+        drafts_of: Option<PyObject>,
+    ) -> PyResult<Self> {
         let py = scheduler.py();
         let original = scheduler.borrow();
         let mut origin = in_flight.borrow_mut();
         origin.ensure(py)?;
         let running = &original.running;
         let seqs: Vec<Py<Sequence>> = if origin.seqs.len() == running.len()
-            && origin.seqs.iter().zip(running).all(|(a, b)| a.is(b)) {
+            && origin.seqs.iter().zip(running).all(|(a, b)| a.is(b))
+        {
             sim.running.iter().map(|seq| same(py, seq)).collect() // the common case: every running sequence, in order
         } else {
-            origin.seqs.iter().map(|seq| {
-                let i = running.iter().position(|r| r.is(seq))
-                    .ok_or_else(|| PyKeyError::new_err(ident(seq)))?;
-                Ok(same(py, &sim.running[i]))
-            }).collect::<PyResult<_>>()?
+            origin
+                .seqs
+                .iter()
+                .map(|seq| {
+                    let i = running.iter().position(|r| r.is(seq)).ok_or_else(|| PyKeyError::new_err(ident(seq)))?;
+                    Ok(same(py, &sim.running[i]))
+                })
+                .collect::<PyResult<_>>()?
         };
         let last = Py::new(py, ScheduledBatch::on_copy(seqs, &origin))?;
         drop(origin);
@@ -167,8 +192,16 @@ impl Forecast {
         let outcome = sim.borrow_mut(py).update(py, last.bind(py).borrow_mut())?;
         let waiting = !sim.borrow(py).waiting.is_empty();
         Ok(Forecast {
-            sim, last, outcome, keys: Vec::new(), drafts_of, drafts: Vec::new(), waiting: vec![waiting],
-            departs: vec![false], applied: 0, ended: false,
+            sim,
+            last,
+            outcome,
+            keys: Vec::new(),
+            drafts_of,
+            drafts: Vec::new(),
+            waiting: vec![waiting],
+            departs: vec![false],
+            applied: 0,
+            ended: false,
         })
     }
 
@@ -203,11 +236,12 @@ impl Forecast {
         if let Some(mut run) = run {
             let steps = (run.steps_left().max(0) as usize).min(room).max(1); // room: at least this step
             self.keys.extend(run.keys(py, steps as i64)?.into_iter().map(StepKey::shared));
-            if self.drafts_of.is_some() { // kept aligned (a speculating client takes no decode runs)
+            if self.drafts_of.is_some() {
+                // kept aligned (a speculating client takes no decode runs)
                 self.drafts.extend((0..steps).map(|_| Vec::new()));
             }
             self.last = Py::new(py, run.take_in_bulk(py, steps as i64)?)?; // its last step applied like any other
-            // A run's steps before its last change no queue and finish no one.
+                                                                           // A run's steps before its last change no queue and finish no one.
             let waiting = *self.waiting.last().expect("the origin's step is applied");
             self.waiting.extend(std::iter::repeat_n(waiting, steps - 1));
             self.departs.extend(std::iter::repeat_n(false, steps - 1));
@@ -221,7 +255,8 @@ impl Forecast {
         }
         let batch = Bound::new(py, batch)?;
         self.keys.push(batch.borrow_mut().key(py)?.shared());
-        if let Some(drafts_of) = &self.drafts_of { // formed, not applied: who proposes is known
+        if let Some(drafts_of) = &self.drafts_of {
+            // formed, not applied: who proposes is known
             self.drafts.push(drafts_of.call1(py, (batch.clone(),))?.extract(py)?);
         }
         self.last = batch.unbind();

@@ -83,8 +83,8 @@ impl FreeQueue {
         if !self.entries.sync_from(&mut source.entries) {
             return false;
         }
-        (self.head, self.tail, self.spare, self.unused, self.queued)
-            = (source.head, source.tail, source.spare, source.unused, source.queued);
+        (self.head, self.tail, self.spare, self.unused, self.queued) =
+            (source.head, source.tail, source.spare, source.unused, source.queued);
         true
     }
 
@@ -174,7 +174,11 @@ impl FreeQueue {
 
     fn blocks_of(&self, slot: Slot) -> i64 {
         let entry = self.entries.get(slot);
-        if entry.kind == Kind::Run { entry.count } else { 1 }
+        if entry.kind == Kind::Run {
+            entry.count
+        } else {
+            1
+        }
     }
 
     /// Takes `num_blocks` blocks from the head (there must be as many), handing `evict` the key
@@ -278,7 +282,9 @@ impl FreeQueue {
 
     /// (key, slot) of every cached block (queued or not), in slot order, in O(entries).
     pub fn cached(&self) -> impl Iterator<Item = (&Key, Slot)> {
-        (0..self.unused).map(|slot| (self.entries.get(slot), slot)).filter(|(entry, _)| entry.kind == Kind::Cached)
+        (0..self.unused)
+            .map(|slot| (self.entries.get(slot), slot))
+            .filter(|(entry, _)| entry.kind == Kind::Cached)
             .map(|(entry, slot)| (&entry.key, slot))
     }
 }
@@ -362,7 +368,8 @@ mod tests {
     fn removing_from_anywhere_keeps_the_links_and_slots_are_reused() {
         let (mut queue, mut slots) = (FreeQueue::new(), HashMap::new());
         extend(&mut queue, &mut slots, &(0..6).map(hash).collect::<Vec<_>>());
-        for i in [3, 0, 5] { // middle, head, tail
+        for i in [3, 0, 5] {
+            // middle, head, tail
             queue.unlink(slots[&hash(i)]);
         }
         assert_eq!(queue.items(), vec![(hash(1), 1), (hash(2), 1), (hash(4), 1)]);
@@ -400,8 +407,13 @@ mod tests {
                     assert_eq!(take(queue, slots, n), model.take(n));
                 }
                 1 => {
-                    let keys: Vec<Key> = (0..next(3)).map(|_| { fresh = fresh.wrapping_add(1); hash(fresh) })
-                        .filter(|key| !slots.contains_key(key)).collect();
+                    let keys: Vec<Key> = (0..next(3))
+                        .map(|_| {
+                            fresh = fresh.wrapping_add(1);
+                            hash(fresh)
+                        })
+                        .filter(|key| !slots.contains_key(key))
+                        .collect();
                     extend(queue, slots, &keys);
                     model.0.extend(keys.iter().map(|key| (*key, 1)));
                 }
@@ -420,8 +432,8 @@ mod tests {
                     }
                 }
                 3 => {
-                    let cached: Vec<Key> = model.0.iter().filter(|(key, _)| matches!(key, Key::Hash(_)))
-                        .map(|(key, _)| *key).collect();
+                    let cached: Vec<Key> =
+                        model.0.iter().filter(|(key, _)| matches!(key, Key::Hash(_))).map(|(key, _)| *key).collect();
                     if !cached.is_empty() {
                         let key = cached[next(cached.len() as u64) as usize];
                         let slot = slots.remove(&key).unwrap();
@@ -435,10 +447,10 @@ mod tests {
                     let j = (i + 1) % pairs.len();
                     let mut source = pairs[j].0.clone();
                     let mut mirror = source.mirror();
-                    take(&mut mirror, &mut HashMap::new(), 1.min(pairs[j].2.0.iter().map(|(_, c)| c).sum()));
+                    take(&mut mirror, &mut HashMap::new(), 1.min(pairs[j].2 .0.iter().map(|(_, c)| c).sum()));
                     mirror.append_run(Key::Id(-1), 2);
                     assert!(mirror.sync_from(&mut source));
-                    assert_eq!(mirror.items(), pairs[j].2.0.iter().copied().collect::<Vec<_>>());
+                    assert_eq!(mirror.items(), pairs[j].2 .0.iter().copied().collect::<Vec<_>>());
                     mirror.check().unwrap();
                     let (slots, model) = (pairs[j].1.clone(), pairs[j].2.clone());
                     pairs[i] = (mirror, slots, model);

@@ -170,8 +170,8 @@ struct Blocks<'py> {
 
 impl<'py> Blocks<'py> {
     fn of(py: Python<'py>, seq: &Sequence, request: &RequestRecord) -> PyResult<Self> {
-        let prefix = seq.prefix_id.as_ref().map(|prefix| prefix.bind(py).str()?.to_str().map(str::to_owned))
-            .transpose()?;
+        let prefix =
+            seq.prefix_id.as_ref().map(|prefix| prefix.bind(py).str()?.to_str().map(str::to_owned)).transpose()?;
         let with_len = |ids: &Py<PyAny>| -> PyResult<Option<(Bound<'py, PyAny>, i64)>> {
             let ids = ids.bind(py);
             Ok(if ids.is_none() { None } else { Some((ids.clone(), ids.len()? as i64)) })
@@ -225,7 +225,11 @@ impl<'py> Blocks<'py> {
         let ids = match &self.prompt_ids {
             Some((ids, len)) => {
                 let (start, end) = (first * block_size, (num_blocks * block_size).min(prompt));
-                if end <= start || end > *len { None } else { Some(id_bytes(ids, start, end)?) }
+                if end <= start || end > *len {
+                    None
+                } else {
+                    Some(id_bytes(ids, start, end)?)
+                }
             }
             None => None,
         };
@@ -261,16 +265,25 @@ impl<'py> Blocks<'py> {
 /// [`Chain`], locked), where it does not hold them yet. A sequence on a declared prefix (no token
 /// ids) takes the prefix's whole chain at once: the cache's lookups ask for one more block at a
 /// time.
-pub fn extend(py: Python<'_>, seq: &Sequence, chain: &mut Vec<BlockHash>, num_blocks: i64, block_size: i64)
-    -> PyResult<()> {
+pub fn extend(
+    py: Python<'_>,
+    seq: &Sequence,
+    chain: &mut Vec<BlockHash>,
+    num_blocks: i64,
+    block_size: i64,
+) -> PyResult<()> {
     if chain.len() as i64 >= num_blocks {
         return Ok(());
     }
     let request = seq.request.bind(py).downcast::<RequestRecord>()?.borrow();
     let blocks = Blocks::of(py, seq, &request)?;
     if let (true, Some(prefix), None) = (chain.is_empty(), &blocks.prefix, &blocks.prompt_ids) {
-        push_prefix_chain(chain, prefix, request.prefix_tokens.min(seq.prompt_tokens).div_euclid(block_size),
-                          block_size);
+        push_prefix_chain(
+            chain,
+            prefix,
+            request.prefix_tokens.min(seq.prompt_tokens).div_euclid(block_size),
+            block_size,
+        );
     }
     blocks.extend(chain, num_blocks, block_size)
 }
@@ -278,8 +291,7 @@ pub fn extend(py: Python<'_>, seq: &Sequence, chain: &mut Vec<BlockHash>, num_bl
 /// The hashes of `seq`'s first `num_blocks` full blocks of `block_size` tokens (hashed where the
 /// sequence has not yet; the offload tiers key blocks by them too).
 #[pyfunction]
-pub fn block_hashes<'py>(seq: &Bound<'py, Sequence>, num_blocks: i64, block_size: i64)
-    -> PyResult<Bound<'py, PyList>> {
+pub fn block_hashes<'py>(seq: &Bound<'py, Sequence>, num_blocks: i64, block_size: i64) -> PyResult<Bound<'py, PyList>> {
     let py = seq.py();
     let s = seq.borrow();
     let mut chain = s.chain.lock();

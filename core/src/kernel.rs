@@ -155,8 +155,17 @@ impl Kernel {
     #[new]
     #[pyo3(signature = (*, log_limit = 0, in_place = true))]
     fn new(py: Python<'_>, log_limit: i64, in_place: bool) -> Self {
-        Kernel { now_ns: 0, num_events: 0, log_limit, log: PyList::empty(py).unbind(), in_place, heap: BinaryHeap::new(),
-                 seq: 0, stop: None, flag: None }
+        Kernel {
+            now_ns: 0,
+            num_events: 0,
+            log_limit,
+            log: PyList::empty(py).unbind(),
+            in_place,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            stop: None,
+            flag: None,
+        }
     }
 
     // Events hold the simulation's callbacks, which hold the kernel: the collector sees those cycles.
@@ -179,19 +188,31 @@ impl Kernel {
 
     /// Schedules `fn(*args)` at `time_ns` (never in the past).
     #[pyo3(signature = (time_ns, priority, r#fn, *args, label = String::new()))]
-    pub(crate) fn call_at(&mut self, py: Python<'_>, time_ns: i128, priority: i64, r#fn: PyObject, args: Py<PyTuple>,
-               label: String) -> PyResult<()> {
+    pub(crate) fn call_at(
+        &mut self,
+        py: Python<'_>,
+        time_ns: i128,
+        priority: i64,
+        r#fn: PyObject,
+        args: Py<PyTuple>,
+        label: String,
+    ) -> PyResult<()> {
         if time_ns < i128::from(self.now_ns) {
             let label = PyString::new(py, &label).repr()?;
-            return Err(PyErr::from_value(hub_error(py, "HubError")?.call1((format!(
-                "event {label} scheduled at {time_ns} ns, before now ({} ns)", self.now_ns),))?));
+            return Err(PyErr::from_value(
+                hub_error(py, "HubError")?
+                    .call1((format!("event {label} scheduled at {time_ns} ns, before now ({} ns)", self.now_ns),))?,
+            ));
         }
         if time_ns > i128::from(MAX_SIM_NS) {
             // The config's bounds keep runs far below; a backend's step time may not.
             let message = format!(
                 "event {} would happen at {} s, past the {} s int64 nanoseconds hold: a time, rate, bandwidth or \
                  step time of the scenario is out of all proportion",
-                PyString::new(py, &label).repr()?, g4(py, time_ns as f64 / 1e9)?, g4(py, MAX_SIM_NS as f64 / 1e9)?);
+                PyString::new(py, &label).repr()?,
+                g4(py, time_ns as f64 / 1e9)?,
+                g4(py, MAX_SIM_NS as f64 / 1e9)?
+            );
             return Err(PyErr::from_value(hub_error(py, "ScenarioError")?.call1(("simulated time", message))?));
         }
         let seq = self.seq;
@@ -259,7 +280,8 @@ impl Kernel {
             if slf.borrow().heap.is_empty() {
                 return Ok(());
             }
-            if stopped(py, stop, flag)? {  // the kernel not borrowed: `stop` may call it
+            if stopped(py, stop, flag)? {
+                // the kernel not borrowed: `stop` may call it
                 return Ok(());
             }
             let event = {

@@ -140,8 +140,12 @@ impl BlockManager {
     /// compute `num_new_tokens` more tokens after them, as vLLM's `allocate_slots`; False,
     /// changing nothing, if they cannot be had.
     #[pyo3(signature = (seq, num_new_tokens, hit = None))]
-    fn allocate(&mut self, seq: &Bound<'_, Sequence>, num_new_tokens: i64, hit: Option<&Bound<'_, PyAny>>)
-        -> PyResult<bool> {
+    fn allocate(
+        &mut self,
+        seq: &Bound<'_, Sequence>,
+        num_new_tokens: i64,
+        hit: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
         self.allocate_with(seq, num_new_tokens, &hit_keys(hit)?)
     }
 
@@ -187,8 +191,12 @@ impl BlockManager {
     /// parallel sampling shares a prompt through the prefix cache); each releases its reference
     /// when it finishes.
     #[pyo3(signature = (parent, children, *, prompt_tokens))]
-    pub fn fork(&mut self, parent: &Bound<'_, Sequence>, children: Vec<Bound<'_, Sequence>>, prompt_tokens: i64)
-        -> PyResult<()> {
+    pub fn fork(
+        &mut self,
+        parent: &Bound<'_, Sequence>,
+        children: Vec<Bound<'_, Sequence>>,
+        prompt_tokens: i64,
+    ) -> PyResult<()> {
         let full = prompt_tokens.div_euclid(self.block_size);
         self.cache_full_blocks(parent, full * self.block_size)?;
         let shared: Vec<Key> = {
@@ -250,8 +258,13 @@ impl BlockManager {
     }
 
     fn __repr__(&self) -> String {
-        format!("BlockManager({} blocks of {}, {} free, prefix caching {})", self.pool.num_blocks, self.block_size,
-                self.pool.num_free, if self.pool.caching { "on" } else { "off" })
+        format!(
+            "BlockManager({} blocks of {}, {} free, prefix caching {})",
+            self.pool.num_blocks,
+            self.block_size,
+            self.pool.num_free,
+            if self.pool.caching { "on" } else { "off" }
+        )
     }
 }
 

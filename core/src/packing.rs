@@ -66,19 +66,27 @@ impl Packing {
     }
 
     /// Puts a new sequence in `waiting` (`front`: a branch of a request already running).
-    pub fn queue(self, py: Python<'_>, waiting: &mut Vec<Py<Sequence>>, seq: Py<Sequence>, front: bool)
-        -> PyResult<()> {
+    pub fn queue(
+        self,
+        py: Python<'_>,
+        waiting: &mut Vec<Py<Sequence>>,
+        seq: Py<Sequence>,
+        front: bool,
+    ) -> PyResult<()> {
         match self {
             Packing::Fcfs => waiting.insert(if front { 0 } else { waiting.len() }, seq),
             Packing::LeastWorkLeft => {
                 waiting.insert(if front { 0 } else { waiting.len() }, seq);
-                let mut keyed: Vec<((i64, i64), Py<Sequence>)> = waiting.drain(..).map(|seq| {
-                    let key = {
-                        let s = seq.borrow(py);
-                        (s.remaining_work(), s.order)
-                    };
-                    (key, seq)
-                }).collect();
+                let mut keyed: Vec<((i64, i64), Py<Sequence>)> = waiting
+                    .drain(..)
+                    .map(|seq| {
+                        let key = {
+                            let s = seq.borrow(py);
+                            (s.remaining_work(), s.order)
+                        };
+                        (key, seq)
+                    })
+                    .collect();
                 keyed.sort_by_key(|(key, _)| *key); // stable, as list.sort
                 waiting.extend(keyed.into_iter().map(|(_, seq)| seq));
             }
@@ -182,15 +190,19 @@ mod tests {
     /// Sequences of requests with these (priority, deadline) classes, admitted in order.
     fn sequences(py: Python<'_>, classes: &[(i64, i64)]) -> Vec<Py<Sequence>> {
         let namespace = PyModule::import(py, "types").unwrap().getattr("SimpleNamespace").unwrap();
-        classes.iter().enumerate().map(|(order, &(priority, deadline_ns))| {
-            let fields = PyDict::new(py);
-            fields.set_item("priority", priority).unwrap();
-            fields.set_item("deadline_ns", deadline_ns).unwrap();
-            let request = namespace.call((), Some(&fields)).unwrap().unbind();
-            let mut seq = Sequence::new(request, py.None(), 10, 0, 1, 0, None, 0, 0);
-            seq.order = order as i64;
-            Py::new(py, seq).unwrap()
-        }).collect()
+        classes
+            .iter()
+            .enumerate()
+            .map(|(order, &(priority, deadline_ns))| {
+                let fields = PyDict::new(py);
+                fields.set_item("priority", priority).unwrap();
+                fields.set_item("deadline_ns", deadline_ns).unwrap();
+                let request = namespace.call((), Some(&fields)).unwrap().unbind();
+                let mut seq = Sequence::new(request, py.None(), 10, 0, 1, 0, None, 0, 0);
+                seq.order = order as i64;
+                Py::new(py, seq).unwrap()
+            })
+            .collect()
     }
 
     fn orders(py: Python<'_>, seqs: &[Py<Sequence>]) -> Vec<i64> {

@@ -72,9 +72,11 @@ impl Policy {
         let most: i64 = config.getattr(intern!(py, "max_num_batched_tokens"))?.extract()?;
         let (token_budget, max_chunk_tokens, reserve_whole_prompt) = if kind == Kind::Chunked {
             let chunk: Option<i64> = config.getattr(intern!(py, "chunk_size"))?.extract()?;
-            (chunk.filter(|&c| c != 0).unwrap_or(most),
-             config.getattr(intern!(py, "long_prefill_token_threshold"))?.extract()?,
-             config.getattr(intern!(py, "scheduler_reserve_full_isl"))?.extract()?)
+            (
+                chunk.filter(|&c| c != 0).unwrap_or(most),
+                config.getattr(intern!(py, "long_prefill_token_threshold"))?.extract()?,
+                config.getattr(intern!(py, "scheduler_reserve_full_isl"))?.extract()?,
+            )
         } else {
             (most, 0, false)
         };

@@ -71,11 +71,13 @@ impl BlockPool {
     ///
     /// [`CowVec::mirror`]: crate::cow_vec::CowVec::mirror
     pub fn mirror_into(&mut self, mirror: &mut BlockPool) {
-        let synced = self.pairing != 0 && mirror.pairing == self.pairing
-            && mirror.refs.sync_from(&mut self.refs) && mirror.free.sync_from(&mut self.free);
+        let synced = self.pairing != 0
+            && mirror.pairing == self.pairing
+            && mirror.refs.sync_from(&mut self.refs)
+            && mirror.free.sync_from(&mut self.free);
         if synced {
-            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id, mirror.stale)
-                = (self.num_blocks, self.num_free, self.caching, self.next_id, self.stale);
+            (mirror.num_blocks, mirror.num_free, mirror.caching, mirror.next_id, mirror.stale) =
+                (self.num_blocks, self.num_free, self.caching, self.next_id, self.stale);
             return;
         }
         self.pairing = PAIRINGS.fetch_add(1, Ordering::Relaxed) + 1;
@@ -305,8 +307,9 @@ impl BlockPool {
         if self.refs.used() != cached + self.stale {
             return Err(format!("{} keys mapped, {cached} cached and {} gone", self.refs.used(), self.stale));
         }
-        if let Some((key, count)) = self.free.cached().map(|(key, slot)| (key, self.free.count(slot)))
-            .find(|(_, count)| *count < 0) {
+        if let Some((key, count)) =
+            self.free.cached().map(|(key, slot)| (key, self.free.count(slot))).find(|(_, count)| *count < 0)
+        {
             return Err(format!("{key:?} held by {count}"));
         }
         if !self.caching {
@@ -321,8 +324,7 @@ impl BlockPool {
             return Err(format!("the free queue holds {queued} blocks, {} are free", self.num_free));
         }
         // the queue's cached entries have no holders (its check): as many as the mapped blocks with none
-        let queued = self.free.slots().into_iter().filter(|slot| self.free.holds(*slot, &self.free.key(*slot)))
-            .count();
+        let queued = self.free.slots().into_iter().filter(|slot| self.free.holds(*slot, &self.free.key(*slot))).count();
         let unheld = self.free.cached().filter(|(_, slot)| self.free.count(*slot) == 0).count();
         if unheld != queued {
             return Err(format!("{unheld} cached blocks are held by nobody, {queued} queued as free"));

@@ -49,14 +49,21 @@ impl StepJoules {
 
     fn __repr__(&self) -> String {
         let joules = self.joules.map_or("None".to_owned(), py_float);
-        format!("StepJoules(joules={joules}, device_s={}, reported={})", py_float(self.device_s),
-                if self.reported { "True" } else { "False" })
+        format!(
+            "StepJoules(joules={joules}, device_s={}, reported={})",
+            py_float(self.device_s),
+            if self.reported { "True" } else { "False" }
+        )
     }
 }
 
 /// A float as Python prints it, for the common cases (`1.0`, `0.25`, `1e-05` prints as Rust's).
 fn py_float(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e16 { format!("{x:.1}") } else { format!("{x}") }
+    if x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else {
+        format!("{x}")
+    }
 }
 
 /// One device's power, watts.
@@ -84,7 +91,8 @@ impl DevicePower {
         if !(0.0 <= idle_w && idle_w <= memory_bound_w && memory_bound_w <= peak_w) {
             return Err(PyValueError::new_err(format!(
                 "power figures must satisfy 0 <= idle_w <= memory_bound_w <= tdp_w, got idle_w={idle_w}, \
-                 memory_bound_w={memory_bound_w}, tdp_w={peak_w}")));
+                 memory_bound_w={memory_bound_w}, tdp_w={peak_w}"
+            )));
         }
         Ok(DevicePower { idle_w, memory_bound_w, peak_w })
     }
@@ -113,8 +121,13 @@ impl DevicePower {
     /// Power of one device whose step is `u_compute` compute-bound and `u_memory` memory-bound
     /// (shares of its duration, each in [0, 1]).
     pub fn power_w(&self, u_compute: f64, u_memory: f64) -> f64 {
-        let watts = self.idle_w + (self.peak_w - self.idle_w) * u_compute + (self.memory_bound_w - self.idle_w) * u_memory;
-        if watts < self.peak_w { watts } else { self.peak_w }
+        let watts =
+            self.idle_w + (self.peak_w - self.idle_w) * u_compute + (self.memory_bound_w - self.idle_w) * u_memory;
+        if watts < self.peak_w {
+            watts
+        } else {
+            self.peak_w
+        }
     }
 
     /// Pickled and copied by its fields (keywords), as the dataclass it replaces.
@@ -136,8 +149,12 @@ impl DevicePower {
     }
 
     fn __repr__(&self) -> String {
-        format!("DevicePower(idle_w={}, memory_bound_w={}, peak_w={})", py_float(self.idle_w),
-                py_float(self.memory_bound_w), py_float(self.peak_w))
+        format!(
+            "DevicePower(idle_w={}, memory_bound_w={}, peak_w={})",
+            py_float(self.idle_w),
+            py_float(self.memory_bound_w),
+            py_float(self.peak_w)
+        )
     }
 }
 
@@ -172,16 +189,27 @@ impl Intensity {
     #[new]
     #[pyo3(signature = (*, flops_per_token, flops_per_pair, weight_bytes, kv_bytes_per_token, peak_flops,
                         mem_bytes_per_s))]
-    fn new(flops_per_token: f64, flops_per_pair: f64, weight_bytes: f64, kv_bytes_per_token: f64, peak_flops: f64,
-           mem_bytes_per_s: f64) -> Self {
+    fn new(
+        flops_per_token: f64,
+        flops_per_pair: f64,
+        weight_bytes: f64,
+        kv_bytes_per_token: f64,
+        peak_flops: f64,
+        mem_bytes_per_s: f64,
+    ) -> Self {
         Intensity { flops_per_token, flops_per_pair, weight_bytes, kv_bytes_per_token, peak_flops, mem_bytes_per_s }
     }
 
     fn __getnewargs_ex__<'py>(&self, py: Python<'py>) -> PyResult<((), Bound<'py, PyDict>)> {
         let fields = PyDict::new(py);
-        for (name, value) in [("flops_per_token", self.flops_per_token), ("flops_per_pair", self.flops_per_pair),
-                              ("weight_bytes", self.weight_bytes), ("kv_bytes_per_token", self.kv_bytes_per_token),
-                              ("peak_flops", self.peak_flops), ("mem_bytes_per_s", self.mem_bytes_per_s)] {
+        for (name, value) in [
+            ("flops_per_token", self.flops_per_token),
+            ("flops_per_pair", self.flops_per_pair),
+            ("weight_bytes", self.weight_bytes),
+            ("kv_bytes_per_token", self.kv_bytes_per_token),
+            ("peak_flops", self.peak_flops),
+            ("mem_bytes_per_s", self.mem_bytes_per_s),
+        ] {
             fields.set_item(name, value)?;
         }
         Ok(((), fields))
@@ -204,7 +232,11 @@ impl Intensity {
         let t_c = (self.flops_per_token * tokens as f64 + self.flops_per_pair * pairs as f64) / self.peak_flops;
         let t_m = (self.weight_bytes + self.kv_bytes_per_token * attended as f64) / self.mem_bytes_per_s;
         let top = if t_c > t_m { t_c } else { t_m };
-        if top > 0.0 { (t_c / top, t_m / top) } else { (0.0, 0.0) }
+        if top > 0.0 {
+            (t_c / top, t_m / top)
+        } else {
+            (0.0, 0.0)
+        }
     }
 }
 

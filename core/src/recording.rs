@@ -65,8 +65,13 @@ pub fn record_start(batch: &Bound<'_, ScheduledBatch>, now_ns: i64) -> PyResult<
 /// one path's gap counts, as TPOT); every one its `last_token_ns`. Returns the tokens a benchmark
 /// client times now (first tokens and counted gaps).
 #[pyfunction]
-pub fn record_tokens(outcome: &Bound<'_, StepOutcome>, now_ns: i64, timeline: &Bound<'_, Timeline>,
-                     keep_itls: bool, begin_decode: &Bound<'_, PyAny>) -> PyResult<i64> {
+pub fn record_tokens(
+    outcome: &Bound<'_, StepOutcome>,
+    now_ns: i64,
+    timeline: &Bound<'_, Timeline>,
+    keep_itls: bool,
+    begin_decode: &Bound<'_, PyAny>,
+) -> PyResult<i64> {
     let py = outcome.py();
     let mut timed = 0;
     // Sequences that sampled in the same earlier step share a gap: counted once per run of equal gaps.

@@ -19,14 +19,21 @@ fn or_default(value: Option<Py<PyAny>>, default: impl FnOnce() -> PyResult<Py<Py
 
 /// `Name(field=value, ...)`, as a dataclass prints itself.
 fn repr(record: &Bound<'_, PyAny>, names: &[&str], values: &Bound<'_, PyTuple>) -> PyResult<String> {
-    let parts = names.iter().zip(values.iter()).map(|(name, value)| Ok(format!("{name}={}", value.repr()?)))
+    let parts = names
+        .iter()
+        .zip(values.iter())
+        .map(|(name, value)| Ok(format!("{name}={}", value.repr()?)))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(format!("{}({})", record.get_type().name()?, parts.join(", ")))
 }
 
 /// Field-by-field comparison (as a dataclass's: a tuple of the fields each), for `==` and `!=`.
-fn compare(py: Python<'_>, mine: &Bound<'_, PyTuple>, theirs: Option<Bound<'_, PyTuple>>, op: CompareOp)
-    -> PyResult<Py<PyAny>> {
+fn compare(
+    py: Python<'_>,
+    mine: &Bound<'_, PyTuple>,
+    theirs: Option<Bound<'_, PyTuple>>,
+    op: CompareOp,
+) -> PyResult<Py<PyAny>> {
     match (theirs, op) {
         (Some(theirs), CompareOp::Eq | CompareOp::Ne) => Ok(mine.rich_compare(theirs, op)?.unbind()),
         _ => Ok(py.NotImplemented()),
@@ -65,8 +72,12 @@ pub enum SpanKind {
 
 /// A stage's spans in order, as (kind, start_ns, end_ns; -1 while still open): the one definition
 /// the trace's events and the request table's span starts (its event budget) both read.
-pub fn stage_spans(enqueue_ns: i64, start_ns: i64, end_ns: i64, transfer_ns: i64)
-                   -> impl Iterator<Item = (SpanKind, i64, i64)> {
+pub fn stage_spans(
+    enqueue_ns: i64,
+    start_ns: i64,
+    end_ns: i64,
+    transfer_ns: i64,
+) -> impl Iterator<Item = (SpanKind, i64, i64)> {
     let transfer = (transfer_ns > 0).then_some((SpanKind::Transfer, enqueue_ns - transfer_ns, enqueue_ns));
     let service = (start_ns >= 0).then_some((SpanKind::Service, start_ns, end_ns));
     transfer.into_iter().chain(std::iter::once((SpanKind::Queue, enqueue_ns, start_ns))).chain(service)
@@ -90,9 +101,17 @@ impl StageRecord {
 
     /// Its fields' values, in order.
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, [self.kind.clone_ref(py).into_bound(py), self.client.clone_ref(py).into_bound(py),
-                          self.enqueue_ns.into_pyobject(py)?.into_any(), self.start_ns.into_pyobject(py)?.into_any(),
-                          self.end_ns.into_pyobject(py)?.into_any(), self.transfer_ns.into_pyobject(py)?.into_any()])
+        PyTuple::new(
+            py,
+            [
+                self.kind.clone_ref(py).into_bound(py),
+                self.client.clone_ref(py).into_bound(py),
+                self.enqueue_ns.into_pyobject(py)?.into_any(),
+                self.start_ns.into_pyobject(py)?.into_any(),
+                self.end_ns.into_pyobject(py)?.into_any(),
+                self.transfer_ns.into_pyobject(py)?.into_any(),
+            ],
+        )
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
@@ -190,12 +209,44 @@ pub struct RequestRecord {
 }
 
 const REQUEST_FIELDS: [&str; 38] = [
-    "id", "model", "arrival_ns", "input_tokens", "output_tokens", "generated_tokens", "first_token_ns",
-    "finish_ns", "max_tbt_ns", "last_token_ns", "preemptions", "cached_tokens", "prefix_id", "prefix_tokens",
-    "prompt_token_ids", "template", "branches", "branches_done", "pipeline", "stage_index", "retrieved_tokens",
-    "retrieved_at_decode", "context_bytes", "data_at", "stages", "lora", "lora_rank", "cls", "priority",
-    "deadline_ns", "session", "turn", "output_token_ids", "client_send_ns", "client_first_token_ns",
-    "client_last_token_ns", "itl_ns", "client_itl_ns",
+    "id",
+    "model",
+    "arrival_ns",
+    "input_tokens",
+    "output_tokens",
+    "generated_tokens",
+    "first_token_ns",
+    "finish_ns",
+    "max_tbt_ns",
+    "last_token_ns",
+    "preemptions",
+    "cached_tokens",
+    "prefix_id",
+    "prefix_tokens",
+    "prompt_token_ids",
+    "template",
+    "branches",
+    "branches_done",
+    "pipeline",
+    "stage_index",
+    "retrieved_tokens",
+    "retrieved_at_decode",
+    "context_bytes",
+    "data_at",
+    "stages",
+    "lora",
+    "lora_rank",
+    "cls",
+    "priority",
+    "deadline_ns",
+    "session",
+    "turn",
+    "output_token_ids",
+    "client_send_ns",
+    "client_first_token_ns",
+    "client_last_token_ns",
+    "itl_ns",
+    "client_itl_ns",
 ];
 
 #[pymethods]
@@ -210,15 +261,47 @@ impl RequestRecord {
                         session = -1, turn = -1, output_token_ids = None, client_send_ns = -1,
                         client_first_token_ns = -1, client_last_token_ns = -1, itl_ns = None, client_itl_ns = None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, id: i64, model: Py<PyAny>, arrival_ns: i64, input_tokens: i64, output_tokens: i64,
-           generated_tokens: i64, first_token_ns: i64, finish_ns: i64, max_tbt_ns: i64, last_token_ns: i64,
-           preemptions: i64, cached_tokens: i64, prefix_id: Option<Py<PyAny>>, prefix_tokens: i64,
-           prompt_token_ids: Option<Py<PyAny>>, template: Option<Py<PyAny>>, branches: i64, branches_done: i64,
-           pipeline: Option<Py<PyAny>>, stage_index: i64, retrieved_tokens: i64, retrieved_at_decode: bool,
-           context_bytes: i64, data_at: Option<Py<PyAny>>, stages: Option<Py<PyAny>>, lora: Option<Py<PyAny>>,
-           lora_rank: i64, cls: Option<Py<PyAny>>, priority: i64, deadline_ns: i64, session: i64, turn: i64,
-           output_token_ids: Option<Py<PyAny>>, client_send_ns: i64, client_first_token_ns: i64,
-           client_last_token_ns: i64, itl_ns: Option<Py<PyAny>>, client_itl_ns: Option<Py<PyAny>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        id: i64,
+        model: Py<PyAny>,
+        arrival_ns: i64,
+        input_tokens: i64,
+        output_tokens: i64,
+        generated_tokens: i64,
+        first_token_ns: i64,
+        finish_ns: i64,
+        max_tbt_ns: i64,
+        last_token_ns: i64,
+        preemptions: i64,
+        cached_tokens: i64,
+        prefix_id: Option<Py<PyAny>>,
+        prefix_tokens: i64,
+        prompt_token_ids: Option<Py<PyAny>>,
+        template: Option<Py<PyAny>>,
+        branches: i64,
+        branches_done: i64,
+        pipeline: Option<Py<PyAny>>,
+        stage_index: i64,
+        retrieved_tokens: i64,
+        retrieved_at_decode: bool,
+        context_bytes: i64,
+        data_at: Option<Py<PyAny>>,
+        stages: Option<Py<PyAny>>,
+        lora: Option<Py<PyAny>>,
+        lora_rank: i64,
+        cls: Option<Py<PyAny>>,
+        priority: i64,
+        deadline_ns: i64,
+        session: i64,
+        turn: i64,
+        output_token_ids: Option<Py<PyAny>>,
+        client_send_ns: i64,
+        client_first_token_ns: i64,
+        client_last_token_ns: i64,
+        itl_ns: Option<Py<PyAny>>,
+        client_itl_ns: Option<Py<PyAny>>,
+    ) -> PyResult<Self> {
         let none = || py.None();
         // the defaults that are not None: a fresh list of stages, as the dataclass's default_factory
         let template = or_default(template, || Ok(intern!(py, "chat").clone().into_any().unbind()))?;
@@ -226,13 +309,43 @@ impl RequestRecord {
         let data_at = or_default(data_at, || Ok(intern!(py, "").clone().into_any().unbind()))?;
         let stages = or_default(stages, || Ok(PyList::empty(py).into_any().unbind()))?;
         Ok(RequestRecord {
-            id, model, arrival_ns, input_tokens, output_tokens, generated_tokens, first_token_ns, finish_ns,
-            max_tbt_ns, last_token_ns, preemptions, cached_tokens, prefix_id: prefix_id.unwrap_or_else(none),
-            prefix_tokens, prompt_token_ids: prompt_token_ids.unwrap_or_else(none), template, branches,
-            branches_done, pipeline, stage_index, retrieved_tokens, retrieved_at_decode, context_bytes, data_at,
-            stages, lora: lora.unwrap_or_else(none), lora_rank, cls: cls.unwrap_or_else(none), priority, deadline_ns,
-            session, turn, output_token_ids: output_token_ids.unwrap_or_else(none), client_send_ns,
-            client_first_token_ns, client_last_token_ns, itl_ns: itl_ns.unwrap_or_else(none),
+            id,
+            model,
+            arrival_ns,
+            input_tokens,
+            output_tokens,
+            generated_tokens,
+            first_token_ns,
+            finish_ns,
+            max_tbt_ns,
+            last_token_ns,
+            preemptions,
+            cached_tokens,
+            prefix_id: prefix_id.unwrap_or_else(none),
+            prefix_tokens,
+            prompt_token_ids: prompt_token_ids.unwrap_or_else(none),
+            template,
+            branches,
+            branches_done,
+            pipeline,
+            stage_index,
+            retrieved_tokens,
+            retrieved_at_decode,
+            context_bytes,
+            data_at,
+            stages,
+            lora: lora.unwrap_or_else(none),
+            lora_rank,
+            cls: cls.unwrap_or_else(none),
+            priority,
+            deadline_ns,
+            session,
+            turn,
+            output_token_ids: output_token_ids.unwrap_or_else(none),
+            client_send_ns,
+            client_first_token_ns,
+            client_last_token_ns,
+            itl_ns: itl_ns.unwrap_or_else(none),
             client_itl_ns: client_itl_ns.unwrap_or_else(none),
         })
     }
@@ -243,12 +356,56 @@ impl RequestRecord {
     /// field not given (None for `template` or `pipeline` too) has the default it has by keyword.
     #[staticmethod]
     #[pyo3(signature = (ints, model, template, pipeline, branches))]
-    fn arriving(py: Python<'_>, ints: [i64; 8], model: Py<PyAny>, template: Option<Py<PyAny>>,
-                pipeline: Option<Py<PyAny>>, branches: i64) -> PyResult<Self> {
+    fn arriving(
+        py: Python<'_>,
+        ints: [i64; 8],
+        model: Py<PyAny>,
+        template: Option<Py<PyAny>>,
+        pipeline: Option<Py<PyAny>>,
+        branches: i64,
+    ) -> PyResult<Self> {
         let [id, arrival_ns, input_tokens, output_tokens, prefix_tokens, lora_rank, priority, deadline_ns] = ints;
-        Self::new(py, id, model, arrival_ns, input_tokens, output_tokens, 0, -1, -1, 0, -1, 0, 0, None, prefix_tokens,
-                  None, template, branches, 0, pipeline, 0, 0, false, 0, None, None, None, lora_rank, None,
-                  priority, deadline_ns, -1, -1, None, -1, -1, -1, None, None)
+        Self::new(
+            py,
+            id,
+            model,
+            arrival_ns,
+            input_tokens,
+            output_tokens,
+            0,
+            -1,
+            -1,
+            0,
+            -1,
+            0,
+            0,
+            None,
+            prefix_tokens,
+            None,
+            template,
+            branches,
+            0,
+            pipeline,
+            0,
+            0,
+            false,
+            0,
+            None,
+            None,
+            None,
+            lora_rank,
+            None,
+            priority,
+            deadline_ns,
+            -1,
+            -1,
+            None,
+            -1,
+            -1,
+            -1,
+            None,
+            None,
+        )
     }
 
     /// Whether it finished.
@@ -269,54 +426,74 @@ impl RequestRecord {
     /// `input_tokens`, `generated_tokens`, `preemptions`, `cached_tokens`, `session`, `turn`,
     /// `client_send_ns`, `client_first_token_ns`, `client_last_token_ns`.
     fn row_ints<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, [self.id, self.arrival_ns, self.first_token_ns, self.finish_ns, self.output_tokens,
-                          self.branches, self.max_tbt_ns, self.input_tokens, self.generated_tokens, self.preemptions,
-                          self.cached_tokens, self.session, self.turn, self.client_send_ns,
-                          self.client_first_token_ns, self.client_last_token_ns])
+        PyTuple::new(
+            py,
+            [
+                self.id,
+                self.arrival_ns,
+                self.first_token_ns,
+                self.finish_ns,
+                self.output_tokens,
+                self.branches,
+                self.max_tbt_ns,
+                self.input_tokens,
+                self.generated_tokens,
+                self.preemptions,
+                self.cached_tokens,
+                self.session,
+                self.turn,
+                self.client_send_ns,
+                self.client_first_token_ns,
+                self.client_last_token_ns,
+            ],
+        )
     }
 
     /// Its fields' values, in order.
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, [
-            self.id.into_pyobject(py)?.to_owned().into_any(),
-            self.model.clone_ref(py).into_bound(py),
-            self.arrival_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.input_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.output_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.generated_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.first_token_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.finish_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.max_tbt_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.last_token_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.preemptions.into_pyobject(py)?.to_owned().into_any(),
-            self.cached_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.prefix_id.clone_ref(py).into_bound(py),
-            self.prefix_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.prompt_token_ids.clone_ref(py).into_bound(py),
-            self.template.clone_ref(py).into_bound(py),
-            self.branches.into_pyobject(py)?.to_owned().into_any(),
-            self.branches_done.into_pyobject(py)?.to_owned().into_any(),
-            self.pipeline.clone_ref(py).into_bound(py),
-            self.stage_index.into_pyobject(py)?.to_owned().into_any(),
-            self.retrieved_tokens.into_pyobject(py)?.to_owned().into_any(),
-            self.retrieved_at_decode.into_pyobject(py)?.to_owned().into_any(),
-            self.context_bytes.into_pyobject(py)?.to_owned().into_any(),
-            self.data_at.clone_ref(py).into_bound(py),
-            self.stages.clone_ref(py).into_bound(py),
-            self.lora.clone_ref(py).into_bound(py),
-            self.lora_rank.into_pyobject(py)?.to_owned().into_any(),
-            self.cls.clone_ref(py).into_bound(py),
-            self.priority.into_pyobject(py)?.to_owned().into_any(),
-            self.deadline_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.session.into_pyobject(py)?.to_owned().into_any(),
-            self.turn.into_pyobject(py)?.to_owned().into_any(),
-            self.output_token_ids.clone_ref(py).into_bound(py),
-            self.client_send_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.client_first_token_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.client_last_token_ns.into_pyobject(py)?.to_owned().into_any(),
-            self.itl_ns.clone_ref(py).into_bound(py),
-            self.client_itl_ns.clone_ref(py).into_bound(py),
-        ])
+        PyTuple::new(
+            py,
+            [
+                self.id.into_pyobject(py)?.to_owned().into_any(),
+                self.model.clone_ref(py).into_bound(py),
+                self.arrival_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.input_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.output_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.generated_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.first_token_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.finish_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.max_tbt_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.last_token_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.preemptions.into_pyobject(py)?.to_owned().into_any(),
+                self.cached_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.prefix_id.clone_ref(py).into_bound(py),
+                self.prefix_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.prompt_token_ids.clone_ref(py).into_bound(py),
+                self.template.clone_ref(py).into_bound(py),
+                self.branches.into_pyobject(py)?.to_owned().into_any(),
+                self.branches_done.into_pyobject(py)?.to_owned().into_any(),
+                self.pipeline.clone_ref(py).into_bound(py),
+                self.stage_index.into_pyobject(py)?.to_owned().into_any(),
+                self.retrieved_tokens.into_pyobject(py)?.to_owned().into_any(),
+                self.retrieved_at_decode.into_pyobject(py)?.to_owned().into_any(),
+                self.context_bytes.into_pyobject(py)?.to_owned().into_any(),
+                self.data_at.clone_ref(py).into_bound(py),
+                self.stages.clone_ref(py).into_bound(py),
+                self.lora.clone_ref(py).into_bound(py),
+                self.lora_rank.into_pyobject(py)?.to_owned().into_any(),
+                self.cls.clone_ref(py).into_bound(py),
+                self.priority.into_pyobject(py)?.to_owned().into_any(),
+                self.deadline_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.session.into_pyobject(py)?.to_owned().into_any(),
+                self.turn.into_pyobject(py)?.to_owned().into_any(),
+                self.output_token_ids.clone_ref(py).into_bound(py),
+                self.client_send_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.client_first_token_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.client_last_token_ns.into_pyobject(py)?.to_owned().into_any(),
+                self.itl_ns.clone_ref(py).into_bound(py),
+                self.client_itl_ns.clone_ref(py).into_bound(py),
+            ],
+        )
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
@@ -344,8 +521,10 @@ mod tests {
     #[test]
     fn a_stage_spans_its_transfer_where_it_took_time_its_queueing_and_its_service_once_started() {
         let spans = |args: (i64, i64, i64, i64)| stage_spans(args.0, args.1, args.2, args.3).collect::<Vec<_>>();
-        assert_eq!(spans((100, 150, 400, 30)), [(SpanKind::Transfer, 70, 100), (SpanKind::Queue, 100, 150),
-                                                (SpanKind::Service, 150, 400)]);
+        assert_eq!(
+            spans((100, 150, 400, 30)),
+            [(SpanKind::Transfer, 70, 100), (SpanKind::Queue, 100, 150), (SpanKind::Service, 150, 400)]
+        );
         assert_eq!(spans((100, 150, -1, 0)), [(SpanKind::Queue, 100, 150), (SpanKind::Service, 150, -1)]);
         assert_eq!(spans((100, -1, -1, 0)), [(SpanKind::Queue, 100, -1)]);
     }

@@ -69,8 +69,7 @@ impl RowBuffer {
     /// Adds one row (values in column order), as `append` does, from Rust.
     pub fn push(&mut self, py: Python<'_>, values: &[i64]) -> PyResult<()> {
         if values.len() != self.widths.len() {
-            return Err(PyValueError::new_err(format!("a row has {} values, not {}", self.widths.len(),
-                                                     values.len())));
+            return Err(PyValueError::new_err(format!("a row has {} values, not {}", self.widths.len(), values.len())));
         }
         let start = self.bytes.len();
         for (&value, &width) in values.iter().zip(&self.widths) {

@@ -37,10 +37,7 @@ struct Encoded {
 
 impl Encoded {
     fn new(py: Python<'_>, encode: Py<PyAny>) -> Self {
-        Encoded {
-            encode,
-            texts: PyDict::new(py).unbind(),
-        }
+        Encoded { encode, texts: PyDict::new(py).unbind() }
     }
 
     /// Appends `encode(value)`'s text.
@@ -74,13 +71,7 @@ struct KindSums<'py> {
 
 impl<'py> KindSums<'py> {
     fn new() -> Self {
-        KindSums {
-            clients: Vec::new(),
-            stages: 0,
-            started: None,
-            ended: (0, i64::MIN),
-            transfer_ns: 0,
-        }
+        KindSums { clients: Vec::new(), stages: 0, started: None, ended: (0, i64::MIN), transfer_ns: 0 }
     }
 
     fn add(&mut self, stage: &StageRecord, client: Bound<'py, PyAny>) -> PyResult<()> {
@@ -115,10 +106,7 @@ impl<'py> KindSums<'py> {
         if self.clients.len() == 1 {
             return Ok(self.clients[0].clone());
         }
-        let names = self
-            .clients
-            .iter()
-            .map(|c| Ok(c.downcast::<PyString>()?.to_str()?.to_owned()));
+        let names = self.clients.iter().map(|c| Ok(c.downcast::<PyString>()?.to_str()?.to_owned()));
         let names = names.collect::<PyResult<Vec<String>>>()?;
         Ok(PyString::new(py, &names.join(";")).into_any())
     }
@@ -130,10 +118,7 @@ impl<'py> KindSums<'py> {
 }
 
 /// A request's stages summed per kind, in `kinds` order (None: no stage of that kind).
-fn kind_sums<'py>(
-    record: &Bound<'py, RequestRecord>,
-    kinds: &[String],
-) -> PyResult<Vec<Option<KindSums<'py>>>> {
+fn kind_sums<'py>(record: &Bound<'py, RequestRecord>, kinds: &[String]) -> PyResult<Vec<Option<KindSums<'py>>>> {
     let py = record.py();
     let mut sums: Vec<Option<KindSums<'py>>> = kinds.iter().map(|_| None).collect();
     let stages = record.borrow().stages.bind(py).clone();
@@ -143,9 +128,7 @@ fn kind_sums<'py>(
         let kind = stage.kind.bind(py);
         let kind = kind.downcast::<PyString>()?.to_str()?;
         if let Some(index) = kinds.iter().position(|k| k == kind) {
-            sums[index]
-                .get_or_insert_with(KindSums::new)
-                .add(&stage, stage.client.bind(py).clone())?;
+            sums[index].get_or_insert_with(KindSums::new).add(&stage, stage.client.bind(py).clone())?;
         }
     }
     Ok(sums)
@@ -155,10 +138,7 @@ fn kind_sums<'py>(
 /// client names joined with ";", summed queueing ns, earliest start ns, latest end ns, summed transfer
 /// ns; None where there is no value (requests.parquet's rows; requests.csv's text comes from the same sums).
 #[pyfunction]
-pub fn stage_cells<'py>(
-    record: &Bound<'py, RequestRecord>,
-    kinds: Vec<String>,
-) -> PyResult<Bound<'py, PyList>> {
+pub fn stage_cells<'py>(record: &Bound<'py, RequestRecord>, kinds: Vec<String>) -> PyResult<Bound<'py, PyList>> {
     let py = record.py();
     let cells = PyList::empty(py);
     for sums in kind_sums(record, &kinds)? {
@@ -197,24 +177,14 @@ pub struct RequestsCsv {
 
 impl RequestsCsv {
     /// Appends a name's cell: empty for None (or, with `empty_if_false`, for "" too).
-    fn push_name(
-        &self,
-        out: &mut String,
-        value: &Bound<'_, PyAny>,
-        empty_if_false: bool,
-    ) -> PyResult<()> {
+    fn push_name(&self, out: &mut String, value: &Bound<'_, PyAny>, empty_if_false: bool) -> PyResult<()> {
         if value.is_none() || (empty_if_false && !value.is_truthy()?) {
             return Ok(());
         }
         self.cells.push(out, value)
     }
 
-    fn push_row(
-        &self,
-        out: &mut String,
-        record: &Bound<'_, RequestRecord>,
-        floats: [f64; 5],
-    ) -> PyResult<()> {
+    fn push_row(&self, out: &mut String, record: &Bound<'_, RequestRecord>, floats: [f64; 5]) -> PyResult<()> {
         let py = record.py();
         {
             let r = record.borrow();
@@ -223,12 +193,7 @@ impl RequestsCsv {
             self.push_name(out, r.model.bind(py), false)?;
             out.push(',');
             push_seconds(out, r.arrival_ns);
-            for value in [
-                r.input_tokens,
-                r.output_tokens,
-                r.generated_tokens,
-                r.cached_tokens,
-            ] {
+            for value in [r.input_tokens, r.output_tokens, r.generated_tokens, r.cached_tokens] {
                 out.push(',');
                 push_int(out, value);
             }
@@ -261,12 +226,9 @@ impl RequestsCsv {
                 Some(sums) => {
                     out.push(',');
                     self.cells.push(out, &sums.client(py)?)?;
-                    for ns in [
-                        sums.started.map(|s| s.0),
-                        sums.started.map(|s| s.1),
-                        sums.end_ns(),
-                        Some(sums.transfer_ns),
-                    ] {
+                    for ns in
+                        [sums.started.map(|s| s.0), sums.started.map(|s| s.1), sums.end_ns(), Some(sums.transfer_ns)]
+                    {
                         out.push(',');
                         if let Some(ns) = ns {
                             push_seconds(out, ns);
@@ -291,13 +253,7 @@ impl RequestsCsv {
         with_sessions: bool,
         quote: Py<PyAny>,
     ) -> Self {
-        RequestsCsv {
-            kinds,
-            with_lora,
-            with_class,
-            with_sessions,
-            cells: Encoded::new(py, quote),
-        }
+        RequestsCsv { kinds, with_lora, with_class, with_sessions, cells: Encoded::new(py, quote) }
     }
 
     /// The rows of `records` (in order), each ending in "\n"; `ttft_s` .. `queue_s`: their float
@@ -318,13 +274,8 @@ impl RequestsCsv {
         for (i, record) in records.try_iter()?.enumerate() {
             let record = record?;
             let record = record.downcast::<RequestRecord>()?;
-            if [&ttft, &tpot, &e2e, &tbt, &queue]
-                .iter()
-                .any(|c| i >= c.len())
-            {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "more records than metric values",
-                ));
+            if [&ttft, &tpot, &e2e, &tbt, &queue].iter().any(|c| i >= c.len()) {
+                return Err(pyo3::exceptions::PyValueError::new_err("more records than metric values"));
             }
             let floats = [ttft[i], tpot[i], e2e[i], tbt[i], queue[i]];
             self.push_row(&mut out, record, floats)?;
@@ -348,16 +299,9 @@ pub fn client_rows(
     kv_blocks_used: &Bound<'_, PyAny>,
     num_waiting: &Bound<'_, PyAny>,
 ) -> PyResult<String> {
-    let (start, end, steps) = (
-        column::<i64>(start_ns)?,
-        column::<i64>(end_ns)?,
-        column::<i64>(steps)?,
-    );
+    let (start, end, steps) = (column::<i64>(start_ns)?, column::<i64>(end_ns)?, column::<i64>(steps)?);
     let seqs = column::<f64>(num_seqs)?;
-    let (prefill, decode) = (
-        column::<i64>(prefill_tokens)?,
-        column::<i64>(decode_tokens)?,
-    );
+    let (prefill, decode) = (column::<i64>(prefill_tokens)?, column::<i64>(decode_tokens)?);
     let (kv, waiting) = (column::<i64>(kv_blocks_used)?, column::<i64>(num_waiting)?);
     let n = start.len();
     equal_lengths(n, &[end.len(), steps.len(), seqs.len(), prefill.len(), decode.len(), kv.len(), waiting.len()])?;
@@ -420,15 +364,8 @@ pub fn step_events(
     kv_blocks_used: &Bound<'_, PyAny>,
     num_waiting: &Bound<'_, PyAny>,
 ) -> PyResult<String> {
-    let (start, end, seqs) = (
-        column::<i64>(start_ns)?,
-        column::<i64>(end_ns)?,
-        column::<i64>(num_seqs)?,
-    );
-    let (prefill, decode) = (
-        column::<i64>(prefill_tokens)?,
-        column::<i64>(decode_tokens)?,
-    );
+    let (start, end, seqs) = (column::<i64>(start_ns)?, column::<i64>(end_ns)?, column::<i64>(num_seqs)?);
+    let (prefill, decode) = (column::<i64>(prefill_tokens)?, column::<i64>(decode_tokens)?);
     let (kv, waiting) = (column::<i64>(kv_blocks_used)?, column::<i64>(num_waiting)?);
     let n = start.len();
     equal_lengths(n, &[end.len(), seqs.len(), prefill.len(), decode.len(), kv.len(), waiting.len()])?;
@@ -511,11 +448,7 @@ impl RequestSpans {
             out.push(',');
         }
         let ph = if end >= 0 { "X" } else { "B" };
-        let _ = write!(
-            out,
-            "\"name\":{name},\"ph\":\"{ph}\",\"pid\":{},\"tid\":{id},\"ts\":",
-            self.pid
-        );
+        let _ = write!(out, "\"name\":{name},\"ph\":\"{ph}\",\"pid\":{},\"tid\":{id},\"ts\":", self.pid);
         push_us(py, out, start)?;
         out.push('}');
         Ok(true)
@@ -542,8 +475,8 @@ impl RequestSpans {
                     SpanKind::Transfer => ("\"transfer\"", "transfer"),
                     SpanKind::Queue => ("\"queue\"", "queue"),
                     SpanKind::Service => {
-                        let _ = write!(args, ",\"input_tokens\":{},\"output_tokens\":{}", r.input_tokens,
-                                       r.output_tokens);
+                        let _ =
+                            write!(args, ",\"input_tokens\":{},\"output_tokens\":{}", r.input_tokens, r.output_tokens);
                         stage_name.clear();
                         self.json.push(&mut stage_name, stage.kind.bind(py))?;
                         (stage_name.as_str(), "stage")
@@ -555,10 +488,16 @@ impl RequestSpans {
         }
         if any {
             let pid = self.pid;
-            let _ = write!(out, "{EVENT_SEPARATOR}{{\"args\":{{\"name\":\"request {id}\"}},\"name\":\"thread_name\",\
-                                 \"ph\":\"M\",\"pid\":{pid},\"tid\":{id}}}");
-            let _ = write!(out, "{EVENT_SEPARATOR}{{\"args\":{{\"sort_index\":{id}}},\"name\":\"thread_sort_index\",\
-                                 \"ph\":\"M\",\"pid\":{pid},\"tid\":{id}}}");
+            let _ = write!(
+                out,
+                "{EVENT_SEPARATOR}{{\"args\":{{\"name\":\"request {id}\"}},\"name\":\"thread_name\",\
+                                 \"ph\":\"M\",\"pid\":{pid},\"tid\":{id}}}"
+            );
+            let _ = write!(
+                out,
+                "{EVENT_SEPARATOR}{{\"args\":{{\"sort_index\":{id}}},\"name\":\"thread_sort_index\",\
+                                 \"ph\":\"M\",\"pid\":{pid},\"tid\":{id}}}"
+            );
             out.push_str(&events);
         }
         Ok(any)
@@ -570,11 +509,7 @@ impl RequestSpans {
     #[new]
     #[pyo3(signature = (pid, cutoff_ns, encode))]
     fn new(py: Python<'_>, pid: i64, cutoff_ns: Option<i64>, encode: Py<PyAny>) -> Self {
-        RequestSpans {
-            pid,
-            cutoff_ns,
-            json: Encoded::new(py, encode),
-        }
+        RequestSpans { pid, cutoff_ns, json: Encoded::new(py, encode) }
     }
 
     /// The events of `records` (in order), joined with ",\n" ("" when none has any).
@@ -584,10 +519,7 @@ impl RequestSpans {
             let record = record?;
             self.push_request(&mut out, record.downcast::<RequestRecord>()?)?;
         }
-        Ok(out
-            .strip_prefix(EVENT_SEPARATOR)
-            .map(str::to_owned)
-            .unwrap_or(out))
+        Ok(out.strip_prefix(EVENT_SEPARATOR).map(str::to_owned).unwrap_or(out))
     }
 }
 

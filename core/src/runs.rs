@@ -60,8 +60,11 @@ impl DecodeRun {
     /// The run of the steps after `batch` (just updated into `outcome`), if they are steady
     /// decodes (`Scheduler.steady_decodes`).
     #[staticmethod]
-    fn start(scheduler: &Bound<'_, Scheduler>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
-        -> PyResult<Option<DecodeRun>> {
+    fn start(
+        scheduler: &Bound<'_, Scheduler>,
+        batch: PyRef<'_, ScheduledBatch>,
+        outcome: PyRef<'_, StepOutcome>,
+    ) -> PyResult<Option<DecodeRun>> {
         DecodeRun::after(scheduler, &batch, &outcome, usize::MAX)
     }
 
@@ -104,8 +107,13 @@ impl DecodeRun {
     pub fn step(&mut self, py: Python<'_>) -> PyResult<ScheduledBatch> {
         let (seqs, ones) = self.lists(py)?;
         let (seqs, ones) = (seqs.clone_ref(py), ones.clone_ref(py));
-        Ok(ScheduledBatch::of_run(seqs, ones, self.contexts_at(self.done), self.queue_stamp,
-                                  self.lora.as_ref().map(|lora| lora.clone_ref(py))))
+        Ok(ScheduledBatch::of_run(
+            seqs,
+            ones,
+            self.contexts_at(self.done),
+            self.queue_stamp,
+            self.lora.as_ref().map(|lora| lora.clone_ref(py)),
+        ))
     }
 
     /// Begins the run's next step: it takes its KV blocks, as `Scheduler.schedule` would.
@@ -163,20 +171,27 @@ impl DecodeRun {
         self.done += steps - 1;
         self.settle(py)?;
         let seqs = self.seq_handles.iter().map(|seq| same(py, seq)).collect();
-        Ok(ScheduledBatch::of_decodes(seqs, self.contexts_at(self.done), self.queue_stamp,
-                                      self.lora.as_ref().map(|lora| lora.clone_ref(py))))
+        Ok(ScheduledBatch::of_decodes(
+            seqs,
+            self.contexts_at(self.done),
+            self.queue_stamp,
+            self.lora.as_ref().map(|lora| lora.clone_ref(py)),
+        ))
     }
 
     fn __repr__(&self) -> String {
-        format!("DecodeRun({} sequences, {} steps left, {} done)", self.seq_handles.len(), self.steps_left(),
-                self.done)
+        format!("DecodeRun({} sequences, {} steps left, {} done)", self.seq_handles.len(), self.steps_left(), self.done)
     }
 }
 
 impl DecodeRun {
     /// See `start`; a run of `most` steps at most (a lookahead takes no more).
-    pub fn after(scheduler: &Bound<'_, Scheduler>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
-        -> PyResult<Option<DecodeRun>> {
+    pub fn after(
+        scheduler: &Bound<'_, Scheduler>,
+        batch: &ScheduledBatch,
+        outcome: &StepOutcome,
+        most: usize,
+    ) -> PyResult<Option<DecodeRun>> {
         let py = scheduler.py();
         let sched = scheduler.borrow();
         let Some(Steady { new_blocks, contexts, lora }) = sched.steady(py, batch, outcome, most)? else {
@@ -202,14 +217,22 @@ impl DecodeRun {
     /// The timing keys of the run's next `steps` steps (as their batches' `signature`).
     pub fn keys(&self, py: Python<'_>, steps: i64) -> PyResult<Vec<StepKey>> {
         let fields = self.fields(py)?;
-        Ok((self.done..self.done + steps).map(|k| {
-            StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(k), fields: fields.clone() }
-        }).collect())
+        Ok((self.done..self.done + steps)
+            .map(|k| StepKey {
+                new: vec![1; self.seq_handles.len()],
+                context: self.contexts_at(k),
+                fields: fields.clone(),
+            })
+            .collect())
     }
 
     /// The timing key of the run's next step (as its batch's `signature`).
     pub fn next_key(&self, py: Python<'_>) -> PyResult<StepKey> {
-        Ok(StepKey { new: vec![1; self.seq_handles.len()], context: self.contexts_at(self.done), fields: self.fields(py)? })
+        Ok(StepKey {
+            new: vec![1; self.seq_handles.len()],
+            context: self.contexts_at(self.done),
+            fields: self.fields(py)?,
+        })
     }
 
     /// The StepBatch fields of its steps' keys: their LoRA adapters' (none for the base model).

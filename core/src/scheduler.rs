@@ -168,9 +168,18 @@ impl Scheduler {
     #[pyo3(signature = (config, kv, *, kv_bytes_per_token = 0.0, micro_batches = 1, hold_finished_kv = false,
                         lora = None, speculation = None, offload = None, lock_step = false, one_step_ahead = None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(config: &Bound<'_, PyAny>, kv: Py<BlockManager>, kv_bytes_per_token: f64, micro_batches: i64,
-           hold_finished_kv: bool, lora: Option<Py<PyAny>>, speculation: Option<Py<PyAny>>,
-           offload: Option<Py<PyAny>>, lock_step: bool, one_step_ahead: Option<bool>) -> PyResult<Self> {
+    fn new(
+        config: &Bound<'_, PyAny>,
+        kv: Py<BlockManager>,
+        kv_bytes_per_token: f64,
+        micro_batches: i64,
+        hold_finished_kv: bool,
+        lora: Option<Py<PyAny>>,
+        speculation: Option<Py<PyAny>>,
+        offload: Option<Py<PyAny>>,
+        lock_step: bool,
+        one_step_ahead: Option<bool>,
+    ) -> PyResult<Self> {
         let py = config.py();
         let packing: String = config.getattr(intern!(py, "packing"))?.extract()?;
         let preemption: String = config.getattr(intern!(py, "preemption"))?.extract()?;
@@ -300,8 +309,13 @@ impl Scheduler {
         }
         if self.speculation.is_some() {
             // a prefill chunk verifies none
-            batch.draft_tokens = batch.seqs.iter().zip(&batch.num_new).zip(&batch.context)
-                .map(|((seq, num), computed)| (num - (seq.borrow(py).num_tokens - computed)).max(0)).collect();
+            batch.draft_tokens = batch
+                .seqs
+                .iter()
+                .zip(&batch.num_new)
+                .zip(&batch.context)
+                .map(|((seq, num), computed)| (num - (seq.borrow(py).num_tokens - computed)).max(0))
+                .collect();
         }
         if self.lora.is_some() && !batch.seqs.is_empty() {
             batch.lora = self.lora_step(py, &batch.seqs, batch.lora.take())?;
@@ -360,8 +374,12 @@ impl Scheduler {
     /// finishes, or its sequences would need more KV blocks than are free (a preemption or a
     /// prefix-cache eviction is `schedule`'s to decide); the last is formed by `schedule` and
     /// handed back with `update` like any other.
-    fn steady_decodes(&self, py: Python<'_>, batch: PyRef<'_, ScheduledBatch>, outcome: PyRef<'_, StepOutcome>)
-        -> PyResult<Option<SteadyDecodes>> {
+    fn steady_decodes(
+        &self,
+        py: Python<'_>,
+        batch: PyRef<'_, ScheduledBatch>,
+        outcome: PyRef<'_, StepOutcome>,
+    ) -> PyResult<Option<SteadyDecodes>> {
         let Some(Steady { new_blocks, contexts, lora }) = self.steady(py, &batch, &outcome, usize::MAX)? else {
             return Ok(None);
         };
@@ -392,8 +410,8 @@ impl Scheduler {
     /// holds its blocks already).
     fn apply_decodes(&mut self, seqs: &Bound<'_, PyList>, steps: i64, begun: i64) -> PyResult<()> {
         let py = seqs.py();
-        let seqs: Vec<Py<Sequence>> = seqs.iter().map(|item| Ok(item.downcast_into::<Sequence>()?.unbind()))
-            .collect::<PyResult<_>>()?;
+        let seqs: Vec<Py<Sequence>> =
+            seqs.iter().map(|item| Ok(item.downcast_into::<Sequence>()?.unbind())).collect::<PyResult<_>>()?;
         self.apply_decodes_to(py, &seqs, steps, begun)
     }
 
@@ -473,8 +491,13 @@ impl Scheduler {
 
 impl Scheduler {
     /// `steady_decodes`'s steps, the first `most` at most (a lookahead needs no more).
-    pub fn steady(&self, py: Python<'_>, batch: &ScheduledBatch, outcome: &StepOutcome, most: usize)
-        -> PyResult<Option<Steady>> {
+    pub fn steady(
+        &self,
+        py: Python<'_>,
+        batch: &ScheduledBatch,
+        outcome: &StepOutcome,
+        most: usize,
+    ) -> PyResult<Option<Steady>> {
         let n = self.running.len();
         if self.speculation.is_some() || self.offload.is_some() {
             return Ok(None); // each step advances a sequence by its accepted drafts; each step's blocks are stored
@@ -483,10 +506,12 @@ impl Scheduler {
         if n == 0 || outcome.sampled.len() - outcome.finished.len() != n || !self.policy.decodes_all(n as i64) {
             return Ok(None);
         }
-        if !self.waiting.is_empty() && (!outcome.finished.is_empty() || batch.admitted != 0
+        if !self.waiting.is_empty()
+            && (!outcome.finished.is_empty() || batch.admitted != 0
             || !batch.preempted.is_empty() || batch.swap_bytes != 0
             || batch.num_tokens != n as i64 // a step of decodes only leaves the queue no more budget
-            || !batch.queue_blocked || batch.queue_stamp != self.next_order) {
+            || !batch.queue_blocked || batch.queue_stamp != self.next_order)
+        {
             return Ok(None);
         }
         // each sequence read once (a borrow costs more than the arithmetic)
@@ -634,9 +659,15 @@ impl Scheduler {
             let mut p = parent.borrow_mut(py);
             let forks = p.forks;
             p.forks = 0;
-            (p.request.clone_ref(py), p.stage.clone_ref(py), p.target_generated,
-             p.prefix_id.as_ref().map(|id| id.clone_ref(py)), forks, p.spec_draws.as_ref().map(|d| d.clone_ref(py)),
-             p.spec_step)
+            (
+                p.request.clone_ref(py),
+                p.stage.clone_ref(py),
+                p.target_generated,
+                p.prefix_id.as_ref().map(|id| id.clone_ref(py)),
+                forks,
+                p.spec_draws.as_ref().map(|d| d.clone_ref(py)),
+                p.spec_step,
+            )
         };
         let input_tokens: i64 = request.bind(py).getattr(intern!(py, "input_tokens"))?.extract()?;
         let k: Option<i64> = match &self.speculation {
@@ -645,8 +676,17 @@ impl Scheduler {
         };
         let mut children = Vec::with_capacity(forks.max(0) as usize);
         for _ in 0..forks {
-            let mut child = Sequence::new(request.clone_ref(py), stage.clone_ref(py), input_tokens + 1,
-                                          input_tokens, target, 0, prefix_id.as_ref().map(|id| id.clone_ref(py)), 1, 0);
+            let mut child = Sequence::new(
+                request.clone_ref(py),
+                stage.clone_ref(py),
+                input_tokens + 1,
+                input_tokens,
+                target,
+                0,
+                prefix_id.as_ref().map(|id| id.clone_ref(py)),
+                1,
+                0,
+            );
             if let Some(k) = k {
                 // branches share the parent's draws and propose drafts of their own
                 child.spec_draws = draws.as_ref().map(|d| d.clone_ref(py));
@@ -685,8 +725,10 @@ impl Scheduler {
         let (kv_bytes, swap) = {
             let s = bound.borrow();
             let kv_bytes = (s.num_computed as f64 * self.kv_bytes_per_token) as i64;
-            (kv_bytes, self.swap_preemption && s.num_blocks != 0 && s.prefix_blocks == 0
-                && kv_bytes <= self.swap_free_bytes)
+            (
+                kv_bytes,
+                self.swap_preemption && s.num_blocks != 0 && s.prefix_blocks == 0 && kv_bytes <= self.swap_free_bytes,
+            )
         };
         if swap {
             self.swap_free_bytes -= kv_bytes;
@@ -727,8 +769,13 @@ impl Scheduler {
     ///     budget: most tokens the whole step computes (None: no limit).
     ///     max_chunk_tokens: most tokens one sequence computes in the step (0: no cap), vLLM's
     ///         `long_prefill_token_threshold`.
-    pub fn schedule_running(&mut self, py: Python<'_>, mut batch: ScheduledBatch, budget: Option<i64>,
-                            max_chunk_tokens: i64) -> PyResult<ScheduledBatch> {
+    pub fn schedule_running(
+        &mut self,
+        py: Python<'_>,
+        mut batch: ScheduledBatch,
+        budget: Option<i64>,
+        max_chunk_tokens: i64,
+    ) -> PyResult<ScheduledBatch> {
         let block_size = self.block_size;
         batch.reserve(self.running.len());
         let mut i = 0;
@@ -739,8 +786,11 @@ impl Scheduler {
                 let computed = s.num_computed;
                 let remaining = s.num_tokens + s.drafts - computed;
                 let room = (s.num_blocks + s.prefix_blocks) * block_size;
-                if remaining == 1 && s.generated != 0 && computed < room
-                    && budget.is_none_or(|budget| batch.num_tokens < budget) {
+                if remaining == 1
+                    && s.generated != 0
+                    && computed < room
+                    && budget.is_none_or(|budget| batch.num_tokens < budget)
+                {
                     // fast path, a decode its blocks have room for (the hot loop)
                     drop(s);
                     batch.push(seq, 1, computed, false);
@@ -799,14 +849,21 @@ impl Scheduler {
     ///     reserve_whole_prompt: admit a split prompt only if blocks for all of it are free, not
     ///         just for its first chunk (vLLM's `scheduler_reserve_full_isl`), so a long prompt
     ///         cannot be admitted into KV it will have to preempt others for.
-    pub fn admit(&mut self, py: Python<'_>, mut batch: ScheduledBatch, mut budget: i64, whole_prompts: bool,
-                 max_chunk_tokens: i64, reserve_whole_prompt: bool) -> PyResult<ScheduledBatch> {
+    pub fn admit(
+        &mut self,
+        py: Python<'_>,
+        mut batch: ScheduledBatch,
+        mut budget: i64,
+        whole_prompts: bool,
+        max_chunk_tokens: i64,
+        reserve_whole_prompt: bool,
+    ) -> PyResult<ScheduledBatch> {
         let max_seqs = self.max_num_seqs as usize;
         let seats = (self.max_num_seqs - self.retiring.len() as i64).max(0) as usize;
         let busy = if self.lora.is_some() && !self.waiting.is_empty() { Some(self.busy_adapters(py)?) } else { None };
         let block_size = self.block_size;
         let mut i = 0; // the queue's first sequence not passed over
-        // a prompt queued while the step before ran: the next step sees it, so the queue is not blocked
+                       // a prompt queued while the step before ran: the next step sees it, so the queue is not blocked
         let mut unseen = false;
         while i < self.waiting.len() && batch.seqs.len() < max_seqs && self.running.len() < seats {
             let queued = same(py, &self.waiting[i]);
@@ -852,8 +909,8 @@ impl Scheduler {
             };
             // a whole prompt over the budget waits for a step of its own
             #[allow(clippy::nonminimal_bool)]
-            let fits = num > 0
-                && !(whole_prompts && num > budget && (!batch.seqs.is_empty() || !self.running.is_empty()));
+            let fits =
+                num > 0 && !(whole_prompts && num > budget && (!batch.seqs.is_empty() || !self.running.is_empty()));
             let reserved = if reserve_whole_prompt { need } else { num }; // blocks are still taken for num only
             if !fits || !self.kv.borrow(py).fits_with(&seq.borrow(py), reserved, &hit)? {
                 if fits && self.unpin_waiting(py, i)? {
@@ -903,8 +960,17 @@ impl Scheduler {
     /// brought in, its swapped KV back, its blocks allocated (`hit`: those cached), the `computed`
     /// tokens it need not compute (cached or loaded) counted as a cache hit.
     #[allow(clippy::too_many_arguments)]
-    fn take(&mut self, py: Python<'_>, i: usize, seq: &Py<Sequence>, num: i64, hit: &[crate::key::Key], computed: i64,
-            batch: &mut ScheduledBatch, busy: Option<&Bound<'_, PySet>>) -> PyResult<()> {
+    fn take(
+        &mut self,
+        py: Python<'_>,
+        i: usize,
+        seq: &Py<Sequence>,
+        num: i64,
+        hit: &[crate::key::Key],
+        computed: i64,
+        batch: &mut ScheduledBatch,
+        busy: Option<&Bound<'_, PySet>>,
+    ) -> PyResult<()> {
         if let (Some(lora), Some(busy)) = (&self.lora, busy) {
             let request = seq.borrow(py).request.clone_ref(py);
             if !request.bind(py).getattr(intern!(py, "lora"))?.is_none() {
@@ -962,21 +1028,23 @@ impl Scheduler {
             return policy.form(py, self);
         }
         let everyone = std::mem::take(&mut self.running);
-        self.running = everyone.iter().filter(|seq| !self.in_flight.contains(&ident(seq))).map(|seq| same(py, seq))
-            .collect();
+        self.running =
+            everyone.iter().filter(|seq| !self.in_flight.contains(&ident(seq))).map(|seq| same(py, seq)).collect();
         if self.lora.is_some() {
-            self.flying = everyone.iter().filter(|seq| self.in_flight.contains(&ident(seq))).map(|seq| same(py, seq))
-                .collect();
+            self.flying =
+                everyone.iter().filter(|seq| self.in_flight.contains(&ident(seq))).map(|seq| same(py, seq)).collect();
         }
         let formed = policy.form(py, self);
         self.flying.clear();
         let kept: HashSet<usize> = self.running.iter().map(ident).collect();
         let before: HashSet<usize> = everyone.iter().map(ident).collect();
-        let joined: Vec<Py<Sequence>> = self.running.iter().filter(|seq| !before.contains(&ident(seq)))
-            .map(|seq| same(py, seq)).collect();
-        self.running = everyone.into_iter()
+        let joined: Vec<Py<Sequence>> =
+            self.running.iter().filter(|seq| !before.contains(&ident(seq))).map(|seq| same(py, seq)).collect();
+        self.running = everyone
+            .into_iter()
             .filter(|seq| self.in_flight.contains(&ident(seq)) || kept.contains(&ident(seq)))
-            .chain(joined).collect();
+            .chain(joined)
+            .collect();
         formed
     }
 
@@ -1039,8 +1107,14 @@ impl Scheduler {
     }
 
     /// Forks the branches of the sampled, and retires the finished (`update`).
-    fn conclude(&mut self, py: Python<'_>, sampled: Vec<Py<Sequence>>, forking: Vec<Py<Sequence>>,
-                finished: Vec<Py<Sequence>>, extra_tokens: Vec<(Py<Sequence>, i64)>) -> PyResult<StepOutcome> {
+    fn conclude(
+        &mut self,
+        py: Python<'_>,
+        sampled: Vec<Py<Sequence>>,
+        forking: Vec<Py<Sequence>>,
+        finished: Vec<Py<Sequence>>,
+        extra_tokens: Vec<(Py<Sequence>, i64)>,
+    ) -> PyResult<StepOutcome> {
         let mut forked = Vec::with_capacity(forking.len());
         for seq in forking {
             let children = self.fork(py, &seq)?;
@@ -1062,7 +1136,12 @@ impl Scheduler {
             seq.borrow_mut(py).state = State::Finished;
         }
         let outcome = StepOutcome {
-            sampled, forked, finished, kv_blocks_used, num_waiting: self.waiting.len() as i64, extra_tokens,
+            sampled,
+            forked,
+            finished,
+            kv_blocks_used,
+            num_waiting: self.waiting.len() as i64,
+            extra_tokens,
         };
         if !self.retiring.is_empty() && self.waiting.is_empty() && self.running.is_empty() {
             self.retire(py)?; // the step formed ahead of the next is empty: vLLM frees them with these outputs
@@ -1104,8 +1183,11 @@ mod tests {
             let rooms: Vec<i64> = rooms.iter().map(|r| r % block_size).chain([block_size + 3]).collect();
             for free in [0, 1, 5, 40, 1000] {
                 for steps in [0, 1, 9, 100] {
-                    assert_eq!(decode_blocks(&rooms, steps, block_size, free), stepped(&rooms, steps, block_size, free),
-                               "rooms {rooms:?}, {steps} steps of block size {block_size}, {free} free");
+                    assert_eq!(
+                        decode_blocks(&rooms, steps, block_size, free),
+                        stepped(&rooms, steps, block_size, free),
+                        "rooms {rooms:?}, {steps} steps of block size {block_size}, {free} free"
+                    );
                 }
             }
         }

@@ -123,10 +123,18 @@ impl Sequence {
     #[pyo3(signature = (request, stage, *, num_tokens, num_computed, target_generated, order = 0, prefix_id = None,
                         generated = 0, forks = 0))]
     #[allow(clippy::too_many_arguments)]
-    fn py_new(request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64,
-              target_generated: i64, order: i64, prefix_id: Option<Py<PyAny>>, generated: i64, forks: i64) -> Self {
-        Sequence::new(request, stage, num_tokens, num_computed, target_generated, order, prefix_id, generated,
-                      forks)
+    fn py_new(
+        request: Py<PyAny>,
+        stage: Py<PyAny>,
+        num_tokens: i64,
+        num_computed: i64,
+        target_generated: i64,
+        order: i64,
+        prefix_id: Option<Py<PyAny>>,
+        generated: i64,
+        forks: i64,
+    ) -> Self {
+        Sequence::new(request, stage, num_tokens, num_computed, target_generated, order, prefix_id, generated, forks)
     }
 
     /// `waiting`, `running`, `swapped`, `finished` or `loading`.
@@ -174,20 +182,51 @@ impl Sequence {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let id = self.request.bind(py).getattr(intern!(py, "id"))?;
-        Ok(format!("Sequence(r{id}, {}, computed={}/{}, generated={}/{})", self.state.name(), self.num_computed,
-                   self.num_tokens, self.generated, self.target_generated))
+        Ok(format!(
+            "Sequence(r{id}, {}, computed={}/{}, generated={}/{})",
+            self.state.name(),
+            self.num_computed,
+            self.num_tokens,
+            self.generated,
+            self.target_generated
+        ))
     }
 }
 
 impl Sequence {
     /// A sequence waiting, holding no blocks (see the class).
     #[allow(clippy::too_many_arguments)]
-    pub fn new(request: Py<PyAny>, stage: Py<PyAny>, num_tokens: i64, num_computed: i64, target_generated: i64,
-               order: i64, prefix_id: Option<Py<PyAny>>, generated: i64, forks: i64) -> Self {
+    pub fn new(
+        request: Py<PyAny>,
+        stage: Py<PyAny>,
+        num_tokens: i64,
+        num_computed: i64,
+        target_generated: i64,
+        order: i64,
+        prefix_id: Option<Py<PyAny>>,
+        generated: i64,
+        forks: i64,
+    ) -> Self {
         Sequence {
-            request, stage, num_tokens, num_computed, target_generated, num_blocks: 0, prefix_blocks: 0, prefix_id,
-            order, generated, forks, swapped_blocks: 0, swapped_bytes: 0, prompt_tokens: num_tokens - generated,
-            chain: Chain::default(), drafts: 0, spec_draws: None, spec_step: 0, cached: Vec::new(),
+            request,
+            stage,
+            num_tokens,
+            num_computed,
+            target_generated,
+            num_blocks: 0,
+            prefix_blocks: 0,
+            prefix_id,
+            order,
+            generated,
+            forks,
+            swapped_blocks: 0,
+            swapped_bytes: 0,
+            prompt_tokens: num_tokens - generated,
+            chain: Chain::default(),
+            drafts: 0,
+            spec_draws: None,
+            spec_step: 0,
+            cached: Vec::new(),
             state: State::Waiting,
         }
     }

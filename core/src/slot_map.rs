@@ -170,8 +170,10 @@ mod tests {
         }
         mirror.insert(&Key::Id(99), 99);
         assert!(mirror.sync_from(&mut source));
-        assert_eq!((mirror.find(&Key::Id(49), holds(Key::Id(49))), mirror.find(&Key::Id(99), holds(Key::Id(99)))),
-                   (Some(49), None));
+        assert_eq!(
+            (mirror.find(&Key::Id(49), holds(Key::Id(49))), mirror.find(&Key::Id(99), holds(Key::Id(99)))),
+            (Some(49), None)
+        );
         let keys: Vec<Key> = (0..10).map(Key::Id).collect();
         let mut rebuilt = SlotMap::rebuilt(64, keys.iter().zip(0..));
         assert_eq!((rebuilt.used(), rebuilt.find(&Key::Id(3), holds(Key::Id(3)))), (10, Some(3)));

@@ -80,13 +80,21 @@ pub struct StageSums {
 impl StageSums {
     #[new]
     #[pyo3(signature = (stages = None, breakdown = None, finished = None, kinds = None, has_lora = false))]
-    fn new(stages: Option<Vec<(String, [i64; 4])>>, breakdown: Option<Vec<(String, Vec<(String, i64)>)>>,
-           finished: Option<Vec<(String, i64)>>, kinds: Option<Vec<String>>, has_lora: bool) -> Self {
+    fn new(
+        stages: Option<Vec<(String, [i64; 4])>>,
+        breakdown: Option<Vec<(String, Vec<(String, i64)>)>>,
+        finished: Option<Vec<(String, i64)>>,
+        kinds: Option<Vec<String>>,
+        has_lora: bool,
+    ) -> Self {
         StageSums {
             stages: Ordered { entries: stages.unwrap_or_default() },
             breakdown: Ordered {
-                entries: breakdown.unwrap_or_default().into_iter()
-                    .map(|(template, totals)| (template, Ordered { entries: totals })).collect(),
+                entries: breakdown
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(template, totals)| (template, Ordered { entries: totals }))
+                    .collect(),
             },
             finished: Ordered { entries: finished.unwrap_or_default() },
             kinds: Ordered { entries: kinds.unwrap_or_default().into_iter().map(|kind| (kind, ())).collect() },
@@ -103,25 +111,43 @@ impl StageSums {
     ///     its queueing ns over the stages that started, whether one started (1 or 0), and the client
     ///     its latency is attributed to ([`attributed_client`]).
     #[pyo3(signature = (record, spans = None, template = None))]
-    fn add(&mut self, py: Python<'_>, record: &Bound<'_, RequestRecord>, spans: Option<&Bound<'_, RowBuffer>>,
-           template: Option<&str>) -> PyResult<(i64, i64, Py<PyAny>)> {
+    fn add(
+        &mut self,
+        py: Python<'_>,
+        record: &Bound<'_, RequestRecord>,
+        spans: Option<&Bound<'_, RowBuffer>>,
+        template: Option<&str>,
+    ) -> PyResult<(i64, i64, Py<PyAny>)> {
         let record = record.borrow();
         let stage_list = record.stages.bind(py);
-        let stages = stage_list.try_iter()?.map(|item| Ok(item?.downcast_into::<StageRecord>()?))
+        let stages = stage_list
+            .try_iter()?
+            .map(|item| Ok(item?.downcast_into::<StageRecord>()?))
             .collect::<PyResult<Vec<Bound<'_, StageRecord>>>>()?;
         let borrowed = stages.iter().map(|stage| stage.borrow()).collect::<Vec<_>>();
-        let kinds = borrowed.iter().map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
+        let kinds = borrowed
+            .iter()
+            .map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
             .collect::<PyResult<Vec<&str>>>()?;
-        let stages = borrowed.iter().zip(&kinds).map(|(stage, kind)| Stage {
-            kind, enqueue_ns: stage.enqueue_ns, start_ns: stage.start_ns, end_ns: stage.end_ns,
-            transfer_ns: stage.transfer_ns,
-        }).collect::<Vec<_>>();
+        let stages = borrowed
+            .iter()
+            .zip(&kinds)
+            .map(|(stage, kind)| Stage {
+                kind,
+                enqueue_ns: stage.enqueue_ns,
+                start_ns: stage.start_ns,
+                end_ns: stage.end_ns,
+                transfer_ns: stage.transfer_ns,
+            })
+            .collect::<Vec<_>>();
 
         let (mut queue_ns, mut started) = (0, 0);
         let mut starts = Vec::with_capacity(3 * stages.len());
         for stage in &stages {
-            starts.extend(stage_spans(stage.enqueue_ns, stage.start_ns, stage.end_ns, stage.transfer_ns)
-                .map(|(_, start, _)| start));
+            starts.extend(
+                stage_spans(stage.enqueue_ns, stage.start_ns, stage.end_ns, stage.transfer_ns)
+                    .map(|(_, start, _)| start),
+            );
             if stage.start_ns >= 0 {
                 queue_ns += stage.start_ns - stage.enqueue_ns;
                 started = 1;
@@ -212,9 +238,12 @@ impl StageSums {
         PySet::new(py, self.kinds.entries.iter().map(|(kind, ())| kind))
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>)
-        -> PyResult<(Bound<'py, pyo3::types::PyType>, (Vec<(String, [i64; 4])>, Vec<(String, Vec<(String, i64)>)>,
-                     Vec<(String, i64)>, Vec<String>, bool))> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(
+        Bound<'py, pyo3::types::PyType>,
+        (Vec<(String, [i64; 4])>, Vec<(String, Vec<(String, i64)>)>, Vec<(String, i64)>, Vec<String>, bool),
+    )> {
         let me = slf.borrow();
         let breakdown = me.breakdown.entries.iter().map(|(t, totals)| (t.clone(), totals.entries.clone())).collect();
         let kinds = me.kinds.entries.iter().map(|(kind, ())| kind.clone()).collect();
@@ -274,10 +303,14 @@ fn attributed(kinds: &[&str]) -> Option<usize> {
 #[pyfunction]
 pub fn attributed_client(py: Python<'_>, record: &Bound<'_, RequestRecord>) -> PyResult<Py<PyAny>> {
     let stages = record.borrow().stages.clone_ref(py).into_bound(py);
-    let stages = stages.try_iter()?.map(|item| Ok(item?.downcast_into::<StageRecord>()?))
+    let stages = stages
+        .try_iter()?
+        .map(|item| Ok(item?.downcast_into::<StageRecord>()?))
         .collect::<PyResult<Vec<Bound<'_, StageRecord>>>>()?;
     let borrowed = stages.iter().map(|stage| stage.borrow()).collect::<Vec<_>>();
-    let kinds = borrowed.iter().map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
+    let kinds = borrowed
+        .iter()
+        .map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
         .collect::<PyResult<Vec<&str>>>()?;
     Ok(attributed(&kinds).map_or_else(|| py.None(), |index| borrowed[index].client.clone_ref(py)))
 }
@@ -292,25 +325,34 @@ mod tests {
 
     #[test]
     fn the_breakdown_counts_a_split_stage_through_its_sub_stages_and_skips_unended_ones() {
-        let stages = [stage("rag", 0, 5, 30, 0), stage("rag:embedding", 5, 5, 12, 0),
-                      stage("rag:retrieval", 12, 12, 30, 0), stage("prefill", 40, 50, 70, 10),
-                      stage("decode", 70, 75, -1, 0)];
+        let stages = [
+            stage("rag", 0, 5, 30, 0),
+            stage("rag:embedding", 5, 5, 12, 0),
+            stage("rag:retrieval", 12, 12, 30, 0),
+            stage("prefill", 40, 50, 70, 10),
+            stage("decode", 70, 75, -1, 0),
+        ];
         let mut totals = Ordered::default();
         add_breakdown(&mut totals, &stages);
         // queue: 5 (rag) + 10 (prefill); the unended decode counts for nothing
-        let expected = [("queue", 15), ("communication", 10), ("rag:embedding", 7), ("rag:retrieval", 18),
-                        ("prefill", 20)];
+        let expected =
+            [("queue", 15), ("communication", 10), ("rag:embedding", 7), ("rag:retrieval", 18), ("prefill", 20)];
         assert_eq!(totals.entries, expected.map(|(k, v)| (k.to_owned(), v)).to_vec());
     }
 
     #[test]
     fn stage_sums_take_ended_top_level_stages_per_kind_in_first_seen_order() {
         let mut sums = StageSums::default();
-        sums.add_stage_sums(&[stage("prefill", 0, 4, 10, 3), stage("rag:embedding", 0, 1, 2, 0),
-                              stage("decode", 10, 10, -1, 0)]);
+        sums.add_stage_sums(&[
+            stage("prefill", 0, 4, 10, 3),
+            stage("rag:embedding", 0, 1, 2, 0),
+            stage("decode", 10, 10, -1, 0),
+        ]);
         sums.add_stage_sums(&[stage("decode", 10, 12, 20, 1), stage("prefill", 20, 20, 25, 0)]);
-        assert_eq!(sums.stages.entries, vec![("prefill".to_owned(), [2, 4, 11, 3]),
-                                             ("decode".to_owned(), [1, 2, 8, 1])]);
+        assert_eq!(
+            sums.stages.entries,
+            vec![("prefill".to_owned(), [2, 4, 11, 3]), ("decode".to_owned(), [1, 2, 8, 1])]
+        );
     }
 
     #[test]
@@ -333,8 +375,10 @@ mod tests {
         b.has_lora = true;
         let merged = a.merged(&b);
         assert_eq!(merged.finished.entries, vec![("chat".to_owned(), 3), ("rag".to_owned(), 1)]);
-        assert_eq!(merged.stages.entries, vec![("prefill".to_owned(), [1, 0, 0, 0]),
-                                               ("decode".to_owned(), [0, 0, 5, 0])]);
+        assert_eq!(
+            merged.stages.entries,
+            vec![("prefill".to_owned(), [1, 0, 0, 0]), ("decode".to_owned(), [0, 0, 5, 0])]
+        );
         assert!(merged.has_lora);
     }
 }

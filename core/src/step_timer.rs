@@ -106,17 +106,47 @@ impl StepTimer {
                         next_arrival_ns = None, energy = None, max_lookahead = 256, decode_runs = true,
                         host_time = None, drafter = None, alone = true, overlapping = false))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, name: String, scheduler: Py<Scheduler>, session: Py<RuntimeSessionProxy>,
-           settled: PyObject, collectives_ns: Option<PyObject>, host_bandwidth_gbps: f64,
-           next_arrival_ns: Option<PyObject>, energy: Option<Py<StepEnergy>>, max_lookahead: i64, decode_runs: bool,
-           host_time: Option<PyObject>, drafter: Option<PyObject>, alone: bool, overlapping: bool) -> Self {
+    fn new(
+        py: Python<'_>,
+        name: String,
+        scheduler: Py<Scheduler>,
+        session: Py<RuntimeSessionProxy>,
+        settled: PyObject,
+        collectives_ns: Option<PyObject>,
+        host_bandwidth_gbps: f64,
+        next_arrival_ns: Option<PyObject>,
+        energy: Option<Py<StepEnergy>>,
+        max_lookahead: i64,
+        decode_runs: bool,
+        host_time: Option<PyObject>,
+        drafter: Option<PyObject>,
+        alone: bool,
+        overlapping: bool,
+    ) -> Self {
         let predicts = alone && !overlapping && session.borrow(py).lookahead;
         StepTimer {
-            name, scheduler, session, on_settled: settled, collectives_ns, host_bandwidth_gbps, next_arrival_ns,
-            energy, max_lookahead: if predicts { max_lookahead } else { 0 },
-            decode_runs: decode_runs && !overlapping, host_time, drafter, overlapping, run: None, in_flight: None,
-            last_duration_ns: 0, steps_begun: 0, predicted_through: 0, forecast: None, forecast_origin: 0,
-            spare: None, lookahead_replaced: None,
+            name,
+            scheduler,
+            session,
+            on_settled: settled,
+            collectives_ns,
+            host_bandwidth_gbps,
+            next_arrival_ns,
+            energy,
+            max_lookahead: if predicts { max_lookahead } else { 0 },
+            decode_runs: decode_runs && !overlapping,
+            host_time,
+            drafter,
+            overlapping,
+            run: None,
+            in_flight: None,
+            last_duration_ns: 0,
+            steps_begun: 0,
+            predicted_through: 0,
+            forecast: None,
+            forecast_origin: 0,
+            spare: None,
+            lookahead_replaced: None,
         }
     }
 
@@ -136,7 +166,8 @@ impl StepTimer {
 
     fn __clear__(&mut self) {
         self.on_settled = Python::with_gil(|py| py.None());
-        (self.collectives_ns, self.next_arrival_ns, self.energy, self.host_time, self.drafter) = (None, None, None, None, None);
+        (self.collectives_ns, self.next_arrival_ns, self.energy, self.host_time, self.drafter) =
+            (None, None, None, None, None);
         (self.run, self.in_flight, self.forecast, self.spare) = (None, None, None, None);
     }
 
@@ -201,8 +232,12 @@ impl StepTimer {
     }
 
     /// Hands a finished step back to the scheduler; None for a decode run's step (applied later).
-    pub(crate) fn end(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64, end_ns: i64)
-        -> PyResult<Option<Py<StepOutcome>>> {
+    pub(crate) fn end(
+        slf: &Bound<'_, Self>,
+        batch: &Bound<'_, ScheduledBatch>,
+        start_ns: i64,
+        end_ns: i64,
+    ) -> PyResult<Option<Py<StepOutcome>>> {
         let py = slf.py();
         let run = {
             let mut this = slf.borrow_mut();
@@ -223,7 +258,8 @@ impl StepTimer {
         let outcome = scheduler.borrow_mut(py).update(py, batch.borrow_mut())?;
         let run = if slf.borrow().decode_runs {
             DecodeRun::after(scheduler.bind(py), &batch.borrow(), &outcome, usize::MAX)?
-                .map(|run| Py::new(py, run)).transpose()?
+                .map(|run| Py::new(py, run))
+                .transpose()?
         } else {
             None
         };
@@ -259,8 +295,12 @@ impl StepTimer {
     /// backend's, host and swaps, counts at idle power); `dp_rank_tokens`: the tokens of every rank of
     /// its data-parallel lock-step group, if any.
     #[pyo3(signature = (batch, now_ns, dp_rank_tokens = Vec::new()))]
-    fn duration_ns(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64, dp_rank_tokens: Vec<i64>)
-        -> PyResult<(i64, Py<StepJoules>)> {
+    fn duration_ns(
+        slf: &Bound<'_, Self>,
+        batch: &Bound<'_, ScheduledBatch>,
+        now_ns: i64,
+        dp_rank_tokens: Vec<i64>,
+    ) -> PyResult<(i64, Py<StepJoules>)> {
         let py = slf.py();
         let (session, predicts, drafter) = {
             let this = slf.borrow();
@@ -286,8 +326,8 @@ impl StepTimer {
             } else {
                 None
             };
-            added_ns += drafter.bind(py).call_method1(intern!(py, "propose_ns"), (batch, now_ns, drafts))?
-                .extract::<i64>()?;
+            added_ns +=
+                drafter.bind(py).call_method1(intern!(py, "propose_ns"), (batch, now_ns, drafts))?.extract::<i64>()?;
         }
         if let Some(lora) = lora {
             // adapters copied into GPU slots before the forward pass
@@ -328,14 +368,23 @@ impl StepTimer {
 
     /// How long the client's step of `batch` takes, its energy counted ([`stepping::time_step`]).
     #[pyo3(signature = (client, batch, now_ns, dp_rank_tokens = Vec::new()))]
-    fn time_step(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64,
-                 dp_rank_tokens: Vec<i64>) -> PyResult<i64> {
+    fn time_step(
+        slf: &Bound<'_, Self>,
+        client: &Bound<'_, PyAny>,
+        batch: &Bound<'_, ScheduledBatch>,
+        now_ns: i64,
+        dp_rank_tokens: Vec<i64>,
+    ) -> PyResult<i64> {
         stepping::time_step(slf, client, batch, now_ns, dp_rank_tokens)
     }
 
     /// Ends the client's step of `batch` and records it ([`stepping::end_step`]).
-    fn end_step(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64)
-        -> PyResult<()> {
+    fn end_step(
+        slf: &Bound<'_, Self>,
+        client: &Bound<'_, PyAny>,
+        batch: &Bound<'_, ScheduledBatch>,
+        start_ns: i64,
+    ) -> PyResult<()> {
         stepping::end_step(slf, client, batch, start_ns)
     }
 
@@ -350,8 +399,12 @@ impl StepTimer {
     }
 
     /// A step's end the heap handles ([`stepping::step_done`]).
-    fn step_done(slf: &Bound<'_, Self>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64)
-        -> PyResult<()> {
+    fn step_done(
+        slf: &Bound<'_, Self>,
+        client: &Bound<'_, PyAny>,
+        batch: &Bound<'_, ScheduledBatch>,
+        start_ns: i64,
+    ) -> PyResult<()> {
         stepping::step_done(slf, client, batch, start_ns)
     }
 
@@ -359,8 +412,10 @@ impl StepTimer {
     /// gives them: what the session is handed on a miss (a subclass may replace it, see `lookahead`).
     fn _lookahead(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64) -> PyResult<Vec<PyObject>> {
         let py = slf.py();
-        Self::lookahead_keys(slf, batch, depth)?.iter()
-            .map(|key| Ok(key.key().to_signature(py)?.into_any().unbind())).collect()
+        Self::lookahead_keys(slf, batch, depth)?
+            .iter()
+            .map(|key| Ok(key.key().to_signature(py)?.into_any().unbind()))
+            .collect()
     }
 }
 
@@ -424,8 +479,11 @@ impl StepTimer {
     }
 
     /// See `_lookahead`: the keys, with the steps they reach noted (`predicted_through`).
-    fn lookahead_keys(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
-        -> PyResult<Vec<SharedKey>> {
+    fn lookahead_keys(
+        slf: &Bound<'_, Self>,
+        batch: &Bound<'_, ScheduledBatch>,
+        depth: i64,
+    ) -> PyResult<Vec<SharedKey>> {
         let (_, _, keys) = Self::predicted(slf, batch, depth)?;
         let mut this = slf.borrow_mut();
         this.predicted_through = this.steps_begun + keys.len() as i64;
@@ -442,8 +500,14 @@ impl StepTimer {
     }
 
     /// See `step_ns`.
-    fn step_duration(&self, py: Python<'_>, timing: &Timing, num_new: &[i64], lists: &StepLists<'_, '_>,
-                     added_ns: i64) -> PyResult<i64> {
+    fn step_duration(
+        &self,
+        py: Python<'_>,
+        timing: &Timing,
+        num_new: &[i64],
+        lists: &StepLists<'_, '_>,
+        added_ns: i64,
+    ) -> PyResult<i64> {
         let mut duration = timing.duration_ns + added_ns;
         if let Some(collectives) = &self.collectives_ns {
             // The network backend times the TP all-reduces in place of the runtime backend's estimate.
@@ -451,7 +515,8 @@ impl StepTimer {
             duration += collectives.call1(py, (tokens,))?.extract::<i64>(py)? - timing.communication_ns;
         }
         if let Some(host_time) = &self.host_time {
-            duration += host_time.call_method1(py, intern!(py, "exposed_ns"), (lists.num_new()?, duration))?
+            duration += host_time
+                .call_method1(py, intern!(py, "exposed_ns"), (lists.num_new()?, duration))?
                 .extract::<i64>(py)?;
         }
         Ok(duration)
@@ -459,8 +524,13 @@ impl StepTimer {
 
     /// The energy of a step of `duration_ns` ([`StepEnergy`]; the time added to the backend's
     /// counts at idle power), else what the backend reports.
-    fn joules(&self, py: Python<'_>, timing: &Timing, duration_ns: i64, lists: &StepLists<'_, '_>)
-        -> PyResult<Py<StepJoules>> {
+    fn joules(
+        &self,
+        py: Python<'_>,
+        timing: &Timing,
+        duration_ns: i64,
+        lists: &StepLists<'_, '_>,
+    ) -> PyResult<Py<StepJoules>> {
         let joules = match &self.energy {
             Some(energy) => {
                 let energy = energy.get();
@@ -469,7 +539,9 @@ impl StepTimer {
                         let batch = batch.borrow();
                         energy.joules_of(timing, duration_ns, &batch.num_new, &batch.context)
                     }
-                    StepLists::Run(_, context) => energy.joules_of(timing, duration_ns, &vec![1; context.len()], context),
+                    StepLists::Run(_, context) => {
+                        energy.joules_of(timing, duration_ns, &vec![1; context.len()], context)
+                    }
                     StepLists::Given(_) => return Err(PyValueError::new_err("no context given")),
                 }
             }
@@ -528,8 +600,11 @@ impl StepTimer {
 
     /// Up to `depth` batches after `batch` (in flight): the kept forecast's where it holds, else a
     /// new one's; with the forecast and the step in flight's number in it.
-    fn predicted(slf: &Bound<'_, Self>, batch: &Bound<'_, ScheduledBatch>, depth: i64)
-        -> PyResult<(Py<Forecast>, i64, Vec<SharedKey>)> {
+    fn predicted(
+        slf: &Bound<'_, Self>,
+        batch: &Bound<'_, ScheduledBatch>,
+        depth: i64,
+    ) -> PyResult<(Py<Forecast>, i64, Vec<SharedKey>)> {
         let py = slf.py();
         let (forecast, step) = {
             let this = slf.borrow();
@@ -567,8 +642,8 @@ impl StepTimer {
             this.forecast = Some(forecast.clone_ref(py));
             this.forecast_origin = this.steps_begun;
         }
-        let batches = forecast.borrow_mut(py).keys_after(py, 0, depth, batch)?
-            .expect("its origin is the step in flight");
+        let batches =
+            forecast.borrow_mut(py).keys_after(py, 0, depth, batch)?.expect("its origin is the step in flight");
         Ok((forecast, 0, batches))
     }
 }
@@ -586,7 +661,11 @@ pub struct DraftsAhead {
 impl DraftsAhead {
     fn __call__(&self, py: Python<'_>, depth: i64) -> PyResult<Vec<PyObject>> {
         let timer = self.timer.bind(py);
-        let drafter = timer.borrow().drafter.as_ref().map(|d| d.clone_ref(py))
+        let drafter = timer
+            .borrow()
+            .drafter
+            .as_ref()
+            .map(|d| d.clone_ref(py))
             .ok_or_else(|| PyValueError::new_err("no drafter"))?;
         let k: i64 = drafter.bind(py).getattr(intern!(py, "k"))?.extract()?;
         let steps = timer.borrow().depth(py, self.now_ns, -(-depth).div_euclid(k))?;
@@ -602,8 +681,11 @@ impl StepTimer {
     /// in the simulation), its timing is cached or the session times misses natively, and it is not
     /// the run's last (handed back like any other). Its duration and energy, for the client to
     /// record; None: the step is taken one by one.
-    pub(crate) fn run_ahead(slf: &Bound<'_, Self>, start_ns: i64, horizon_ns: impl FnOnce() -> PyResult<i128>)
-        -> PyResult<Option<(i64, StepJoules)>> {
+    pub(crate) fn run_ahead(
+        slf: &Bound<'_, Self>,
+        start_ns: i64,
+        horizon_ns: impl FnOnce() -> PyResult<i128>,
+    ) -> PyResult<Option<(i64, StepJoules)>> {
         let py = slf.py();
         let Some(run) = slf.borrow().run.as_ref().map(|run| run.clone_ref(py)) else {
             return Ok(None);

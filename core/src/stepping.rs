@@ -105,13 +105,23 @@ fn begin(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<P
 }
 
 /// How long the step of `batch` takes (`LLMClient.time_step`); its energy is counted.
-pub fn time_step(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>,
-                 now_ns: i64, dp_rank_tokens: Vec<i64>) -> PyResult<i64> {
+pub fn time_step(
+    timer: &Bound<'_, StepTimer>,
+    client: &Bound<'_, PyAny>,
+    batch: &Bound<'_, ScheduledBatch>,
+    now_ns: i64,
+    dp_rank_tokens: Vec<i64>,
+) -> PyResult<i64> {
     time(timer, &Client::of(client)?, batch, now_ns, dp_rank_tokens)
 }
 
-fn time(timer: &Bound<'_, StepTimer>, client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, now_ns: i64,
-        dp_rank_tokens: Vec<i64>) -> PyResult<i64> {
+fn time(
+    timer: &Bound<'_, StepTimer>,
+    client: &Client<'_>,
+    batch: &Bound<'_, ScheduledBatch>,
+    now_ns: i64,
+    dp_rank_tokens: Vec<i64>,
+) -> PyResult<i64> {
     let py = timer.py();
     // Asked through Python's attribute lookup, as any caller of the timer's `duration_ns` (a test counts
     // the steps timed one by one there).
@@ -122,13 +132,21 @@ fn time(timer: &Bound<'_, StepTimer>, client: &Client<'_>, batch: &Bound<'_, Sch
 }
 
 /// Hands a finished step back to the scheduler and records what it did (`LLMClient.end_step`).
-pub fn end_step(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>,
-                start_ns: i64) -> PyResult<()> {
+pub fn end_step(
+    timer: &Bound<'_, StepTimer>,
+    client: &Bound<'_, PyAny>,
+    batch: &Bound<'_, ScheduledBatch>,
+    start_ns: i64,
+) -> PyResult<()> {
     end(timer, &Client::of(client)?, batch, start_ns)
 }
 
-fn end(timer: &Bound<'_, StepTimer>, client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, start_ns: i64)
-    -> PyResult<()> {
+fn end(
+    timer: &Bound<'_, StepTimer>,
+    client: &Client<'_>,
+    batch: &Bound<'_, ScheduledBatch>,
+    start_ns: i64,
+) -> PyResult<()> {
     let py = timer.py();
     let now = client.now_ns();
     let overlapping = timer.borrow().overlapping;
@@ -149,8 +167,13 @@ fn end(timer: &Bound<'_, StepTimer>, client: &Client<'_>, batch: &Bound<'_, Sche
 /// Records a decode run's step, ended one by one or taken in bulk: its tokens are recorded on the
 /// requests when its run is settled (`StepTimer.settled`); `joules`: its energy, where no
 /// [`time`] counted it (a step taken in bulk).
-fn record_run_step(timer: &Bound<'_, StepTimer>, client: &Client<'_>, start_ns: i64, end_ns: i64,
-                   joules: Option<&StepJoules>) -> PyResult<()> {
+fn record_run_step(
+    timer: &Bound<'_, StepTimer>,
+    client: &Client<'_>,
+    start_ns: i64,
+    end_ns: i64,
+    joules: Option<&StepJoules>,
+) -> PyResult<()> {
     let py = timer.py();
     if let Some(joules) = joules {
         client.timeline.borrow_mut().add_energy(joules);
@@ -172,8 +195,13 @@ fn record_run_step(timer: &Bound<'_, StepTimer>, client: &Client<'_>, start_ns: 
 }
 
 /// Records a step's tokens, forks and finished stages on the requests, and its row.
-fn record(client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, outcome: &Bound<'_, StepOutcome>, start_ns: i64,
-          now: i64) -> PyResult<()> {
+fn record(
+    client: &Client<'_>,
+    batch: &Bound<'_, ScheduledBatch>,
+    outcome: &Bound<'_, StepOutcome>,
+    start_ns: i64,
+    now: i64,
+) -> PyResult<()> {
     let py = batch.py();
     let client_obj = &client.obj;
     let keep_itls: bool = client_obj.getattr(intern!(py, "keep_itls"))?.extract()?;
@@ -186,8 +214,12 @@ fn record(client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, outcome: &Boun
     let (extra_tokens, forked, finished, kv_blocks_used, num_waiting) = {
         let outcome = outcome.borrow();
         let extra: Vec<_> = outcome.extra_tokens.iter().map(|(seq, n)| (seq.clone_ref(py), *n)).collect();
-        let forked: Vec<_> = outcome.forked.iter()
-            .map(|(parent, children)| (parent.clone_ref(py), children.iter().map(|c| c.clone_ref(py)).collect::<Vec<_>>()))
+        let forked: Vec<_> = outcome
+            .forked
+            .iter()
+            .map(|(parent, children)| {
+                (parent.clone_ref(py), children.iter().map(|c| c.clone_ref(py)).collect::<Vec<_>>())
+            })
             .collect();
         let finished: Vec<_> = outcome.finished.iter().map(|seq| seq.clone_ref(py)).collect();
         (extra, forked, finished, outcome.kv_blocks_used, outcome.num_waiting)
@@ -212,8 +244,10 @@ fn record(client: &Client<'_>, batch: &Bound<'_, ScheduledBatch>, outcome: &Boun
         batch.ensure(py)?;
         (batch.seqs.len() as i64, batch.prefill_tokens, batch.num_tokens)
     };
-    client.timeline.borrow_mut().push(py, [start_ns, now, num_seqs, prefill_tokens, num_tokens - prefill_tokens,
-                                           kv_blocks_used, num_waiting, timed])?;
+    client.timeline.borrow_mut().push(
+        py,
+        [start_ns, now, num_seqs, prefill_tokens, num_tokens - prefill_tokens, kv_blocks_used, num_waiting, timed],
+    )?;
     for seq in finished {
         client_obj.call_method1(intern!(py, "finish_stage"), (seq, now))?;
     }
@@ -304,7 +338,8 @@ pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyRes
         return Ok(());
     };
     let step_done = timer.getattr(intern!(py, "step_done"))?.unbind();
-    let args = PyTuple::new(py, [client.obj.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
+    let args =
+        PyTuple::new(py, [client.obj.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
     let label = client.label(intern!(py, "done_label"))?;
     client.kernel.borrow_mut().call_at(py, i128::from(now + duration), DONE, step_done, args.unbind(), label)?;
     if timer.borrow().overlapping {
@@ -315,8 +350,12 @@ pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyRes
 
 /// A step's end the heap handles (scheduled by [`on_wake`]): ended and recorded ([`end_step`]), and
 /// the client woken for its next.
-pub fn step_done(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>, batch: &Bound<'_, ScheduledBatch>,
-                 start_ns: i64) -> PyResult<()> {
+pub fn step_done(
+    timer: &Bound<'_, StepTimer>,
+    client: &Bound<'_, PyAny>,
+    batch: &Bound<'_, ScheduledBatch>,
+    start_ns: i64,
+) -> PyResult<()> {
     let client = Client::of(client)?;
     end(timer, &client, batch, start_ns)?;
     schedule_wake(timer, &client)

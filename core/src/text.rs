@@ -30,12 +30,8 @@ pub(crate) struct StackText {
 
 impl StackText {
     fn of(args: std::fmt::Arguments<'_>) -> Self {
-        let mut text = StackText {
-            bytes: [0; 64],
-            len: 0,
-        };
-        text.write_fmt(args)
-            .expect("a float's text fits in 64 bytes");
+        let mut text = StackText { bytes: [0; 64], len: 0 };
+        text.write_fmt(args).expect("a float's text fits in 64 bytes");
         text
     }
 
@@ -67,11 +63,7 @@ fn split_exp<'a>(text: &str, digits: &'a mut StackText) -> (bool, &'a str, i32) 
     for part in mantissa.split('.') {
         digits.write_str(part).expect("digits fit");
     }
-    (
-        negative,
-        digits.as_str(),
-        exponent.parse().expect("{:e} exponent is an integer"),
-    )
+    (negative, digits.as_str(), exponent.parse().expect("{:e} exponent is an integer"))
 }
 
 /// Python's exponent suffix: "e+16", "e-05" (sign always, at least two digits).
@@ -136,11 +128,7 @@ pub fn push_repr(out: &mut String, x: f64) {
     let mut shortest_digits = StackText::of(format_args!(""));
     let precision = split_exp(shortest.as_str(), &mut shortest_digits).1.len() - 1;
     let rounded = StackText::of(format_args!("{x:.precision$e}"));
-    let text = if rounded.as_str().parse::<f64>() == Ok(x) {
-        rounded
-    } else {
-        shortest
-    };
+    let text = if rounded.as_str().parse::<f64>() == Ok(x) { rounded } else { shortest };
     let mut digits = StackText::of(format_args!(""));
     let (negative, digits, exponent) = split_exp(text.as_str(), &mut digits);
     if negative {
@@ -251,9 +239,7 @@ pub fn us(py: Python<'_>, ns: i64) -> PyResult<f64> {
     if (-EXACT_INT..=EXACT_INT).contains(&ns) {
         return Ok(ns as f64 / 1000.0); // both exact: IEEE division rounds as Python's int division does
     }
-    ns.into_pyobject(py)?
-        .call_method1("__truediv__", (1000,))?
-        .extract()
+    ns.into_pyobject(py)?.call_method1("__truediv__", (1000,))?.extract()
 }
 
 /// Appends the `repr` of microseconds of `ns` (trace.json's times), Python's `repr(ns / 1000)`.

@@ -54,9 +54,15 @@ impl Timeline {
             Ok(table.getattr(intern!(py, "_buffer"))?.downcast::<RowBuffer>()?.clone().unbind())
         };
         Ok(Timeline {
-            rows: buffer(rows)?, spilled_gaps: buffer(spilled_gaps)?, rows_table: rows.clone().unbind(),
-            gaps_table: spilled_gaps.clone().unbind(), max_gap_keys, gaps: FxHashMap::default(), energy_j: 0.0,
-            device_s: 0.0, reported_energy_steps: 0,
+            rows: buffer(rows)?,
+            spilled_gaps: buffer(spilled_gaps)?,
+            rows_table: rows.clone().unbind(),
+            gaps_table: spilled_gaps.clone().unbind(),
+            max_gap_keys,
+            gaps: FxHashMap::default(),
+            energy_j: 0.0,
+            device_s: 0.0,
+            reported_energy_steps: 0,
         })
     }
 
@@ -64,10 +70,22 @@ impl Timeline {
     #[pyo3(signature = (start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting,
                         timed_tokens = 0))]
     #[allow(clippy::too_many_arguments)]
-    fn append(&mut self, py: Python<'_>, start_ns: i64, end_ns: i64, num_seqs: i64, prefill_tokens: i64,
-              decode_tokens: i64, kv_blocks_used: i64, num_waiting: i64, timed_tokens: i64) -> PyResult<()> {
-        self.push(py, [start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting,
-                       timed_tokens])
+    fn append(
+        &mut self,
+        py: Python<'_>,
+        start_ns: i64,
+        end_ns: i64,
+        num_seqs: i64,
+        prefill_tokens: i64,
+        decode_tokens: i64,
+        kv_blocks_used: i64,
+        num_waiting: i64,
+        timed_tokens: i64,
+    ) -> PyResult<()> {
+        self.push(
+            py,
+            [start_ns, end_ns, num_seqs, prefill_tokens, decode_tokens, kv_blocks_used, num_waiting, timed_tokens],
+        )
     }
 
     /// Counts one step's energy.
@@ -115,5 +133,4 @@ impl Timeline {
         }
         Ok(())
     }
-
 }

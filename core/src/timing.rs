@@ -24,8 +24,8 @@ use std::sync::Arc;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::{PyTraverseError, PyVisit};
 use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::{PyTraverseError, PyVisit};
 use rustc_hash::FxBuildHasher;
 
 use crate::bounded_cache::{BoundedCache, Hashed};
@@ -52,15 +52,30 @@ impl Timing {
     #[new]
     #[pyo3(signature = (duration_ns, energy_j = None, out_of_range = false, communication_ns = 0, compute_ns = 0,
                         memory_ns = 0, dispatch_ns = 0))]
-    fn new(duration_ns: i64, energy_j: Option<f64>, out_of_range: bool, communication_ns: i64, compute_ns: i64,
-           memory_ns: i64, dispatch_ns: i64) -> Self {
+    fn new(
+        duration_ns: i64,
+        energy_j: Option<f64>,
+        out_of_range: bool,
+        communication_ns: i64,
+        compute_ns: i64,
+        memory_ns: i64,
+        dispatch_ns: i64,
+    ) -> Self {
         Timing { duration_ns, energy_j, out_of_range, communication_ns, compute_ns, memory_ns, dispatch_ns }
     }
 
     fn __repr__(&self) -> String {
-        format!("Timing(duration_ns={}, energy_j={:?}, out_of_range={}, communication_ns={}, compute_ns={}, \
-                 memory_ns={}, dispatch_ns={})", self.duration_ns, self.energy_j, self.out_of_range,
-                self.communication_ns, self.compute_ns, self.memory_ns, self.dispatch_ns)
+        format!(
+            "Timing(duration_ns={}, energy_j={:?}, out_of_range={}, communication_ns={}, compute_ns={}, \
+                 memory_ns={}, dispatch_ns={})",
+            self.duration_ns,
+            self.energy_j,
+            self.out_of_range,
+            self.communication_ns,
+            self.compute_ns,
+            self.memory_ns,
+            self.dispatch_ns
+        )
     }
 }
 
@@ -119,8 +134,8 @@ impl StepKey {
     /// The key of a Python signature tuple.
     pub fn from_signature(signature: &Bound<'_, PyAny>) -> PyResult<Self> {
         let parts = signature.downcast::<PyTuple>()?;
-        let mut key = StepKey { new: ints(&parts.get_item(0)?)?, context: ints(&parts.get_item(1)?)?,
-                                fields: Vec::new() };
+        let mut key =
+            StepKey { new: ints(&parts.get_item(0)?)?, context: ints(&parts.get_item(1)?)?, fields: Vec::new() };
         for field in parts.iter().skip(2) {
             key.fields.push(field.extract()?);
         }
@@ -392,20 +407,42 @@ impl RuntimeSessionProxy {
                         max_cache_entries = 20_000, bucket_tokens = 0, pooled_decodes = false, shared_cache = None,
                         scale = 1.0, native = None))]
     #[allow(clippy::too_many_arguments)]
-    fn new(py: Python<'_>, client: PyObject, session_id: String, client_name: String, cache: bool, lookahead: bool,
-           max_cache_entries: usize, bucket_tokens: i64, pooled_decodes: bool, shared_cache: Option<Py<TimingCache>>,
-           scale: f64, native: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+    fn new(
+        py: Python<'_>,
+        client: PyObject,
+        session_id: String,
+        client_name: String,
+        cache: bool,
+        lookahead: bool,
+        max_cache_entries: usize,
+        bucket_tokens: i64,
+        pooled_decodes: bool,
+        shared_cache: Option<Py<TimingCache>>,
+        scale: f64,
+        native: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
         let cache_store = match shared_cache {
             Some(shared) => shared,
             None => Py::new(py, TimingCache::default())?,
         };
-        let native = native.and_then(|model| model.downcast::<RooflineModel>().ok())
-            .map(|model| model.clone().unbind());
+        let native =
+            native.and_then(|model| model.downcast::<RooflineModel>().ok()).map(|model| model.clone().unbind());
         Ok(RuntimeSessionProxy {
-            client, session_id, client_name, scale, use_cache: cache, lookahead: lookahead && cache && native.is_none(),
-            max_cache_entries, shape: KeyShape { bucket_tokens, pooled_decodes }, cache: cache_store, native,
-            hits_since_miss: HashMap::new(), riders: Vec::new(),
-            num_lookups: 0, num_hits: 0, num_out_of_range: 0,
+            client,
+            session_id,
+            client_name,
+            scale,
+            use_cache: cache,
+            lookahead: lookahead && cache && native.is_none(),
+            max_cache_entries,
+            shape: KeyShape { bucket_tokens, pooled_decodes },
+            cache: cache_store,
+            native,
+            hits_since_miss: HashMap::new(),
+            riders: Vec::new(),
+            num_lookups: 0,
+            num_hits: 0,
+            num_out_of_range: 0,
         })
     }
 
@@ -438,9 +475,16 @@ impl RuntimeSessionProxy {
     #[pyo3(signature = (new_tokens, context_tokens, *, now_ns, ahead = None, rider = None,
                         dp_rank_tokens = Vec::new(), fields = None))]
     #[allow(clippy::too_many_arguments)]
-    fn step_time(slf: &Bound<'_, Self>, new_tokens: Vec<i64>, context_tokens: Vec<i64>, now_ns: i64,
-                 ahead: Option<&Bound<'_, PyAny>>, rider: Option<&Bound<'_, PyAny>>, dp_rank_tokens: Vec<i64>,
-                 fields: Option<&Bound<'_, PyAny>>) -> PyResult<Timing> {
+    fn step_time(
+        slf: &Bound<'_, Self>,
+        new_tokens: Vec<i64>,
+        context_tokens: Vec<i64>,
+        now_ns: i64,
+        ahead: Option<&Bound<'_, PyAny>>,
+        rider: Option<&Bound<'_, PyAny>>,
+        dp_rank_tokens: Vec<i64>,
+        fields: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Timing> {
         let mut key = StepKey { new: new_tokens, context: context_tokens, fields: Vec::new() };
         if let Some(fields) = fields {
             key.extend_fields(fields)?;
@@ -477,7 +521,11 @@ impl RuntimeSessionProxy {
 
     #[getter]
     fn hit_rate(&self) -> f64 {
-        if self.num_lookups > 0 { self.num_hits as f64 / self.num_lookups as f64 } else { 0.0 }
+        if self.num_lookups > 0 {
+            self.num_hits as f64 / self.num_lookups as f64
+        } else {
+            0.0
+        }
     }
 
     /// The signatures cached, oldest first (for tests and inspection).
@@ -508,8 +556,12 @@ impl RuntimeSessionProxy {
 
     /// Counts a decode run's step taken in bulk as `step_time` would have counted it: a hit, or a
     /// miss timed natively (one call of the client's), now cached.
-    pub fn count_run_step(&mut self, py: Python<'_>, timing: RunTiming, rider: Option<&Bound<'_, PyAny>>)
-        -> PyResult<()> {
+    pub fn count_run_step(
+        &mut self,
+        py: Python<'_>,
+        timing: RunTiming,
+        rider: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         match timing {
             RunTiming::Cached(hit) => self.count_hit(&hit, rider),
             RunTiming::Timed(key, timing) => {
@@ -532,8 +584,13 @@ impl RuntimeSessionProxy {
 
     /// Looks `key` up; on a miss asks the backend for it and the predicted batches in one call:
     /// `ahead(depth)`'s, then the other riders' top-ups, each once, none cached already.
-    pub fn time<'py>(slf: &Bound<'py, Self>, key: StepKey, now_ns: i64, ahead: Option<Ahead<'_>>,
-                     rider: Option<&Bound<'py, PyAny>>) -> PyResult<Timing> {
+    pub fn time<'py>(
+        slf: &Bound<'py, Self>,
+        key: StepKey,
+        now_ns: i64,
+        ahead: Option<Ahead<'_>>,
+        rider: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Timing> {
         let py = slf.py();
         let key = Hashed::new(key);
         {
@@ -586,13 +643,16 @@ impl RuntimeSessionProxy {
                     (this.session_id.clone(), name)
                 };
                 let make = client.getattr(intern!(py, "step_batch"))?;
-                let batches = PyList::new(py, keys.iter().map(|k| k.key().to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
+                let batches =
+                    PyList::new(py, keys.iter().map(|k| k.key().to_batch(&make)).collect::<PyResult<Vec<_>>>()?)?;
                 let kwargs = PyDict::new(py);
                 kwargs.set_item(intern!(py, "sim_time_ns"), now_ns)?;
                 kwargs.set_item(intern!(py, "client"), name)?;
                 kwargs.set_item(intern!(py, "omit_breakdown"), true)?; // the hub reads no breakdown
                 let answers = client.call_method(intern!(py, "predict_steps"), (session_id, batches), Some(&kwargs))?;
-                let mut timings = answers.try_iter()?.map(|answer| Timing::from_step_timing(&answer?))
+                let mut timings = answers
+                    .try_iter()?
+                    .map(|answer| Timing::from_step_timing(&answer?))
                     .collect::<PyResult<Vec<_>>>()?;
                 if scale != 1.0 {
                     timings.iter_mut().for_each(|timing| *timing = timing.scaled(scale));
@@ -600,9 +660,9 @@ impl RuntimeSessionProxy {
                 timings
             }
         };
-        let first = *timings.first().ok_or_else(|| {
-            pyo3::exceptions::PyValueError::new_err("the backend answered no timing")
-        })?;
+        let first = *timings
+            .first()
+            .ok_or_else(|| pyo3::exceptions::PyValueError::new_err("the backend answered no timing"))?;
         let mut this = slf.borrow_mut();
         if this.use_cache {
             let max_entries = this.max_cache_entries;
@@ -620,8 +680,11 @@ impl RuntimeSessionProxy {
     /// ([`count_call`]). None, before anything is timed, where a batch is not one the hub forms (a
     /// field the backend does not read, counts the checks refuse): the Python path then answers,
     /// or raises its error.
-    fn time_natively(model: &Bound<'_, RooflineModel>, keys: &[SharedKey], scale: f64)
-        -> PyResult<Option<Vec<Timing>>> {
+    fn time_natively(
+        model: &Bound<'_, RooflineModel>,
+        keys: &[SharedKey],
+        scale: f64,
+    ) -> PyResult<Option<Vec<Timing>>> {
         let py = model.py();
         let mut batches = Vec::with_capacity(keys.len());
         for k in keys {
@@ -634,9 +697,15 @@ impl RuntimeSessionProxy {
         let mut timings = Vec::with_capacity(batches.len());
         for batch in &batches {
             let t = model.predict(py, batch, true)?;
-            let timing = Timing { duration_ns: t.duration_ns, energy_j: t.energy_j, out_of_range: false,
-                                  communication_ns: t.communication_ns, compute_ns: t.compute_ns,
-                                  memory_ns: t.memory_ns, dispatch_ns: t.dispatch_ns };
+            let timing = Timing {
+                duration_ns: t.duration_ns,
+                energy_j: t.energy_j,
+                out_of_range: false,
+                communication_ns: t.communication_ns,
+                compute_ns: t.compute_ns,
+                memory_ns: t.memory_ns,
+                dispatch_ns: t.dispatch_ns,
+            };
             timings.push(if scale != 1.0 { timing.scaled(scale) } else { timing });
         }
         Ok(Some(timings))
@@ -644,8 +713,12 @@ impl RuntimeSessionProxy {
 
     /// The batches to time along with a miss: the caller's `ahead(depth)` (the depth from how many
     /// of its predictions were used since its last miss), then the other riders' top-ups; shaped.
-    fn predicted(slf: &Bound<'_, Self>, now_ns: i64, ahead: Option<Ahead<'_>>, rider: Option<&Bound<'_, PyAny>>)
-        -> PyResult<Vec<SharedKey>> {
+    fn predicted(
+        slf: &Bound<'_, Self>,
+        now_ns: i64,
+        ahead: Option<Ahead<'_>>,
+        rider: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Vec<SharedKey>> {
         let py = slf.py();
         let (depth, riders, shape) = {
             let mut this = slf.borrow_mut();
@@ -714,8 +787,14 @@ fn native_batch(key: &StepKey) -> Option<BatchRef<'_>> {
     if n == 0 || key.context.len() != n || key.new.iter().any(|&t| t <= 0) || key.context.iter().any(|&t| t < 0) {
         return None;
     }
-    let mut batch = BatchRef { new: &key.new, context: &key.context, dp_rank_tokens: &[], drafts: &[], lora_ranks: &[],
-                               lora_ids: &[] };
+    let mut batch = BatchRef {
+        new: &key.new,
+        context: &key.context,
+        dp_rank_tokens: &[],
+        drafts: &[],
+        lora_ranks: &[],
+        lora_ids: &[],
+    };
     for (name, values) in &key.fields {
         if values.iter().any(|&v| v < 0) {
             return None;
@@ -737,8 +816,11 @@ mod tests {
     use super::*;
 
     fn key(new: &[i64], context: &[i64], fields: &[(&str, &[i64])]) -> StepKey {
-        StepKey { new: new.to_vec(), context: context.to_vec(),
-                  fields: fields.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect() }
+        StepKey {
+            new: new.to_vec(),
+            context: context.to_vec(),
+            fields: fields.iter().map(|(name, values)| (name.to_string(), values.to_vec())).collect(),
+        }
     }
 
     const POOLED: KeyShape = KeyShape { bucket_tokens: 0, pooled_decodes: true };
@@ -756,8 +838,11 @@ mod tests {
     fn pooling_follows_bucketing_and_leaves_other_keys_exact() {
         let shape = KeyShape { bucket_tokens: 16, pooled_decodes: true };
         assert_eq!(key(&[1, 1], &[1, 40], &[]).shaped(shape), key(&[1, 1], &[32, 32], &[])); // 16 and 48
-        for exact in [key(&[8, 4], &[1, 2], &[]), key(&[1, 1], &[1, 2], &[("draft_tokens", &[2, 0])]),
-                      key(&[1, 1], &[1, 2], &[("lora_ranks", &[8, 0]), ("lora_ids", &[1, 0])])] {
+        for exact in [
+            key(&[8, 4], &[1, 2], &[]),
+            key(&[1, 1], &[1, 2], &[("draft_tokens", &[2, 0])]),
+            key(&[1, 1], &[1, 2], &[("lora_ranks", &[8, 0]), ("lora_ids", &[1, 0])]),
+        ] {
             assert_eq!(exact.clone().shaped(POOLED), exact);
         }
         assert_eq!(key(&[1, 1], &[1, 2], &[]).shaped(KeyShape::default()), key(&[1, 1], &[1, 2], &[]));

@@ -31,7 +31,9 @@ impl BatchRef<'_> {
 
     /// Decodes only (as `batch_stats` tells them, for new tokens > 0), no LoRA, no drafts.
     pub fn decodes(&self) -> bool {
-        self.new.iter().all(|&n| n == 1) && !self.context.contains(&0) && self.lora_ranks.is_empty()
+        self.new.iter().all(|&n| n == 1)
+            && !self.context.contains(&0)
+            && self.lora_ranks.is_empty()
             && self.drafts.iter().all(|&d| d == 0)
     }
 }
@@ -39,9 +41,21 @@ impl BatchRef<'_> {
 /// What a timing is cached under; `slim`: timed without its breakdown (serves only such calls).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CacheKey {
-    Decodes { seqs: usize, context_sum: i64, padded: i64, slim: bool },
-    Batch { new: Vec<i64>, context: Vec<i64>, padded: i64, slim: bool, lora_ranks: Vec<i64>, lora_ids: Vec<i64>,
-            drafts: Vec<i64> },
+    Decodes {
+        seqs: usize,
+        context_sum: i64,
+        padded: i64,
+        slim: bool,
+    },
+    Batch {
+        new: Vec<i64>,
+        context: Vec<i64>,
+        padded: i64,
+        slim: bool,
+        lora_ranks: Vec<i64>,
+        lora_ids: Vec<i64>,
+        drafts: Vec<i64>,
+    },
 }
 
 impl CacheKey {
@@ -50,9 +64,15 @@ impl CacheKey {
         if batch.decodes() {
             return CacheKey::Decodes { seqs: batch.new.len(), context_sum: batch.context.iter().sum(), padded, slim };
         }
-        CacheKey::Batch { new: batch.new.to_vec(), context: batch.context.to_vec(), padded, slim,
-                          lora_ranks: batch.lora_ranks.to_vec(), lora_ids: batch.lora_ids.to_vec(),
-                          drafts: batch.drafts.to_vec() }
+        CacheKey::Batch {
+            new: batch.new.to_vec(),
+            context: batch.context.to_vec(),
+            padded,
+            slim,
+            lora_ranks: batch.lora_ranks.to_vec(),
+            lora_ids: batch.lora_ids.to_vec(),
+            drafts: batch.drafts.to_vec(),
+        }
     }
 }
 

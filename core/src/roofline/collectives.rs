@@ -31,8 +31,14 @@ pub enum Formula {
 }
 
 /// One all-reduce of `size_bytes` per rank over `ranks` ranks, in ns (0 for one rank).
-pub fn all_reduce_ns(size_bytes: f64, ranks: i64, bus_bytes_per_s: f64, latency_us: f64, hop_latency_us: f64,
-                     formula: Formula) -> f64 {
+pub fn all_reduce_ns(
+    size_bytes: f64,
+    ranks: i64,
+    bus_bytes_per_s: f64,
+    latency_us: f64,
+    hop_latency_us: f64,
+    formula: Formula,
+) -> f64 {
     if ranks < 2 {
         return 0.0;
     }
@@ -64,8 +70,8 @@ impl PathLink {
     /// A collective of `steps` ring steps that sends `share` x `size_bytes` per rank, with
     /// `protocol`, in ns.
     pub fn protocol_ns(&self, protocol: &Protocol, size_bytes: f64, steps: i64, share: f64) -> f64 {
-        let fixed = self.latency_us + protocol.base_latency_us - LL.base_latency_us
-            + steps as f64 * protocol.hop_latency_us;
+        let fixed =
+            self.latency_us + protocol.base_latency_us - LL.base_latency_us + steps as f64 * protocol.hop_latency_us;
         fixed * 1e3 + share * size_bytes / (protocol.width * self.bus_gbps)
     }
 

@@ -140,8 +140,14 @@ impl Model {
             };
             if d.path.is_none() && p.graph_allreduce_bus_eff != 0.0 && !eager && size <= CUSTOM_AR_MAX_BYTES {
                 // vLLM's custom all-reduce; taking the faster keeps a step monotone across the 8 MiB cut
-                let custom = all_reduce_ns(size, s.tp, p.graph_allreduce_bus_eff * d.tp_link,
-                                           p.graph_allreduce_latency_us, 0.0, Formula::Ring);
+                let custom = all_reduce_ns(
+                    size,
+                    s.tp,
+                    p.graph_allreduce_bus_eff * d.tp_link,
+                    p.graph_allreduce_latency_us,
+                    0.0,
+                    Formula::Ring,
+                );
                 attn = py_min(attn, custom);
             }
             mlp = attn;
@@ -161,8 +167,10 @@ impl Model {
     pub fn rates(&self, prefill_share: f64) -> Rates {
         let (pre, dec, dev) = (&self.params.prefill, &self.params.decode, &self.device);
         let w = prefill_share;
-        ([blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops],
-         [blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw])
+        (
+            [blend(pre.mfu, dec.mfu, w) * dev.peak_flops, pre.mfu * dev.peak_flops, dec.mfu * dev.peak_flops],
+            [blend(pre.mbu, dec.mbu, w) * dev.mem_bw, pre.mbu * dev.mem_bw, dec.mbu * dev.mem_bw],
+        )
     }
 
     /// Adds each operator's time (`mult` instances in the step) to `times`: the adapted roofline
@@ -234,7 +242,10 @@ impl Model {
         let s = &self.shape;
         let num_layers = s.num_layers();
         let mut times = DeviceTimes {
-            busy: fixed.busy, totals: fixed.totals, comm_attn: fixed.comm_attn, comm_mlp: fixed.comm_mlp,
+            busy: fixed.busy,
+            totals: fixed.totals,
+            comm_attn: fixed.comm_attn,
+            comm_mlp: fixed.comm_mlp,
             breakdown: if with_breakdown { fixed.breakdown.clone() } else { None },
         };
         let rates = self.rates(b.prefill_share);
@@ -269,8 +280,13 @@ impl Model {
         match p.execution {
             Execution::Eager => {
                 let phase = if b.prefill.seqs != 0 { &p.prefill } else { &p.decode };
-                [phase.dispatch_norm_us * 1e3, phase.dispatch_attention_us * 1e3, phase.dispatch_mlp_us * 1e3,
-                 phase.dispatch_head_us * 1e3, (phase.step_overhead_us + b.seqs as f64 * p.eager_seq_us) * 1e3]
+                [
+                    phase.dispatch_norm_us * 1e3,
+                    phase.dispatch_attention_us * 1e3,
+                    phase.dispatch_mlp_us * 1e3,
+                    phase.dispatch_head_us * 1e3,
+                    (phase.step_overhead_us + b.seqs as f64 * p.eager_seq_us) * 1e3,
+                ]
             }
             // vLLM V1 replays a uniform decode batch as one graph
             Execution::Graphs if b.prefill.seqs == 0 => [0.0, 0.0, 0.0, 0.0, p.graph_step_us * 1e3],

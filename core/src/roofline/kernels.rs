@@ -59,13 +59,21 @@ pub fn attention_tiles(heads: f64, kv_heads: f64, tokens: f64, seqs: f64) -> f64
 /// `a` unless `b` is larger (Python's `max(a, b)`: ties and NaN keep the first).
 #[inline]
 pub fn py_max(a: f64, b: f64) -> f64 {
-    if b > a { b } else { a }
+    if b > a {
+        b
+    } else {
+        a
+    }
 }
 
 /// `a` unless `b` is smaller (Python's `min(a, b)`).
 #[inline]
 pub fn py_min(a: f64, b: f64) -> f64 {
-    if b < a { b } else { a }
+    if b < a {
+        b
+    } else {
+        a
+    }
 }
 
 /// Device time of one kernel in ns, and whether its compute term bounds it.
@@ -73,8 +81,16 @@ pub fn py_min(a: f64, b: f64) -> f64 {
 /// `rows` is a GEMM's M or an attention call's query tiles; `span` the keys of the longest
 /// sequence of an attention call with a prefill chunk (0: decode-only).
 #[allow(clippy::too_many_arguments)]
-pub fn kernel_ns(kind: Kind, work: f64, traffic: f64, rows: f64, k: &KernelParams, peak_flops: f64, mem_bw: f64,
-                 span: f64) -> (f64, bool) {
+pub fn kernel_ns(
+    kind: Kind,
+    work: f64,
+    traffic: f64,
+    rows: f64,
+    k: &KernelParams,
+    peak_flops: f64,
+    mem_bw: f64,
+    span: f64,
+) -> (f64, bool) {
     match kind {
         Kind::Gemm => {
             if rows <= 0.0 {

@@ -43,8 +43,16 @@ pub struct Op {
 /// rows' share of one expert where several split them).
 #[allow(clippy::too_many_arguments)]
 fn gemm(module: usize, key: &'static str, s: &Shape, rows: f64, k: f64, n: f64, weights: f64, m: f64) -> Op {
-    Op { module, key, work: 2.0 * rows * k * n, traffic: s.ba * rows * (k + n) + s.bp * weights * k * n, group: BLEND,
-         kind: Kind::Gemm, rows: m, span: 0.0 }
+    Op {
+        module,
+        key,
+        work: 2.0 * rows * k * n,
+        traffic: s.ba * rows * (k + n) + s.bp * weights * k * n,
+        group: BLEND,
+        kind: Kind::Gemm,
+        rows: m,
+        span: 0.0,
+    }
 }
 
 fn elem(module: usize, key: &'static str, work: f64, traffic: f64) -> Op {
@@ -58,20 +66,30 @@ pub fn norm_ops(ops: &mut Vec<Op>, module: usize, s: &Shape, t: f64) {
         ops.push(elem(module, "norm", 5.0 * t * h, 4.0 * ba * t * h + s.bp * h));
         return;
     }
-    ops.extend([elem(module, "norm", t * h, 2.0 * ba * t * h),              // POW
-                elem(module, "norm", t * h, ba * (t * h + t)),              // MEAN
-                elem(module, "norm", t, 2.0 * ba * t),                      // ADD eps
-                elem(module, "norm", t, 2.0 * ba * t),                      // RSQRT
-                elem(module, "norm", t * h, ba * (2.0 * t * h + t)),        // MUL by rsqrt
-                elem(module, "norm", t * h, 2.0 * ba * t * h + s.bp * h)]); // MUL by weight
+    ops.extend([
+        elem(module, "norm", t * h, 2.0 * ba * t * h),       // POW
+        elem(module, "norm", t * h, ba * (t * h + t)),       // MEAN
+        elem(module, "norm", t, 2.0 * ba * t),               // ADD eps
+        elem(module, "norm", t, 2.0 * ba * t),               // RSQRT
+        elem(module, "norm", t * h, ba * (2.0 * t * h + t)), // MUL by rsqrt
+        elem(module, "norm", t * h, 2.0 * ba * t * h + s.bp * h),
+    ]); // MUL by weight
 }
 
 /// FlashAttention over `g`: causal FLOPs, Q and O once, K and V once per KV head; `span` the
 /// longest sequence of a call with a prefill chunk (0: decode-only).
 fn flash(s: &Shape, g: &Group, group: usize, span: f64) -> Op {
     let tiles = attention_tiles(s.heads, s.kv / s.head_dim as f64, g.new, g.seqs as f64);
-    Op { module: ATTENTION, key: "attention", work: 4.0 * g.causal * s.q,
-         traffic: 2.0 * s.ba * g.new * s.q + 2.0 * s.bkv * g.ctx * s.kv, group, kind: Kind::Attn, rows: tiles, span }
+    Op {
+        module: ATTENTION,
+        key: "attention",
+        work: 4.0 * g.causal * s.q,
+        traffic: 2.0 * s.ba * g.new * s.q + 2.0 * s.bkv * g.ctx * s.kv,
+        group,
+        kind: Kind::Attn,
+        rows: tiles,
+        span,
+    }
 }
 
 /// QK^T, softmax and .V of one group (Tables 8-11; fused: FlashAttention).
@@ -86,14 +104,15 @@ fn attention_core(ops: &mut Vec<Op>, s: &Shape, g: &Group, group: usize) {
     }
     // Eager attention repeats the KV heads (repeat_kv), so K and V are read q wide.
     let scores = heads * g.pairs;
-    let op = |key, work, traffic, kind, rows| {
-        Op { module: ATTENTION, key, work, traffic, group, kind, rows, span: 0.0 }
-    };
-    ops.extend([op("attn_qk", 2.0 * g.pairs * q, ba * g.new * q + bkv * g.ctx * q + ba * scores, Kind::Gemm, g.new),
-                op("attn_softmax", scores, 2.0 * ba * scores, Kind::Elem, 0.0),                   // div by sqrt(d)
-                op("attn_softmax", scores, ba * (2.0 * scores + g.pairs), Kind::Elem, 0.0),       // mask add
-                op("attn_softmax", 3.0 * scores, 2.0 * ba * scores, Kind::Elem, 0.0),             // softmax
-                op("attn_av", 2.0 * g.pairs * q, ba * scores + bkv * g.ctx * q + ba * g.new * q, Kind::Gemm, g.new)]);
+    let op =
+        |key, work, traffic, kind, rows| Op { module: ATTENTION, key, work, traffic, group, kind, rows, span: 0.0 };
+    ops.extend([
+        op("attn_qk", 2.0 * g.pairs * q, ba * g.new * q + bkv * g.ctx * q + ba * scores, Kind::Gemm, g.new),
+        op("attn_softmax", scores, 2.0 * ba * scores, Kind::Elem, 0.0), // div by sqrt(d)
+        op("attn_softmax", scores, ba * (2.0 * scores + g.pairs), Kind::Elem, 0.0), // mask add
+        op("attn_softmax", 3.0 * scores, 2.0 * ba * scores, Kind::Elem, 0.0), // softmax
+        op("attn_av", 2.0 * g.pairs * q, ba * scores + bkv * g.ctx * q + ba * g.new * q, Kind::Gemm, g.new),
+    ]);
 }
 
 /// The attention core that changes along a decode run: the decodes', or with the fitted kernel
@@ -101,8 +120,14 @@ fn attention_core(ops: &mut Vec<Op>, s: &Shape, g: &Group, group: usize) {
 pub fn core_ops(ops: &mut Vec<Op>, s: &Shape, b: &BatchStats) {
     if s.fitted && s.fused {
         let (p, d) = (&b.prefill, &b.decode);
-        let both = Group { seqs: p.seqs + d.seqs, new: p.new + d.new, ctx: p.ctx + d.ctx, pairs: p.pairs + d.pairs,
-                           causal: p.causal + d.causal, max_len: 0.0 };
+        let both = Group {
+            seqs: p.seqs + d.seqs,
+            new: p.new + d.new,
+            ctx: p.ctx + d.ctx,
+            pairs: p.pairs + d.pairs,
+            causal: p.causal + d.causal,
+            max_len: 0.0,
+        };
         let span = if p.seqs != 0 { py_max(p.max_len, d.max_len) } else { 0.0 };
         ops.push(flash(s, &both, BLEND, span));
         return;
@@ -115,14 +140,17 @@ pub fn core_ops(ops: &mut Vec<Op>, s: &Shape, b: &BatchStats) {
 pub fn attention_ops(ops: &mut Vec<Op>, s: &Shape, b: &BatchStats) {
     let (t, h, q, kv, ba) = (b.tokens, s.h as f64, s.q, s.kv, s.ba);
     if s.fused {
-        ops.extend([gemm(ATTENTION, "qkv_proj", s, t, h, q + 2.0 * kv, 1.0, t),
-                    elem(ATTENTION, "rope", 3.0 * t * (q + kv), 2.0 * ba * t * (q + kv))]);
+        ops.extend([
+            gemm(ATTENTION, "qkv_proj", s, t, h, q + 2.0 * kv, 1.0, t),
+            elem(ATTENTION, "rope", 3.0 * t * (q + kv), 2.0 * ba * t * (q + kv)),
+        ]);
     } else {
-        ops.extend([gemm(ATTENTION, "qkv_proj", s, t, h, q, 1.0, t),
-                    gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1.0, t),
-                    gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1.0, t),
-                    elem(ATTENTION, "rope", 3.5 * t * (q + kv),
-                         ba * t * (8.5 * (q + kv) + (2 * s.head_dim) as f64))]);
+        ops.extend([
+            gemm(ATTENTION, "qkv_proj", s, t, h, q, 1.0, t),
+            gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1.0, t),
+            gemm(ATTENTION, "qkv_proj", s, t, h, kv, 1.0, t),
+            elem(ATTENTION, "rope", 3.5 * t * (q + kv), ba * t * (8.5 * (q + kv) + (2 * s.head_dim) as f64)),
+        ]);
     }
     ops.push(elem(ATTENTION, "kv_update", 0.0, 2.0 * s.bkv * t * kv));
     if !(s.fitted && s.fused) {
@@ -139,16 +167,22 @@ fn ffn_ops(ops: &mut Vec<Op>, s: &Shape, rows: f64, weights: f64) {
     let (h, f, ba) = (s.h as f64, s.f, s.ba);
     let m = if weights > 1.0 { rows / weights } else { rows }; // each expert's GEMM runs its share
     if s.gated && s.fused {
-        ops.extend([gemm(MLP, "mlp_gate_up", s, rows, h, 2.0 * f, weights, m),
-                    elem(MLP, "mlp_act", 6.0 * rows * f, 3.0 * ba * rows * f)]);
+        ops.extend([
+            gemm(MLP, "mlp_gate_up", s, rows, h, 2.0 * f, weights, m),
+            elem(MLP, "mlp_act", 6.0 * rows * f, 3.0 * ba * rows * f),
+        ]);
     } else if s.gated {
-        ops.extend([gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
-                    elem(MLP, "mlp_act", 5.0 * rows * f, 2.0 * ba * rows * f), // SiLU
-                    gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
-                    elem(MLP, "mlp_act", rows * f, 3.0 * ba * rows * f)]);     // mul
+        ops.extend([
+            gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
+            elem(MLP, "mlp_act", 5.0 * rows * f, 2.0 * ba * rows * f), // SiLU
+            gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
+            elem(MLP, "mlp_act", rows * f, 3.0 * ba * rows * f),
+        ]); // mul
     } else {
-        ops.extend([gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
-                    elem(MLP, "mlp_act", 8.0 * rows * f, 2.0 * ba * rows * f)]); // GELU
+        ops.extend([
+            gemm(MLP, "mlp_gate_up", s, rows, h, f, weights, m),
+            elem(MLP, "mlp_act", 8.0 * rows * f, 2.0 * ba * rows * f),
+        ]); // GELU
     }
     ops.push(gemm(MLP, "mlp_down", s, rows, f, h, weights, m));
 }
@@ -158,8 +192,16 @@ fn ffn_ops(ops: &mut Vec<Op>, s: &Shape, rows: f64, weights: f64) {
 pub fn moe_ops(ops: &mut Vec<Op>, s: &Shape, tokens: f64, active: f64) {
     ffn_ops(ops, s, tokens * s.top_k as f64 / s.ep as f64, active);
     if s.fitted {
-        ops.push(Op { module: MLP, key: "moe_floor", work: 0.0, traffic: 0.0, group: BLEND, kind: Kind::Moe, rows: 0.0,
-                      span: 0.0 });
+        ops.push(Op {
+            module: MLP,
+            key: "moe_floor",
+            work: 0.0,
+            traffic: 0.0,
+            group: BLEND,
+            kind: Kind::Moe,
+            rows: 0.0,
+            span: 0.0,
+        });
     }
 }
 
@@ -170,9 +212,16 @@ pub fn mlp_ops(ops: &mut Vec<Op>, s: &Shape, b: &BatchStats) {
     if s.num_experts != 0 {
         let (e, k) = (s.num_experts, s.top_k);
         let active = s.experts_local * (1.0 - (1.0 - k as f64 / e as f64).powf(t));
-        ops.push(Op { module: MLP, key: "moe_router", work: 2.0 * t * h * e as f64,
-                      traffic: s.ba * t * (s.h + e) as f64 + s.bp * h * e as f64, group: BLEND, kind: Kind::Gemm,
-                      rows: t, span: 0.0 });
+        ops.push(Op {
+            module: MLP,
+            key: "moe_router",
+            work: 2.0 * t * h * e as f64,
+            traffic: s.ba * t * (s.h + e) as f64 + s.bp * h * e as f64,
+            group: BLEND,
+            kind: Kind::Gemm,
+            rows: t,
+            span: 0.0,
+        });
         moe_ops(ops, s, t, active);
         if s.shared_experts != 0 {
             let shared = s.shared_experts as f64;
@@ -197,9 +246,16 @@ pub fn head_ops(ops: &mut Vec<Op>, s: &Shape, b: &BatchStats) {
     let seqs = b.seqs as f64;
     ops.push(gemm(HEAD, "lm_head", s, seqs, s.h as f64, s.vocab, 1.0, seqs));
     if s.fitted {
-        ops.push(Op { module: HEAD, key: "sampler", work: 0.0,
-                      traffic: SAMPLER_PASSES * LOGIT_BYTES * s.vocab * s.tp as f64 * seqs, group: BLEND,
-                      kind: Kind::Sample, rows: 0.0, span: 0.0 });
+        ops.push(Op {
+            module: HEAD,
+            key: "sampler",
+            work: 0.0,
+            traffic: SAMPLER_PASSES * LOGIT_BYTES * s.vocab * s.tp as f64 * seqs,
+            group: BLEND,
+            kind: Kind::Sample,
+            rows: 0.0,
+            span: 0.0,
+        });
     }
 }
 
@@ -219,8 +275,15 @@ pub fn lora_ops(ops: &mut Vec<Op>, s: &Shape, adapters: &[(i64, f64)]) {
     let ranks: i64 = adapters.iter().map(|&(rank, _)| rank).sum();
     let tokens = adapters.iter().fold(0.0, |sum, &(_, tokens)| sum + tokens);
     for (module, width) in groups {
-        ops.push(Op { module, key: "lora", work: 2.0 * rank_tokens * width,
-                      traffic: s.ba * (ranks as f64 + tokens) * width,
-                      group: BLEND, kind: Kind::Gemm, rows: tokens, span: 0.0 });
+        ops.push(Op {
+            module,
+            key: "lora",
+            work: 2.0 * rank_tokens * width,
+            traffic: s.ba * (ranks as f64 + tokens) * width,
+            group: BLEND,
+            kind: Kind::Gemm,
+            rows: tokens,
+            span: 0.0,
+        });
     }
 }

@@ -7,13 +7,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::cache::{BatchRef, CacheKey, StepCache};
-use crate::bounded_cache::Hashed;
 use super::collectives::{self, Formula, PathLink, PCIE_PROTOCOLS};
 use super::config::{path_link, Device, Params, Shape};
 use super::estimator::{self, Breakdown, Model, StepEstimate};
 use super::kernels::{self, KernelParams, Kind};
 use super::operators;
 use super::stats::{self, BatchStats};
+use crate::bounded_cache::Hashed;
 
 /// A roofline session's model: times a step's [`BatchStats`], or a batch as the backend receives
 /// it (cached), memoizing what a decode run leaves unchanged.
@@ -49,7 +49,8 @@ pub struct BatchError {
 
 impl BatchError {
     pub fn into_py_err(self, py: Python<'_>) -> PyErr {
-        let raised = py.import(intern!(py, "cosim.adapters.sdk"))
+        let raised = py
+            .import(intern!(py, "cosim.adapters.sdk"))
             .and_then(|sdk| sdk.getattr(intern!(py, "InvalidArgument")))
             .and_then(|class| class.call1((format!("batch.{}", self.field), self.value, self.message)));
         match raised {
@@ -116,8 +117,12 @@ impl RooflineModel {
     /// Times one step: (duration, compute, memory, communication, dispatch ns, breakdown or None,
     /// energy_j or None).
     #[pyo3(signature = (stats, with_breakdown = true))]
-    fn estimate<'py>(&mut self, py: Python<'py>, stats: &BatchStats, with_breakdown: bool)
-        -> PyResult<TimingTuple<'py>> {
+    fn estimate<'py>(
+        &mut self,
+        py: Python<'py>,
+        stats: &BatchStats,
+        with_breakdown: bool,
+    ) -> PyResult<TimingTuple<'py>> {
         timing_tuple(py, self.model.estimate(stats, with_breakdown))
     }
 
@@ -129,11 +134,25 @@ impl RooflineModel {
     ///     InvalidArgument: drafts, LoRA ranks or ids not one per sequence.
     #[pyo3(signature = (new, context, dp_rank_tokens, drafts, lora_ranks, lora_ids, slim = false))]
     #[allow(clippy::too_many_arguments)]
-    fn predict_batch<'py>(&mut self, py: Python<'py>, new: Vec<i64>, context: Vec<i64>, dp_rank_tokens: Vec<i64>,
-                          drafts: Vec<i64>, lora_ranks: Vec<i64>, lora_ids: Vec<i64>, slim: bool)
-        -> PyResult<TimingTuple<'py>> {
-        let batch = BatchRef { new: &new, context: &context, dp_rank_tokens: &dp_rank_tokens, drafts: &drafts,
-                               lora_ranks: &lora_ranks, lora_ids: &lora_ids };
+    fn predict_batch<'py>(
+        &mut self,
+        py: Python<'py>,
+        new: Vec<i64>,
+        context: Vec<i64>,
+        dp_rank_tokens: Vec<i64>,
+        drafts: Vec<i64>,
+        lora_ranks: Vec<i64>,
+        lora_ids: Vec<i64>,
+        slim: bool,
+    ) -> PyResult<TimingTuple<'py>> {
+        let batch = BatchRef {
+            new: &new,
+            context: &context,
+            dp_rank_tokens: &dp_rank_tokens,
+            drafts: &drafts,
+            lora_ranks: &lora_ranks,
+            lora_ids: &lora_ids,
+        };
         let timing = self.predict(py, &batch, slim)?;
         timing_tuple(py, timing)
     }
@@ -146,8 +165,12 @@ impl RooflineModel {
     /// Device times of a step: (busy per module, comm_attn, comm_mlp, breakdown, totals).
     #[pyo3(signature = (stats, with_breakdown = true))]
     #[allow(clippy::type_complexity)]
-    fn device_times<'py>(&mut self, py: Python<'py>, stats: &BatchStats, with_breakdown: bool)
-        -> PyResult<(Vec<f64>, f64, f64, Bound<'py, PyDict>, Vec<f64>)> {
+    fn device_times<'py>(
+        &mut self,
+        py: Python<'py>,
+        stats: &BatchStats,
+        with_breakdown: bool,
+    ) -> PyResult<(Vec<f64>, f64, f64, Bound<'py, PyDict>, Vec<f64>)> {
         let times = self.model.device_times(stats, with_breakdown);
         let breakdown = match &times.breakdown {
             Some(breakdown) => breakdown_dict(py, breakdown)?,
@@ -173,8 +196,16 @@ impl RooflineModel {
 #[pyfunction]
 #[pyo3(signature = (kind, work, traffic, rows, k, peak_flops, mem_bw, span = 0.0))]
 #[allow(clippy::too_many_arguments)]
-pub fn kernel_ns(kind: i64, work: f64, traffic: f64, rows: f64, k: KernelParams, peak_flops: f64, mem_bw: f64,
-                 span: f64) -> PyResult<(f64, bool)> {
+pub fn kernel_ns(
+    kind: i64,
+    work: f64,
+    traffic: f64,
+    rows: f64,
+    k: KernelParams,
+    peak_flops: f64,
+    mem_bw: f64,
+    span: f64,
+) -> PyResult<(f64, bool)> {
     let kind = Kind::from_code(kind).ok_or_else(|| PyValueError::new_err(format!("unknown kernel kind {kind}")))?;
     Ok(kernels::kernel_ns(kind, work, traffic, rows, &k, peak_flops, mem_bw, span))
 }
@@ -207,8 +238,14 @@ fn formula(name: &str) -> PyResult<Formula> {
 /// One all-reduce, in ns.
 #[pyfunction]
 #[pyo3(signature = (size_bytes, ranks, bus_bytes_per_s, *, latency_us = 0.0, hop_latency_us = 0.0, formula = "ring"))]
-pub fn all_reduce_ns(size_bytes: f64, ranks: i64, bus_bytes_per_s: f64, latency_us: f64, hop_latency_us: f64,
-                     formula: &str) -> PyResult<f64> {
+pub fn all_reduce_ns(
+    size_bytes: f64,
+    ranks: i64,
+    bus_bytes_per_s: f64,
+    latency_us: f64,
+    hop_latency_us: f64,
+    formula: &str,
+) -> PyResult<f64> {
     let formula = self::formula(formula)?;
     Ok(collectives::all_reduce_ns(size_bytes, ranks, bus_bytes_per_s, latency_us, hop_latency_us, formula))
 }
@@ -227,8 +264,13 @@ pub fn pcie_protocols() -> Vec<(&'static str, f64, f64, f64)> {
 
 /// A collective on a PCIe path with protocol `protocol` (its index in PCIE_PROTOCOLS), in ns.
 #[pyfunction]
-pub fn path_protocol_ns(link: &Bound<'_, PyAny>, protocol: usize, size_bytes: f64, steps: i64, share: f64)
-    -> PyResult<f64> {
+pub fn path_protocol_ns(
+    link: &Bound<'_, PyAny>,
+    protocol: usize,
+    size_bytes: f64,
+    steps: i64,
+    share: f64,
+) -> PyResult<f64> {
     let protocol = PCIE_PROTOCOLS.get(protocol).ok_or_else(|| PyValueError::new_err("no such protocol"))?;
     Ok(path_link(link)?.protocol_ns(protocol, size_bytes, steps, share))
 }
@@ -267,8 +309,12 @@ pub fn decode_stats(seqs: i64, context_sum: i64) -> BatchStats {
 
 /// The step's distinct LoRA adapters as (rank, tokens).
 #[pyfunction]
-pub fn lora_adapters<'py>(py: Python<'py>, new_tokens: Vec<i64>, ranks: Vec<i64>, ids: Vec<i64>)
-    -> PyResult<Bound<'py, PyTuple>> {
+pub fn lora_adapters<'py>(
+    py: Python<'py>,
+    new_tokens: Vec<i64>,
+    ranks: Vec<i64>,
+    ids: Vec<i64>,
+) -> PyResult<Bound<'py, PyTuple>> {
     PyTuple::new(py, stats::lora_adapters(&new_tokens, &ranks, &ids))
 }
 
@@ -285,13 +331,21 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<stats::Group>()?;
     module.add("PCIE_PROTOCOLS", pcie_protocols())?;
     module.add("CUSTOM_AR_MAX_BYTES", estimator::CUSTOM_AR_MAX_BYTES)?;
-    for function in [wrap_pyfunction!(kernel_ns, module)?, wrap_pyfunction!(attention_tiles, module)?,
-                     wrap_pyfunction!(moe_ns, module)?, wrap_pyfunction!(all_reduce_ns, module)?,
-                     wrap_pyfunction!(all_to_all_ns, module)?, wrap_pyfunction!(path_protocol_ns, module)?,
-                     wrap_pyfunction!(path_fastest_ns, module)?, wrap_pyfunction!(path_all_reduce_ns, module)?,
-                     wrap_pyfunction!(path_all_to_all_ns, module)?, wrap_pyfunction!(batch_stats, module)?,
-                     wrap_pyfunction!(decode_stats, module)?, wrap_pyfunction!(lora_adapters, module)?,
-                     wrap_pyfunction!(run_stage, module)?] {
+    for function in [
+        wrap_pyfunction!(kernel_ns, module)?,
+        wrap_pyfunction!(attention_tiles, module)?,
+        wrap_pyfunction!(moe_ns, module)?,
+        wrap_pyfunction!(all_reduce_ns, module)?,
+        wrap_pyfunction!(all_to_all_ns, module)?,
+        wrap_pyfunction!(path_protocol_ns, module)?,
+        wrap_pyfunction!(path_fastest_ns, module)?,
+        wrap_pyfunction!(path_all_reduce_ns, module)?,
+        wrap_pyfunction!(path_all_to_all_ns, module)?,
+        wrap_pyfunction!(batch_stats, module)?,
+        wrap_pyfunction!(decode_stats, module)?,
+        wrap_pyfunction!(lora_adapters, module)?,
+        wrap_pyfunction!(run_stage, module)?,
+    ] {
         module.add_function(function)?;
     }
     Ok(())

@@ -27,8 +27,14 @@ pub struct Group {
 impl Group {
     /// Its fields' bits, a memo key (sums of counts: never -0.0 or NaN).
     pub fn key(&self) -> [u64; 6] {
-        [self.seqs as u64, self.new.to_bits(), self.ctx.to_bits(), self.pairs.to_bits(), self.causal.to_bits(),
-         self.max_len.to_bits()]
+        [
+            self.seqs as u64,
+            self.new.to_bits(),
+            self.ctx.to_bits(),
+            self.pairs.to_bits(),
+            self.causal.to_bits(),
+            self.max_len.to_bits(),
+        ]
     }
 }
 
@@ -41,8 +47,10 @@ impl Group {
     }
 
     fn __repr__(&self) -> String {
-        format!("BatchGroup(seqs={}, new={:?}, ctx={:?}, pairs={:?}, causal={:?}, max_len={:?})", self.seqs, self.new,
-                self.ctx, self.pairs, self.causal, self.max_len)
+        format!(
+            "BatchGroup(seqs={}, new={:?}, ctx={:?}, pairs={:?}, causal={:?}, max_len={:?})",
+            self.seqs, self.new, self.ctx, self.pairs, self.causal, self.max_len
+        )
     }
 }
 
@@ -72,8 +80,14 @@ pub struct BatchStats {
 impl BatchStats {
     #[new]
     #[pyo3(signature = (tokens, seqs, prefill_share, prefill, decode, lora = Vec::new()))]
-    fn py_new(tokens: f64, seqs: i64, prefill_share: f64, prefill: Group, decode: Group, lora: Vec<(i64, f64)>)
-        -> Self {
+    fn py_new(
+        tokens: f64,
+        seqs: i64,
+        prefill_share: f64,
+        prefill: Group,
+        decode: Group,
+        lora: Vec<(i64, f64)>,
+    ) -> Self {
         BatchStats { tokens, seqs, prefill_share, prefill, decode, lora }
     }
 
@@ -86,13 +100,23 @@ impl BatchStats {
     /// A copy with `tokens` (a data-parallel group's padding) or `lora` changed.
     #[pyo3(signature = (*, tokens = None, lora = None))]
     fn _replace(&self, tokens: Option<f64>, lora: Option<Vec<(i64, f64)>>) -> Self {
-        BatchStats { tokens: tokens.unwrap_or(self.tokens), lora: lora.unwrap_or_else(|| self.lora.clone()),
-                     ..self.clone() }
+        BatchStats {
+            tokens: tokens.unwrap_or(self.tokens),
+            lora: lora.unwrap_or_else(|| self.lora.clone()),
+            ..self.clone()
+        }
     }
 
     fn __repr__(&self) -> String {
-        format!("BatchStats(tokens={:?}, seqs={}, prefill_share={:?}, prefill={}, decode={}, lora={:?})", self.tokens,
-                self.seqs, self.prefill_share, self.prefill.__repr__(), self.decode.__repr__(), self.lora)
+        format!(
+            "BatchStats(tokens={:?}, seqs={}, prefill_share={:?}, prefill={}, decode={}, lora={:?})",
+            self.tokens,
+            self.seqs,
+            self.prefill_share,
+            self.prefill.__repr__(),
+            self.decode.__repr__(),
+            self.lora
+        )
     }
 }
 
@@ -141,8 +165,14 @@ pub fn batch_stats(new_tokens: &[i64], context_tokens: &[i64], draft_tokens: &[i
     if tokens == 0.0 {
         return Err(PyZeroDivisionError::new_err("float division by zero"));
     }
-    Ok(BatchStats { tokens, seqs: prefill.seqs + decode.seqs, prefill_share: prefill.new / tokens, prefill, decode,
-                    lora: Vec::new() })
+    Ok(BatchStats {
+        tokens,
+        seqs: prefill.seqs + decode.seqs,
+        prefill_share: prefill.new / tokens,
+        prefill,
+        decode,
+        lora: Vec::new(),
+    })
 }
 
 /// The step's distinct LoRA adapters as (rank, tokens), in order of first appearance (without
