@@ -154,6 +154,32 @@ def summarize(requests: Sequence[RequestRecord], clients: Sequence[ClientInfo],
                            wall_time_s=wall_time_s, extra=extra, benchmark=benchmark)
 
 
+def judged_figures(table: RequestTable, clients: Sequence[ClientInfo], timelines: Mapping[str, ClientTimeline], *,
+                   slo: Slo, sim_time_ns: int) -> dict[str, Any]:
+    """The part of :func:`summarize_table`'s summary a goodput search judges a run by, equal to it
+    (cleaned alike): ``requests.completed``, ``slo`` and ``energy`` (absent where no client's energy
+    is modelled). The rest (latency percentiles, ITL gaps, per-client blocks) was a tenth of a search's CPU."""
+    validate_slo(slo)
+    metrics = table.metrics()
+    generated = table.tokens()["generated"]
+    owners = table.columns["owner"]
+    blocks = {}
+    for info in clients:  # each client's energy as summarize_table's per-client block has it
+        mine = owners == info.name
+        energy = client_energy(info, timelines.get(info.name), completed=int(np.count_nonzero(metrics.finished & mine)),
+                               output_tokens=int(np.sum(generated[mine])), sim_time_ns=sim_time_ns)
+        if energy is not None:
+            blocks[info.name] = energy
+    completed = int(np.count_nonzero(metrics.finished))
+    figures: dict[str, Any] = {"requests": {"completed": completed}, "slo": slo_report(metrics, slo)}
+    energy = run_energy(clients, blocks, completed=completed, output_tokens=int(np.sum(generated)),
+                        sim_time_ns=sim_time_ns)
+    if energy is not None:
+        figures["energy"] = energy
+    cleaned: dict[str, Any] = clean(figures)
+    return cleaned
+
+
 def summarize_table(table: RequestTable, clients: Sequence[ClientInfo],
                     timelines: Mapping[str, ClientTimeline], *, slo: Slo, sim_time_ns: int,
                     wall_time_s: float, extra: Mapping[str, Any] | None = None,

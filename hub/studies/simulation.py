@@ -39,7 +39,7 @@ from ..metrics import ProgressBar
 from ..metrics.autoscaling_block import autoscaling_block
 from ..metrics.benchmark_setup import benchmark_setup
 from ..metrics.request_table import RequestTable
-from ..metrics.summary import summarize_table
+from ..metrics.summary import judged_figures, summarize_table
 from ..sim.admission import ClientLimits
 from ..sim.arrivals import scenario_requests
 from ..sim.autoscale import Autoscaler, ReplicaPool, provisioning_ns
@@ -405,6 +405,16 @@ class Simulation:
             self._table = self.kernel.num_events, self.coordinator.table()
         return self._table[1]
 
+    def _record_lifetimes(self) -> None:
+        for pool in self.pools:  # each replica is paid for while it exists
+            pool.record_lifetimes(self.kernel.now_ns)
+
+    def judged(self) -> dict[str, Any]:
+        """What a goodput search judges the run by, as :meth:`summarize` has it (:func:`judged_figures`)."""
+        self._record_lifetimes()
+        return judged_figures(self.request_table(), self.infos, self.timelines(), slo=self.config.slo,
+                              sim_time_ns=self.kernel.now_ns)
+
     def summarize(self, wall_time_s: float) -> dict[str, Any]:
         """summary.json content, with backend statistics."""
         proxies = self.runtime.proxies()
@@ -425,8 +435,7 @@ class Simulation:
         lora = [c.timeline.lora.summary() for c in self.clients if c.timeline.lora is not None]
         if lora:  # every client's adapter loads together (each client's are in its block)
             extra["lora"] = {key: sum(block[key] for block in lora) for key in lora[0]}
-        for pool in self.pools:  # each replica is paid for while it exists
-            pool.record_lifetimes(self.kernel.now_ns)
+        self._record_lifetimes()
         if self.pools:
             extra["autoscaling"] = {pool.name: autoscaling_block(pool, self.kernel.now_ns) for pool in self.pools}
         if self.session_driver is not None:

@@ -17,6 +17,7 @@ from cosim.hub.studies.search.early_stop import SloWatch, StopRun
 from cosim.hub.studies.search.goodput import ladder, prepare, replay
 
 from .test_search import SPACE, ranking
+from tests.paths import EXAMPLES
 
 # One client, requests of varied size, an SLO near its capacity (verdicts of both kinds across the rates).
 SCENARIO: dict[str, Any] = {
@@ -201,3 +202,29 @@ def test_replications_share_step_timings_and_get_the_same_statistics(monkeypatch
     apart = [sc.Replicator(sc.with_rate(data, rate), ".")(seed) for rate in (2.0, 4.0) for seed in seeds]
     assert together == apart
     assert timed_together < 0.7 * sum(predicted)
+
+
+@pytest.mark.parametrize("example, requests, extra", [
+    ("quickstart.yaml", 60, {}),
+    ("disaggregated.yaml", 60, {}),  # two clients' energy summed
+    ("autoscaling.yaml", 1200, {}),  # replicas come and go: their lives, recorded first, bound their idle energy
+    ("energy-batching.yaml", 60, {}),
+    ("multistage/mist-code.yaml", 60, {}),  # a pipeline with a KV memory stage
+    ("quickstart.yaml", 60, {"frontend": {"tokenizer_batch_wait_s": 0.002, "tokenize_s_per_token": 1e-6}}),
+])
+def test_a_search_judges_a_run_by_its_summary_figures(example: str, requests: int, extra: dict[str, Any]) -> None:
+    """What a search's run reports (Simulation.judged, without the whole summary) is the summary's own:
+    completed requests, the SLO block and the energy block, cleaned alike."""
+    from cosim.hub.studies.search.scenario import as_mapping, backend_names, parse_config, started_backends
+    from cosim.hub.studies.simulation import Simulation
+
+    data, folder = as_mapping(EXAMPLES / example, overrides=[f"workload.requests={requests}"])
+    config = parse_config(data | extra)
+    with started_backends(config, backend_names(config), in_process=True) as backends:
+        simulation = Simulation(config, folder, backends)
+        assert simulation.run(progress=False) is None
+        judged, summary = simulation.judged(), simulation.summarize(0.0)
+        simulation.close()
+    assert summary["slo"] and summary["requests"]["completed"] == requests
+    assert judged == {"requests": {"completed": requests}, "slo": summary["slo"]} | (
+        {"energy": summary["energy"]} if "energy" in summary else {})

@@ -162,7 +162,7 @@ class Replicator:
         with started_backends(config, self.names, in_process=True) as backends:
             simulation = Simulation(config, self.base_dir, backends, shared_timings=SHARED_TIMINGS)
             error = simulation.run(progress=False, on_request=watch.add if watch else None)
-            summary = simulation.summarize(0.0) if error is None else {}
+            summary = simulation.judged() if error is None else {}
             simulation.close()
         if isinstance(error, StopRun):
             assert watch is not None
