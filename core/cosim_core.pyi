@@ -150,6 +150,8 @@ class BlockManager:
         """Extra blocks ``seq`` needs to compute ``num_new_tokens`` more tokens."""
     def cache_hit(self, seq: Sequence) -> list[Hashable]:
         """The cached blocks holding the longest run of ``seq``'s leading tokens."""
+    def cached_tokens(self, seq: Sequence) -> int:
+        """The tokens of :meth:`cache_hit`'s blocks."""
     def fits(self, seq: Sequence, num_new_tokens: int, hit: Seq[Hashable] | None = None) -> bool:
         """Whether :meth:`allocate` can give ``seq`` the blocks ``hit`` and those of ``num_new_tokens``."""
     def allocate(self, seq: Sequence, num_new_tokens: int, hit: Seq[Hashable] | None = None) -> bool:

@@ -129,6 +129,11 @@ impl BlockManager {
         keys_list(seq.py(), &self.hit(seq)?)
     }
 
+    /// The tokens of :meth:`cache_hit`'s blocks (a router's or a transfer's count, with no list of keys).
+    fn cached_tokens(&self, seq: &Bound<'_, Sequence>) -> PyResult<i64> {
+        Ok(self.hit(seq)?.len() as i64 * self.block_size)
+    }
+
     /// Whether :meth:`allocate` can give `seq` the cached blocks `hit` and the blocks for
     /// `num_new_tokens` more tokens after them (a hit block nobody holds is one of the free).
     #[pyo3(signature = (seq, num_new_tokens, hit = None))]

@@ -161,8 +161,7 @@ class LLMClient:
         prefix cache holds, in whole blocks; 0 without prefix caching (:meth:`BlockManager.cache_hit`)."""
         if not self.scheduler.kv.enable_prefix_caching:
             return 0
-        kv = self.timer.settled().kv  # a decode run's pending steps cache their blocks as they are applied
-        return len(kv.cache_hit(probe)) * kv.block_size
+        return self.timer.settled().kv.cached_tokens(probe)  # a decode run's pending steps cache their blocks
 
     @property
     def block_size(self) -> int:

@@ -53,6 +53,7 @@ def test_blocks_are_shared_by_token_content_as_soon_as_they_are_allocated() -> N
     assert len(kv.cache_hit(other_second_block)) == 1  # a block's hash chains its parent's
     exact = seq(8, ids=list(range(8)), rid=4)
     assert len(kv.cache_hit(exact)) == 1  # at least one prompt token is always computed
+    assert [kv.cached_tokens(s) for s in (same_start, other_second_block, exact)] == [8, 4, 4]  # the hits' tokens
 
 
 def test_declared_prefixes_give_identical_leading_blocks_without_token_ids() -> None:
