@@ -674,6 +674,8 @@ class Timeline:
     energy_j: float
     device_s: float
     reported_energy_steps: int
+    busy_ns: int
+    """The time its devices were busy (its steps, or each step's share of the first pipeline stage)."""
 
     def __new__(cls, rows: Any, spilled_gaps: Any, max_gap_keys: int) -> Self: ...
     def append(self, start_ns: int, end_ns: int, num_seqs: int, prefill_tokens: int, decode_tokens: int,

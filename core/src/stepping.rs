@@ -7,8 +7,8 @@
 //! [`end_step`]) and is recorded on the requests and the client's [`Timeline`]. The client's Python
 //! is called only for what is rare or its own: a step's LoRA adapters, pipeline micro-batches, an API
 //! server in front (`frontend`), forks, finished stages (`finish_stage`: the coordinator takes them), a
-//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). Its `busy`,
-//! `busy_ns` and `wake_pending` stay its attributes (the router and the autoscaler read them).
+//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). Its `busy` and
+//! `wake_pending` stay its attributes (the router reads them); its busy time is counted on its timeline.
 //!
 //! A step's end is an event of the kernel's heap ([`step_done`]), and so is the client's wake-up for
 //! its next ([`wake`], [`on_wake`]): both call the core, with no Python frame of the client's. When
@@ -63,11 +63,9 @@ impl<'py> Client<'py> {
         self.obj.setattr(intern!(self.obj.py(), "busy"), busy)
     }
 
-    /// Counts `ns` more of its devices' busy time.
-    fn add_busy_ns(&self, ns: i64) -> PyResult<()> {
-        let name = intern!(self.obj.py(), "busy_ns");
-        let busy_ns: i64 = self.obj.getattr(name)?.extract()?;
-        self.obj.setattr(name, busy_ns + ns)
+    /// Counts `ns` more of its devices' busy time (on its timeline, where the router and autoscaler read it).
+    fn add_busy_ns(&self, ns: i64) {
+        self.timeline.borrow_mut().busy_ns += ns;
     }
 
     fn label(&self, name: &Bound<'py, PyString>) -> PyResult<String> {
@@ -159,7 +157,7 @@ fn end(
         return record_run_step(timer, client, start_ns, now, None); // its effects wait until its run is settled
     };
     if !overlapping {
-        client.add_busy_ns(now - start_ns)?;
+        client.add_busy_ns(now - start_ns);
     }
     record(client, batch, outcome.bind(py), start_ns, now)
 }
@@ -178,7 +176,7 @@ fn record_run_step(
     if let Some(joules) = joules {
         client.timeline.borrow_mut().add_energy(joules);
     }
-    client.add_busy_ns(end_ns - start_ns)?;
+    client.add_busy_ns(end_ns - start_ns);
     let (num_seqs, num_requests) = timer.borrow().run_size(py)?;
     let (num_seqs, num_requests) = (num_seqs as i64, num_requests as i64);
     let (kv_blocks_used, num_waiting) = {

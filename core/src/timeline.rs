@@ -26,6 +26,8 @@ use crate::rows::RowBuffer;
 ///     energy_j: the steps' joules where known.
 ///     device_s: the device-seconds the steps kept busy.
 ///     reported_energy_steps: the steps whose backend reported their energy.
+///     busy_ns: the time its devices were busy (its steps, or with pipeline micro-batches each step's
+///         share of the first stage, which the client adds).
 #[pyclass(module = "cosim_core", subclass)]
 pub struct Timeline {
     #[pyo3(get, name = "_rows")]
@@ -43,6 +45,8 @@ pub struct Timeline {
     device_s: f64,
     #[pyo3(get)]
     reported_energy_steps: i64,
+    #[pyo3(get, set)]
+    pub busy_ns: i64,
 }
 
 #[pymethods]
@@ -63,6 +67,7 @@ impl Timeline {
             energy_j: 0.0,
             device_s: 0.0,
             reported_energy_steps: 0,
+            busy_ns: 0,
         })
     }
 

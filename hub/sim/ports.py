@@ -137,8 +137,9 @@ class Stepper(Protocol):
     busy: bool
     """A step (or, with micro-batches, the first pipeline stage) is in flight."""
 
-    busy_ns: int
-    """Time its devices were busy."""
+    @property
+    def busy_ns(self) -> int:
+        """Time its devices were busy."""
 
     wake_pending: bool
     """Its wake-up is scheduled."""

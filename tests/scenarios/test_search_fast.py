@@ -15,9 +15,9 @@ from cosim.hub.studies.runner import run
 from cosim.hub.studies.search import goodput
 from cosim.hub.studies.search.early_stop import SloWatch, StopRun
 from cosim.hub.studies.search.goodput import ladder, prepare, replay
+from tests.paths import EXAMPLES
 
 from .test_search import SPACE, ranking
-from tests.paths import EXAMPLES
 
 # One client, requests of varied size, an SLO near its capacity (verdicts of both kinds across the rates).
 SCENARIO: dict[str, Any] = {

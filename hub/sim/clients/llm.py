@@ -101,7 +101,6 @@ class LLMClient:
             self.timeline.offload = scheduler.offload
         self._holds_kv = scheduler.hold_finished_kv  # fixed at the scheduler's making
         self.busy = False
-        self.busy_ns = 0
         self.wake_pending = False  # its wake-up is scheduled
         self.wake_label, self.done_label = f"wake {self.name}", f"step done {self.name}"
         self._input_tokens = 0  # prompt tokens of the requests with a sequence here
@@ -164,6 +163,11 @@ class LLMClient:
         return self.timer.settled().kv.cached_tokens(probe)  # a decode run's pending steps cache their blocks
 
     @property
+    def busy_ns(self) -> int:
+        """Time its devices were busy (counted on its timeline by the step loop)."""
+        return self.timeline.busy_ns
+
+    @property
     def block_size(self) -> int:
         return self.scheduler.kv.block_size
 
@@ -186,7 +190,7 @@ class LLMClient:
         stage after a stage's share of its ``duration``, and the first stage takes the next micro-batch."""
         stage_ns = -(-duration // self.micro_batches)
         self._in_flight += 1
-        self.busy_ns += stage_ns
+        self.timeline.busy_ns += stage_ns
         self._stage_free_ns = now + stage_ns
         self.kernel.call_at(self._stage_free_ns, WAKE, self._on_stage_free, label=self.wake_label)
 
