@@ -625,6 +625,13 @@ class StepTimer:
                  next_arrival_ns: Callable[[int], int | None] | None = None, energy: StepEnergy | None = None,
                  max_lookahead: int = 256, decode_runs: bool = True, host_time: Any = None, drafter: Any = None,
                  alone: bool = True, overlapping: bool = False) -> None: ...
+    busy: bool
+    """A step of its client's (or, with micro-batches, the first pipeline stage) is in flight."""
+    wake_pending: bool
+    """Its client's wake-up is scheduled."""
+    def attach(self, *, kernel: Kernel, timeline: Timeline, wake_label: str, done_label: str,
+               keep_itls: bool) -> None:
+        """Gives the timer what its client's step loop reads at every step, once."""
     def begin(self) -> ScheduledBatch | None:
         """The next step: a decode run's, else the scheduler's choice; None when nothing can run."""
     def in_run(self, batch: ScheduledBatch) -> bool:

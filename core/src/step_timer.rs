@@ -19,6 +19,8 @@
 //! nothing else happens (`run_ahead`), and the client's steps are begun, timed, ended and recorded natively, in place
 //! where nothing else comes first ([`crate::stepping`]).
 
+use std::sync::Arc;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -26,15 +28,27 @@ use pyo3::{PyTraverseError, PyVisit};
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::forecast::Forecast;
+use crate::kernel::Kernel;
 use crate::manager::BlockManager;
 use crate::power::{StepEnergy, StepJoules};
 use crate::runs::DecodeRun;
 use crate::scheduler::Scheduler;
 use crate::stepping;
+use crate::timeline::Timeline;
 use crate::timing::{signature_keys, RuntimeSessionProxy, SharedKey, Timing};
 
 /// A forecast longer than this is made again from the step in flight (bounds its memory).
 const MAX_FORECAST_STEPS: usize = 1024;
+
+/// What the step loop reads of its client at every step ([`StepTimer::attach`]).
+pub struct ClientParts {
+    pub kernel: Py<Kernel>,
+    pub timeline: Py<Timeline>,
+    pub wake_label: Arc<str>,
+    pub done_label: Arc<str>,
+    /// Each request's token gaps are kept (`RequestRecord.itl_ns`).
+    pub keep_itls: bool,
+}
 
 /// Steps one client's scheduler and times each step (see the module docs).
 ///
@@ -97,6 +111,14 @@ pub struct StepTimer {
     spare: Option<Py<BlockManager>>,
     /// Whether its class replaces `_lookahead` (asked at its first prediction; see `lookahead`).
     lookahead_replaced: Option<bool>,
+    /// What the step loop reads of its client at every step ([`ClientParts`], given by `attach`).
+    pub(crate) client: Option<ClientParts>,
+    /// A step (or, with micro-batches, the first pipeline stage) of its client's is in flight.
+    #[pyo3(get, set)]
+    pub busy: bool,
+    /// Its client's wake-up is scheduled.
+    #[pyo3(get, set)]
+    pub wake_pending: bool,
 }
 
 #[pymethods]
@@ -147,7 +169,31 @@ impl StepTimer {
             forecast_origin: 0,
             spare: None,
             lookahead_replaced: None,
+            client: None,
+            busy: false,
+            wake_pending: false,
         }
+    }
+
+    /// Gives the timer what its client's step loop ([`crate::stepping`]) reads at every step: the
+    /// client's kernel and timeline, its events' labels, and whether it keeps each request's token
+    /// gaps (`LLMClient` does, once; read as the client's attributes, they cost ~5% of a run).
+    #[pyo3(signature = (*, kernel, timeline, wake_label, done_label, keep_itls))]
+    fn attach(
+        &mut self,
+        kernel: Py<Kernel>,
+        timeline: Py<Timeline>,
+        wake_label: String,
+        done_label: String,
+        keep_itls: bool,
+    ) {
+        self.client = Some(ClientParts {
+            kernel,
+            timeline,
+            wake_label: wake_label.into(),
+            done_label: done_label.into(),
+            keep_itls,
+        });
     }
 
     // The client's callbacks and the session (whose riders include this timer) hold it back: the
@@ -161,7 +207,12 @@ impl StepTimer {
         }
         visit.call(&self.run)?;
         visit.call(&self.in_flight)?;
-        visit.call(&self.forecast)
+        visit.call(&self.forecast)?;
+        if let Some(client) = &self.client {
+            visit.call(&client.kernel)?; // its heap holds the client's events
+            visit.call(&client.timeline)?;
+        }
+        Ok(())
     }
 
     fn __clear__(&mut self) {
@@ -169,6 +220,7 @@ impl StepTimer {
         (self.collectives_ns, self.next_arrival_ns, self.energy, self.host_time, self.drafter) =
             (None, None, None, None, None);
         (self.run, self.in_flight, self.forecast, self.spare) = (None, None, None, None);
+        self.client = None;
     }
 
     // -- stepping ----------------------------------------------------------------

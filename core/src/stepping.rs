@@ -7,8 +7,10 @@
 //! [`end_step`]) and is recorded on the requests and the client's [`Timeline`]. The client's Python
 //! is called only for what is rare or its own: a step's LoRA adapters, pipeline micro-batches, an API
 //! server in front (`frontend`), forks, finished stages (`finish_stage`: the coordinator takes them), a
-//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). Its `busy` and
-//! `wake_pending` stay its attributes (the router reads them); its busy time is counted on its timeline.
+//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). What the loop
+//! reads of the client at every step its timer was given once (`StepTimer.attach`: its kernel,
+//! timeline, event labels); its `busy` and `wake_pending` flags are the timer's, its busy time the
+//! timeline's (the router and the autoscaler read them there through the client).
 //!
 //! A step's end is an event of the kernel's heap ([`step_done`]), and so is the client's wake-up for
 //! its next ([`wake`], [`on_wake`]): both call the core, with no Python frame of the client's. When
@@ -20,9 +22,12 @@
 //! `tests/scenarios/test_lookahead.py` compares the events and outputs with the heap's
 //! (`Kernel.in_place` off).
 
+use std::sync::Arc;
+
+use pyo3::exceptions::PyRuntimeError;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyString, PyTuple};
+use pyo3::types::PyTuple;
 
 use crate::batch::{ScheduledBatch, StepOutcome};
 use crate::kernel::{Kernel, DONE, WAKE};
@@ -34,20 +39,34 @@ use crate::timeline::Timeline;
 /// A step whose end the kernel's heap handles: its batch, start and duration.
 pub type Step = (Py<ScheduledBatch>, i64, i64);
 
-/// What the step loop reads of the client, once a call.
+/// What the step loop reads of the client, once a call: the parts its timer was given
+/// (`StepTimer.attach`); the client's `busy` and `wake_pending` flags are the timer's.
 struct Client<'py> {
     obj: Bound<'py, PyAny>,
+    timer: Bound<'py, StepTimer>,
     kernel: Bound<'py, Kernel>,
     timeline: Bound<'py, Timeline>,
+    wake_label: Arc<str>,
+    done_label: Arc<str>,
+    keep_itls: bool,
 }
 
 impl<'py> Client<'py> {
-    fn of(client: &Bound<'py, PyAny>) -> PyResult<Self> {
+    fn of(timer: &Bound<'py, StepTimer>, client: &Bound<'py, PyAny>) -> PyResult<Self> {
         let py = client.py();
+        let this = timer.borrow();
+        let parts = this
+            .client
+            .as_ref()
+            .ok_or_else(|| PyRuntimeError::new_err("the step timer has no client: StepTimer.attach was not called"))?;
         Ok(Client {
             obj: client.clone(),
-            kernel: client.getattr(intern!(py, "kernel"))?.downcast_into::<Kernel>()?,
-            timeline: client.getattr(intern!(py, "timeline"))?.downcast_into::<Timeline>()?,
+            timer: timer.clone(),
+            kernel: parts.kernel.bind(py).clone(),
+            timeline: parts.timeline.bind(py).clone(),
+            wake_label: parts.wake_label.clone(),
+            done_label: parts.done_label.clone(),
+            keep_itls: parts.keep_itls,
         })
     }
 
@@ -55,33 +74,29 @@ impl<'py> Client<'py> {
         self.kernel.borrow().now_ns
     }
 
-    fn busy(&self) -> PyResult<bool> {
-        self.obj.getattr(intern!(self.obj.py(), "busy"))?.extract()
+    fn busy(&self) -> bool {
+        self.timer.borrow().busy
     }
 
-    fn set_busy(&self, busy: bool) -> PyResult<()> {
-        self.obj.setattr(intern!(self.obj.py(), "busy"), busy)
+    fn set_busy(&self, busy: bool) {
+        self.timer.borrow_mut().busy = busy;
     }
 
     /// Counts `ns` more of its devices' busy time (on its timeline, where the router and autoscaler read it).
     fn add_busy_ns(&self, ns: i64) {
         self.timeline.borrow_mut().busy_ns += ns;
     }
-
-    fn label(&self, name: &Bound<'py, PyString>) -> PyResult<String> {
-        self.obj.getattr(name)?.extract()
-    }
 }
 
 /// The client's next step (`LLMClient.begin_step`): its batch, or None when it is busy or nothing can
 /// run. A step that is no decode run's records its start on its sequences' requests.
 pub fn begin_step(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<Option<Py<ScheduledBatch>>> {
-    begin(timer, &Client::of(client)?)
+    begin(timer, &Client::of(timer, client)?)
 }
 
 fn begin(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<Py<ScheduledBatch>>> {
     let py = timer.py();
-    if client.busy()? || !timer.borrow().scheduler.borrow(py).has_work() {
+    if client.busy() || !timer.borrow().scheduler.borrow(py).has_work() {
         return Ok(None);
     }
     let Some(batch) = StepTimer::begin(timer)? else {
@@ -98,7 +113,7 @@ fn begin(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<P
             stats.call_method1(intern!(py, "record"), (lora,))?; // the adapters it loads (a run's steps load none)
         }
     }
-    client.set_busy(true)?;
+    client.set_busy(true);
     Ok(Some(batch))
 }
 
@@ -110,7 +125,7 @@ pub fn time_step(
     now_ns: i64,
     dp_rank_tokens: Vec<i64>,
 ) -> PyResult<i64> {
-    time(timer, &Client::of(client)?, batch, now_ns, dp_rank_tokens)
+    time(timer, &Client::of(timer, client)?, batch, now_ns, dp_rank_tokens)
 }
 
 fn time(
@@ -136,7 +151,7 @@ pub fn end_step(
     batch: &Bound<'_, ScheduledBatch>,
     start_ns: i64,
 ) -> PyResult<()> {
-    end(timer, &Client::of(client)?, batch, start_ns)
+    end(timer, &Client::of(timer, client)?, batch, start_ns)
 }
 
 fn end(
@@ -151,7 +166,7 @@ fn end(
     if overlapping {
         client.obj.call_method0(intern!(py, "end_micro_batch"))?;
     } else {
-        client.set_busy(false)?;
+        client.set_busy(false);
     }
     let Some(outcome) = StepTimer::end(timer, batch, start_ns, now)? else {
         return record_run_step(timer, client, start_ns, now, None); // its effects wait until its run is settled
@@ -202,9 +217,8 @@ fn record(
 ) -> PyResult<()> {
     let py = batch.py();
     let client_obj = &client.obj;
-    let keep_itls: bool = client_obj.getattr(intern!(py, "keep_itls"))?.extract()?;
     let begin_decode = client_obj.getattr(intern!(py, "begin_decode_stage"))?;
-    let timed = record_tokens(outcome, now, &client.timeline, keep_itls, &begin_decode)?;
+    let timed = record_tokens(outcome, now, &client.timeline, client.keep_itls, &begin_decode)?;
     let frontend = client_obj.getattr(intern!(py, "frontend"))?;
     if !frontend.is_none() {
         frontend.call_method1(intern!(py, "deliver"), (outcome.getattr(intern!(py, "sampled"))?, now))?;
@@ -259,14 +273,13 @@ fn record(
 /// NOTE: every step and wake-up handled here is the event the heap would handle next: a step's end
 /// is before [`Kernel::peek`], and the wake-up after it at a time no pending event is due.
 pub fn take_steps(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<Option<Step>> {
-    take(timer, &Client::of(client)?)
+    take(timer, &Client::of(timer, client)?)
 }
 
 fn take(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<Step>> {
     let py = timer.py();
     let kernel = &client.kernel;
-    let done_label = client.label(intern!(py, "done_label"))?;
-    let wake_label = client.label(intern!(py, "wake_label"))?;
+    let (done_label, wake_label) = (&*client.done_label, &*client.wake_label);
     let overlapping = timer.borrow().overlapping;
     loop {
         let Some(batch) = begin(timer, client)? else {
@@ -278,14 +291,14 @@ fn take(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<Option<St
         if overlapping || i128::from(now + duration) >= kernel.borrow().peek(py)? {
             return Ok(Some((batch, now, duration)));
         }
-        kernel.borrow_mut().advance(py, now + duration, &done_label)?;
+        kernel.borrow_mut().advance(py, now + duration, done_label)?;
         end(timer, client, batch.bind(py), now)?;
         let now = client.now_ns();
         if i128::from(now) >= kernel.borrow().peek(py)? {
             return schedule_wake(timer, client).map(|()| None); // the step's end scheduled other events first
         }
-        kernel.borrow_mut().advance(py, now, &wake_label)?;
-        run_alone(timer, client, &done_label, &wake_label)?;
+        kernel.borrow_mut().advance(py, now, wake_label)?;
+        run_alone(timer, client, done_label, wake_label)?;
     }
 }
 
@@ -308,20 +321,19 @@ fn run_alone(timer: &Bound<'_, StepTimer>, client: &Client<'_>, done_label: &str
 /// Schedules the client's wake-up ([`on_wake`]) at the current time, after the events due then,
 /// unless it is busy or one is pending (`LLMClient.wake`, for a client in no lock-step group).
 pub fn wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
-    schedule_wake(timer, &Client::of(client)?)
+    schedule_wake(timer, &Client::of(timer, client)?)
 }
 
 fn schedule_wake(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<()> {
     let py = timer.py();
-    let pending = intern!(py, "wake_pending");
-    if client.busy()? || client.obj.getattr(pending)?.extract::<bool>()? {
+    if client.busy() || timer.borrow().wake_pending {
         return Ok(());
     }
-    client.obj.setattr(pending, true)?;
+    timer.borrow_mut().wake_pending = true;
     let now = client.now_ns();
     let on_wake = timer.getattr(intern!(py, "on_wake"))?.unbind();
     let args = PyTuple::new(py, [&client.obj])?.unbind();
-    let label = client.label(intern!(py, "wake_label"))?;
+    let label = client.wake_label.to_string();
     client.kernel.borrow_mut().call_at(py, i128::from(now), WAKE, on_wake, args, label)
 }
 
@@ -330,15 +342,15 @@ fn schedule_wake(timer: &Bound<'_, StepTimer>, client: &Client<'_>) -> PyResult<
 /// (`LLMClient.start_micro_batch`).
 pub fn on_wake(timer: &Bound<'_, StepTimer>, client: &Bound<'_, PyAny>) -> PyResult<()> {
     let py = timer.py();
-    let client = Client::of(client)?;
-    client.obj.setattr(intern!(py, "wake_pending"), false)?;
+    let client = Client::of(timer, client)?;
+    timer.borrow_mut().wake_pending = false;
     let Some((batch, now, duration)) = take(timer, &client)? else {
         return Ok(());
     };
     let step_done = timer.getattr(intern!(py, "step_done"))?.unbind();
     let args =
         PyTuple::new(py, [client.obj.clone(), batch.into_bound(py).into_any(), now.into_pyobject(py)?.into_any()])?;
-    let label = client.label(intern!(py, "done_label"))?;
+    let label = client.done_label.to_string();
     client.kernel.borrow_mut().call_at(py, i128::from(now + duration), DONE, step_done, args.unbind(), label)?;
     if timer.borrow().overlapping {
         client.obj.call_method1(intern!(py, "start_micro_batch"), (now, duration))?;
@@ -354,7 +366,7 @@ pub fn step_done(
     batch: &Bound<'_, ScheduledBatch>,
     start_ns: i64,
 ) -> PyResult<()> {
-    let client = Client::of(client)?;
+    let client = Client::of(timer, client)?;
     end(timer, &client, batch, start_ns)?;
     schedule_wake(timer, &client)
 }

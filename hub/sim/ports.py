@@ -135,14 +135,15 @@ class Stepper(Protocol):
     def done_label(self) -> str: ...
 
     busy: bool
-    """A step (or, with micro-batches, the first pipeline stage) is in flight."""
+    """A step (or, with micro-batches, the first pipeline stage) is in flight (the clock's flag)."""
 
     @property
     def busy_ns(self) -> int:
-        """Time its devices were busy."""
+        """Time its devices were busy (counted on its timeline)."""
 
-    wake_pending: bool
-    """Its wake-up is scheduled."""
+    @property
+    def wake_pending(self) -> bool:
+        """Its wake-up is scheduled (the clock's flag)."""
 
     @property
     def keep_itls(self) -> bool:
@@ -182,6 +183,18 @@ class StepClock(Protocol):
     decode run in bulk (reported through :class:`Settled`), never changing what they do. The
     scheduler's sequences are up to date only as :meth:`settled` returns them.
     """
+
+    busy: bool
+    """A step of its client's (or, with micro-batches, the first pipeline stage) is in flight."""
+
+    @property
+    def wake_pending(self) -> bool:
+        """Its client's wake-up is scheduled."""
+
+    def attach(self, *, kernel: Kernel, timeline: ClientTimeline, wake_label: str, done_label: str,
+               keep_itls: bool) -> None:
+        """Gives the clock what its step loop reads of its client at every step (the client's kernel,
+        :attr:`Stepper.timeline`, labels and :attr:`Stepper.keep_itls`), once."""
 
     def wake(self, client: Stepper) -> None:
         """Schedules the client's wake-up at the current time, after the events already due then, unless

@@ -100,9 +100,10 @@ class LLMClient:
         if scheduler.offload is not None:
             self.timeline.offload = scheduler.offload
         self._holds_kv = scheduler.hold_finished_kv  # fixed at the scheduler's making
-        self.busy = False
-        self.wake_pending = False  # its wake-up is scheduled
         self.wake_label, self.done_label = f"wake {self.name}", f"step done {self.name}"
+        # what the clock's step loop reads at every step, given once (its busy flags are the clock's)
+        self.timer.attach(kernel=kernel, timeline=self.timeline, wake_label=self.wake_label,
+                          done_label=self.done_label, keep_itls=keep_itls)
         self._input_tokens = 0  # prompt tokens of the requests with a sequence here
         self._seqs_of: dict[int, int] = {}  # request id -> its sequences here
 
@@ -161,6 +162,20 @@ class LLMClient:
         if not self.scheduler.kv.enable_prefix_caching:
             return 0
         return self.timer.settled().kv.cached_tokens(probe)  # a decode run's pending steps cache their blocks
+
+    @property
+    def busy(self) -> bool:
+        """A step (or, with micro-batches, the first pipeline stage) is in flight (its clock's flag)."""
+        return self.timer.busy
+
+    @busy.setter
+    def busy(self, busy: bool) -> None:
+        self.timer.busy = busy
+
+    @property
+    def wake_pending(self) -> bool:
+        """Its wake-up is scheduled (its clock's flag)."""
+        return self.timer.wake_pending
 
     @property
     def busy_ns(self) -> int:
