@@ -7,9 +7,9 @@
 //! [`end_step`]) and is recorded on the requests and the client's [`Timeline`]. The client's Python
 //! is called only for what is rare or its own: a step's LoRA adapters, pipeline micro-batches, an API
 //! server in front (`frontend`), forks, finished stages (`finish_stage`: the coordinator takes them), a
-//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). What the loop
-//! reads of the client at every step its timer was given once (`StepTimer.attach`: its kernel,
-//! timeline, event labels); its `busy` and `wake_pending` flags are the timer's, its busy time the
+//! request's decode stage beginning, and waiting for offload loads (`wake_for_loads`). The client's
+//! kernel, timeline and event labels, which the loop reads at every step, were given to its timer once
+//! (`StepTimer.attach`); its `busy` and `wake_pending` flags are the timer's, its busy time the
 //! timeline's (the router and the autoscaler read them there through the client).
 //!
 //! A step's end is an event of the kernel's heap ([`step_done`]), and so is the client's wake-up for
