@@ -573,6 +573,9 @@ class RuntimeSessionProxy:
     @property
     def num_out_of_range(self) -> int: ...
     @property
+    def num_native_calls(self) -> int:
+        """Calls of the client's that the compiled model answered in its place (the client counts the others)."""
+    @property
     def hit_rate(self) -> float: ...
     @property
     def native(self) -> bool:

@@ -388,6 +388,9 @@ pub struct RuntimeSessionProxy {
     num_hits: i64,
     #[pyo3(get)]
     num_out_of_range: i64,
+    /// Calls of the client's that the compiled model answered in its place (the client counts the others).
+    #[pyo3(get)]
+    num_native_calls: i64,
 }
 
 fn rider_id(rider: Option<&Bound<'_, PyAny>>) -> usize {
@@ -443,6 +446,7 @@ impl RuntimeSessionProxy {
             num_lookups: 0,
             num_hits: 0,
             num_out_of_range: 0,
+            num_native_calls: 0,
         })
     }
 
@@ -566,7 +570,7 @@ impl RuntimeSessionProxy {
             RunTiming::Cached(hit) => self.count_hit(&hit, rider),
             RunTiming::Timed(key, timing) => {
                 self.num_lookups += 1;
-                count_call(self.client.bind(py))?;
+                self.num_native_calls += 1;
                 self.cache.borrow_mut(py).store(key, timing, self.max_cache_entries);
                 self.num_out_of_range += i64::from(timing.out_of_range);
             }
@@ -630,7 +634,7 @@ impl RuntimeSessionProxy {
         };
         let timings = match natively {
             Some(timings) => {
-                count_call(client)?;
+                slf.borrow_mut().num_native_calls += 1;
                 timings
             }
             None => {
@@ -676,8 +680,8 @@ impl RuntimeSessionProxy {
     }
 
     /// Times `keys` with the backend's compiled model, as `predict_steps` would (its checks, its
-    /// timing cache, no breakdown), scaled by `scale`; the caller counts the call as the client's
-    /// ([`count_call`]). None, before anything is timed, where a batch is not one the hub forms (a
+    /// timing cache, no breakdown), scaled by `scale`; the caller counts the call
+    /// (`num_native_calls`). None, before anything is timed, where a batch is not one the hub forms (a
     /// field the backend does not read, counts the checks refuse): the Python path then answers,
     /// or raises its error.
     fn time_natively(
@@ -761,13 +765,6 @@ impl RunTiming {
             RunTiming::Cached(timing) | RunTiming::Timed(_, timing) => timing,
         }
     }
-}
-
-/// Counts a call of the client's (`num_calls`) that the compiled model answered in its place.
-fn count_call(client: &Bound<'_, PyAny>) -> PyResult<()> {
-    let py = client.py();
-    let calls: i64 = client.getattr(intern!(py, "num_calls"))?.extract()?;
-    client.setattr(intern!(py, "num_calls"), calls + 1)
 }
 
 /// A rider's top-up, the batches it wants timed along with another rider's miss: a step timer's

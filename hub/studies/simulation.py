@@ -420,7 +420,8 @@ class Simulation:
         proxies = self.runtime.proxies()
         lookups = sum(p.num_lookups for p in proxies)
         hits = sum(p.num_hits for p in proxies)
-        rpcs = sum(client.num_calls for client in self.backends.values())
+        # calls the backends answered, and those their compiled models answered in their place
+        rpcs = sum(client.num_calls for client in self.backends.values()) + sum(p.num_native_calls for p in proxies)
         extra: dict[str, Any] = {
             "backends": {"steps_timed": lookups, "cache_hit_rate": round(hits / lookups, 6) if lookups else 0.0,
                          "rpcs": rpcs, "out_of_range_steps": sum(p.num_out_of_range for p in proxies)},

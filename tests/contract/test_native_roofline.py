@@ -49,8 +49,9 @@ def test_native_misses_time_and_count_as_the_python_path_step_by_step(scale: flo
     assert native.native and not python.native
     assert not native.lookahead and _proxy(False)[0].lookahead
     assert _run(native) == _run(python) == _run(_proxy(False, scale)[0])
-    assert (native.num_lookups, native.num_hits, native_client.num_calls) == \
+    assert (native.num_lookups, native.num_hits, native_client.num_calls + native.num_native_calls) == \
         (python.num_lookups, python.num_hits, python_client.num_calls) == (6, 1, 6)  # open, 5 misses
+    assert native.num_native_calls == 5 and python.num_native_calls == 0
     assert native.cached() == python.cached()
 
 
