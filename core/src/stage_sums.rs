@@ -119,16 +119,9 @@ impl StageSums {
         template: Option<&str>,
     ) -> PyResult<(i64, i64, Py<PyAny>)> {
         let record = record.borrow();
-        let stage_list = record.stages.bind(py);
-        let stages = stage_list
-            .try_iter()?
-            .map(|item| Ok(item?.downcast_into::<StageRecord>()?))
-            .collect::<PyResult<Vec<Bound<'_, StageRecord>>>>()?;
+        let stages = stage_records(record.stages.bind(py))?;
         let borrowed = stages.iter().map(|stage| stage.borrow()).collect::<Vec<_>>();
-        let kinds = borrowed
-            .iter()
-            .map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
-            .collect::<PyResult<Vec<&str>>>()?;
+        let kinds = stage_kinds(py, &borrowed)?;
         let stages = borrowed
             .iter()
             .zip(&kinds)
@@ -292,6 +285,16 @@ fn add_breakdown(totals: &mut Ordered<i64>, stages: &[Stage<'_>]) {
     *totals.entry(COMMUNICATION) += communication_ns;
 }
 
+/// A request's stages (its `stages` list) as the core's records.
+fn stage_records<'py>(stages: &Bound<'py, PyAny>) -> PyResult<Vec<Bound<'py, StageRecord>>> {
+    stages.try_iter()?.map(|item| Ok(item?.downcast_into::<StageRecord>()?)).collect()
+}
+
+/// Each stage's kind, as text.
+fn stage_kinds<'a>(py: Python<'a>, stages: &'a [PyRef<'_, StageRecord>]) -> PyResult<Vec<&'a str>> {
+    stages.iter().map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?)).collect()
+}
+
 /// The index of the stage a request's latency is attributed to: its last decode stage, else its
 /// last stage; None with no stages.
 fn attributed(kinds: &[&str]) -> Option<usize> {
@@ -302,16 +305,9 @@ fn attributed(kinds: &[&str]) -> Option<usize> {
 /// last stage; None with no stages.
 #[pyfunction]
 pub fn attributed_client(py: Python<'_>, record: &Bound<'_, RequestRecord>) -> PyResult<Py<PyAny>> {
-    let stages = record.borrow().stages.clone_ref(py).into_bound(py);
-    let stages = stages
-        .try_iter()?
-        .map(|item| Ok(item?.downcast_into::<StageRecord>()?))
-        .collect::<PyResult<Vec<Bound<'_, StageRecord>>>>()?;
+    let stages = stage_records(&record.borrow().stages.clone_ref(py).into_bound(py))?;
     let borrowed = stages.iter().map(|stage| stage.borrow()).collect::<Vec<_>>();
-    let kinds = borrowed
-        .iter()
-        .map(|stage| Ok(stage.kind.bind(py).downcast::<PyString>()?.to_str()?))
-        .collect::<PyResult<Vec<&str>>>()?;
+    let kinds = stage_kinds(py, &borrowed)?;
     Ok(attributed(&kinds).map_or_else(|| py.None(), |index| borrowed[index].client.clone_ref(py)))
 }
 
